@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* encap.h: wraps the client's IP datagram for its backend. The inner
+ * datagram is not touched; in front of it go the L2 header (moved), an outer
+ * IPv4 or IPv6 header from this node to the backend, and for GRE the RFC 2784
+ * base header:
+ *
+ *   [eth (+vlan)] [outer IPv4/IPv6] [GRE: 0x0000 | proto] [inner IP ...]
+ *
+ * IPIP uses the outer protocol number instead of GRE: 4 for an inner IPv4
+ * datagram, 41 for an inner IPv6 one, whatever the outer family. */
+#pragma once
+
+#include <linux/bpf.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <bpf/bpf_helpers.h>
+#include "consts.h"
+#include "csum.h"
+#include "parse.h"
+#include "types.h"
+
+struct gre_base {
+	__be16 flags;
+	__be16 proto;
+};
+
+/* encap_move_l2 copies the L2 header from old (outer_len bytes further on)
+ * to the new start; l3_off is one of 14, 18, 22. */
+static __always_inline int encap_move_l2(void *data, void *data_end, __u16 l3_off, __u16 shift)
+{
+	__u8 buf[ETH_HLEN + 2 * VLAN_HLEN];
+	void *old = data + shift;
+
+	if (l3_off == ETH_HLEN) {
+		if (old + ETH_HLEN > data_end)
+			return -1;
+		__builtin_memcpy(buf, old, ETH_HLEN);
+		__builtin_memcpy(data, buf, ETH_HLEN);
+	} else if (l3_off == ETH_HLEN + VLAN_HLEN) {
+		if (old + ETH_HLEN + VLAN_HLEN > data_end)
+			return -1;
+		__builtin_memcpy(buf, old, ETH_HLEN + VLAN_HLEN);
+		__builtin_memcpy(data, buf, ETH_HLEN + VLAN_HLEN);
+	} else {
+		if (old + ETH_HLEN + 2 * VLAN_HLEN > data_end)
+			return -1;
+		__builtin_memcpy(buf, old, ETH_HLEN + 2 * VLAN_HLEN);
+		__builtin_memcpy(data, buf, ETH_HLEN + 2 * VLAN_HLEN);
+	}
+	return 0;
+}
+
+static __always_inline __u8 encap_inner_proto(const struct pkt *p)
+{
+	return p->family == XLB_AF_INET ? IPPROTO_IPIP : IPPROTO_IPV6;
+}
+
+static __always_inline __be16 encap_inner_ethertype(const struct pkt *p)
+{
+	return p->family == XLB_AF_INET ? BE_ETH_P_IP : BE_ETH_P_IPV6;
+}
+
+/* encap_push grows the head and writes the outer headers. The outer
+ * ethertype is set; MAC addresses are left to the next-hop stage. Returns 0
+ * or an enum xlb_stat drop reason. */
+static __always_inline int encap_push(struct xdp_md *ctx, const struct pkt *p,
+				      const struct real_info *r, __u8 encap,
+				      const struct node_info *n, __u64 h)
+{
+	__u16 gre = encap == XLB_ENCAP_GRE ? GRE_HLEN : 0;
+	__u16 outer = (r->family == XLB_AF_INET ? IPV4_HLEN : IPV6_HLEN) + gre;
+	__u16 l3_off = p->l3_off;
+	__u8 proto = gre ? IPPROTO_GRE : encap_inner_proto(p);
+	void *data, *data_end;
+
+	if (r->family == XLB_AF_INET && !(n->flags & XLB_NODE_F_ADDR4))
+		return XLB_STAT_DROP_NO_SOURCE;
+	if (r->family == XLB_AF_INET6 && !(n->flags & XLB_NODE_F_ADDR6))
+		return XLB_STAT_DROP_NO_SOURCE;
+	if (bpf_xdp_adjust_head(ctx, -(int)outer))
+		return XLB_STAT_DROP_ENCAP;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	if (encap_move_l2(data, data_end, l3_off, outer))
+		return XLB_STAT_DROP_INTERNAL;
+	if (l3_off > ETH_HLEN + 2 * VLAN_HLEN)
+		return XLB_STAT_DROP_INTERNAL;
+
+	void *l3 = data + l3_off;
+	__be16 *ethertype = l3 - 2;
+
+	if ((void *)ethertype < data || l3 + IPV6_HLEN + GRE_HLEN > data_end)
+		return XLB_STAT_DROP_INTERNAL;
+
+	if (r->family == XLB_AF_INET) {
+		struct iphdr *ip = l3;
+
+		*ethertype = BE_ETH_P_IP;
+		ip->version = 4;
+		ip->ihl = 5;
+		ip->tos = p->tos;
+		ip->tot_len = bpf_htons(outer + p->l3_len);
+		ip->id = 0;
+		ip->frag_off = bpf_htons(IP_DF);
+		ip->ttl = OUTER_TTL;
+		ip->protocol = proto;
+		ip->check = 0;
+		__builtin_memcpy(&ip->saddr, n->addr4, 4);
+		__builtin_memcpy(&ip->daddr, r->addr, 4);
+		ip->check = csum_ipv4(ip);
+	} else {
+		struct ipv6hdr *ip6 = l3;
+		__u32 label = (__u32)h & 0xfffff;
+
+		*ethertype = BE_ETH_P_IPV6;
+		/* version 6, traffic class from the inner packet, flow label
+		 * from the flow hash so routers spread tunnels by flow. */
+		*(__be32 *)ip6 = bpf_htonl(6U << 28 | (__u32)p->tos << 20 | label);
+		ip6->payload_len = bpf_htons(gre + p->l3_len);
+		ip6->nexthdr = proto;
+		ip6->hop_limit = OUTER_TTL;
+		__builtin_memcpy(&ip6->saddr, n->addr6, 16);
+		__builtin_memcpy(&ip6->daddr, r->addr, 16);
+	}
+	if (gre) {
+		struct gre_base *g = l3 + outer - GRE_HLEN;
+
+		if ((void *)(g + 1) > data_end)
+			return XLB_STAT_DROP_INTERNAL;
+		g->flags = 0;
+		g->proto = encap_inner_ethertype(p);
+	}
+	return 0;
+}

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* maps.h: every map of the forwarder. Sizes here are defaults; the loader
+ * sets the real ones from the config before creating the maps. */
+#pragma once
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "types.h"
+
+/* VIP (address, port, proto) -> service. Port 0 entries serve all ports. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct vip_key);
+	__type(value, struct vip_info);
+	__uint(max_entries, 4096);
+} xlb_vips SEC(".maps");
+
+/* VIP address (port 0, proto 0) -> 1: lets a malformed packet to a VIP be
+ * told from one to any other host. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct vip_key);
+	__type(value, __u32);
+	__uint(max_entries, 4096);
+} xlb_vip_addrs SEC(".maps");
+
+/* Maglev tables: slot (vip_info.table_id) -> inner ARRAY of M real ids.
+ * A service's table is replaced whole: a new inner map in a free slot, then
+ * the vip_info update that points to it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__array(values, struct {
+		__uint(type, BPF_MAP_TYPE_ARRAY);
+		__uint(map_flags, BPF_F_INNER_MAP);
+		__type(key, __u32);
+		__type(value, __u32);
+		__uint(max_entries, 1);
+	});
+} xlb_tables SEC(".maps");
+
+/* Real id -> backend of one service. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct real_info);
+	__uint(max_entries, 65536);
+} xlb_reals SEC(".maps");
+
+/* Connection table, sliced by CPU: see struct ct_bucket. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct ct_bucket);
+	__uint(max_entries, 1 << 17);
+} xlb_ct SEC(".maps");
+
+/* 0 -> node settings. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct node_info);
+	__uint(max_entries, 1);
+} xlb_node SEC(".maps");
+
+/* svc_id -> counters, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct xlb_counters);
+	__uint(max_entries, 4096);
+} xlb_svc_stats SEC(".maps");
+
+/* real id -> counters, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct xlb_counters);
+	__uint(max_entries, 65536);
+} xlb_real_stats SEC(".maps");
+
+/* 0 -> global counters indexed by enum xlb_stat, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct xlb_global);
+	__uint(max_entries, 1);
+} xlb_stats SEC(".maps");

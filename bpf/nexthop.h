@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* nexthop.h: the Ethernet next hop of an encapsulated packet, from the
+ * kernel FIB (bpf_fib_lookup), else the configured fallback gateway. */
+#pragma once
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <bpf/bpf_helpers.h>
+#include "consts.h"
+#include "stats.h"
+#include "types.h"
+
+/* nexthop_forward sets the MACs and returns the XDP verdict. The frame
+ * starts with the (outer) Ethernet header; tot_len is the outer IP length. */
+static __always_inline int nexthop_forward(struct xdp_md *ctx, const struct real_info *r,
+					   const struct node_info *n, __u16 tot_len)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct bpf_fib_lookup fib = {};
+	int rc;
+
+	if ((void *)(eth + 1) > data_end) {
+		stats_count(XLB_STAT_DROP_INTERNAL);
+		return XDP_DROP;
+	}
+	fib.ifindex = ctx->ingress_ifindex;
+	fib.tot_len = tot_len;
+	if (r->family == XLB_AF_INET) {
+		fib.family = AF_INET;
+		__builtin_memcpy(&fib.ipv4_src, n->addr4, 4);
+		__builtin_memcpy(&fib.ipv4_dst, r->addr, 4);
+	} else {
+		fib.family = AF_INET6;
+		__builtin_memcpy(fib.ipv6_src, n->addr6, 16);
+		__builtin_memcpy(fib.ipv6_dst, r->addr, 16);
+	}
+	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
+	if (rc == BPF_FIB_LKUP_RET_SUCCESS) {
+		__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);
+		__builtin_memcpy(eth->h_source, fib.smac, ETH_ALEN);
+		if (fib.ifindex == ctx->ingress_ifindex) {
+			stats_count(XLB_STAT_FORWARD_TX);
+			return XDP_TX;
+		}
+		stats_count(XLB_STAT_FORWARD_REDIRECT);
+		return bpf_redirect(fib.ifindex, 0);
+	}
+	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED) {
+		stats_count(XLB_STAT_DROP_TOO_BIG);
+		return XDP_DROP;
+	}
+	if (n->flags & XLB_NODE_F_GATEWAY) {
+		__builtin_memcpy(eth->h_dest, n->gw_mac, ETH_ALEN);
+		__builtin_memcpy(eth->h_source, n->if_mac, ETH_ALEN);
+		stats_count(XLB_STAT_NEXTHOP_FALLBACK);
+		stats_count(XLB_STAT_FORWARD_TX);
+		return XDP_TX;
+	}
+	stats_count(XLB_STAT_DROP_NO_NEXTHOP);
+	return XDP_DROP;
+}

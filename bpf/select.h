@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* select.h: backend selection, paper section 3.3: the VIP match, the per-CPU
+ * connection table, and the Maglev table lookup for flows it does not hold. */
+#pragma once
+
+#include <bpf/bpf_helpers.h>
+#include "consts.h"
+#include "hash.h"
+#include "maps.h"
+#include "parse.h"
+#include "stats.h"
+
+/* select_vip matches (dst, dport, proto) exactly, then (dst, 0, proto). */
+static __always_inline struct vip_info *select_vip(const struct pkt *p)
+{
+	struct vip_key k = {};
+	struct vip_info *v;
+
+	__builtin_memcpy(k.addr, p->dst, 16);
+	if (p->family == XLB_AF_INET)
+		__builtin_memset(k.addr + 4, 0, 12);
+	k.port = pkt_dport(p);
+	k.proto = p->proto;
+	k.family = p->family;
+	v = bpf_map_lookup_elem(&xlb_vips, &k);
+	if (v)
+		return v;
+	k.port = 0;
+	return bpf_map_lookup_elem(&xlb_vips, &k);
+}
+
+/* select_is_vip_addr tells whether dst is the address of any VIP. */
+static __always_inline int select_is_vip_addr(const struct pkt *p)
+{
+	struct vip_key k = {};
+
+	__builtin_memcpy(k.addr, p->dst, 16);
+	if (p->family == XLB_AF_INET)
+		__builtin_memset(k.addr + 4, 0, 12);
+	k.family = p->family;
+	return bpf_map_lookup_elem(&xlb_vip_addrs, &k) != NULL;
+}
+
+static __always_inline __u64 select_flow_hash(const struct pkt *p)
+{
+	if (p->family == XLB_AF_INET)
+		return hash_flow4(*(__u32 *)p->src, *(__u32 *)p->dst, p->ports, p->proto);
+	return hash_flow6((const __u64 *)p->src, (const __u64 *)p->dst, p->ports, p->proto);
+}
+
+/* The state a packet moves its flow to. */
+static __always_inline __u64 ct_next_state(const struct pkt *p, __u64 cur)
+{
+	if (p->proto != IPPROTO_TCP)
+		return XLB_CT_ESTABLISHED;
+	if (p->tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST))
+		return XLB_CT_CLOSING;
+	if ((p->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN)
+		return cur == XLB_CT_FREE ? XLB_CT_SYN : cur;
+	return cur == XLB_CT_CLOSING ? XLB_CT_CLOSING : XLB_CT_ESTABLISHED;
+}
+
+static __always_inline __u64 ct_timeout(const struct node_info *n, const struct pkt *p,
+					__u64 state)
+{
+	if (p->proto != IPPROTO_TCP)
+		return n->timeout_udp;
+	if (state == XLB_CT_SYN)
+		return n->timeout_tcp_syn;
+	if (state == XLB_CT_CLOSING)
+		return n->timeout_tcp_fin;
+	return n->timeout_tcp;
+}
+
+/* ct_usable: the entry is of this flow (tag), live (not idle past its
+ * timeout) and its real may still carry tracked flows of this service. */
+static __always_inline struct real_info *ct_usable(__u64 e, __u64 tag, __u64 now,
+						    const struct node_info *n,
+						    const struct pkt *p, const struct vip_info *v)
+{
+	__u64 state = (e >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
+	__u32 rid = (e >> XLB_CT_REAL_SHIFT) & XLB_CT_REAL_MASK;
+	struct real_info *r;
+
+	if ((e >> XLB_CT_TAG_SHIFT) != tag || state == XLB_CT_FREE)
+		return NULL;
+	if (((now - e) & XLB_CT_TIME_MASK) > ct_timeout(n, p, state))
+		return NULL;
+	/* A SYN on a closed flow starts a new connection: choose afresh. */
+	if (state == XLB_CT_CLOSING && p->proto == IPPROTO_TCP &&
+	    (p->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN)
+		return NULL;
+	r = bpf_map_lookup_elem(&xlb_reals, &rid);
+	if (!r || r->svc_id != v->svc_id || !(r->flags & XLB_REAL_F_ACTIVE))
+		return NULL;
+	return r;
+}
+
+static __always_inline __u64 ct_make(__u64 tag, __u32 rid, __u64 state, __u64 now)
+{
+	return tag << XLB_CT_TAG_SHIFT | (__u64)rid << XLB_CT_REAL_SHIFT |
+	       state << XLB_CT_STATE_SHIFT | (now & XLB_CT_TIME_MASK);
+}
+
+/* ct_store puts e in bucket b: over the way that held this flow, else a free
+ * way, else the way idle longest. */
+static __always_inline void ct_store(struct ct_bucket *b, __u64 tag, __u64 e, __u64 now)
+{
+	__u32 victim = 0;
+	__u64 oldest = 0;
+
+#pragma unroll
+	for (int i = 0; i < XLB_CT_WAYS; i++) {
+		__u64 w = b->way[i];
+		__u64 age = (now - w) & XLB_CT_TIME_MASK;
+
+		if ((w >> XLB_CT_TAG_SHIFT) == tag ||
+		    ((w >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK) == XLB_CT_FREE) {
+			victim = i;
+			break;
+		}
+		if (age >= oldest) {
+			oldest = age;
+			victim = i;
+		}
+	}
+	if (victim < XLB_CT_WAYS)
+		b->way[victim] = e;
+}
+
+/* ct_find_remote looks for the flow in the other CPUs' slices: a flow whose
+ * packets moved to this CPU (RSS change, veth) keeps its backend. Read only;
+ * an 8-byte way is read whole, so a concurrent write is seen before or after. */
+static __always_inline __u64 ct_find_remote(__u32 cpu, __u32 bucket, __u64 tag)
+{
+	for (__u32 c = 0; c < MAX_CPUS; c++) {
+		struct ct_bucket *ob;
+		__u32 idx;
+
+		if (c >= nr_cpus)
+			break;
+		if (c == cpu)
+			continue;
+		idx = c << ct_shift | bucket;
+		ob = bpf_map_lookup_elem(&xlb_ct, &idx);
+		if (!ob)
+			continue;
+#pragma unroll
+		for (int i = 0; i < XLB_CT_WAYS; i++) {
+			__u64 w = ob->way[i];
+
+			if ((w >> XLB_CT_TAG_SHIFT) == tag &&
+			    ((w >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK) != XLB_CT_FREE)
+				return w;
+		}
+	}
+	return 0;
+}
+
+/* select_maglev reads the service's table at the flow's slot. */
+static __always_inline __u32 select_maglev(const struct vip_info *v, __u64 h)
+{
+	__u32 slot = hash_slot(h, v->table_size);
+	void *table = bpf_map_lookup_elem(&xlb_tables, &v->table_id);
+	__u32 *rid;
+
+	if (!table)
+		return 0;
+	rid = bpf_map_lookup_elem(table, &slot);
+	return rid ? *rid : 0;
+}
+
+struct selection {
+	struct real_info *real;
+	__u32 rid;
+	__u32 new_flow;
+};
+
+/* select_backend fills sel for a packet of service v, tracking the flow in
+ * this CPU's slice. Returns 0, or an enum xlb_stat drop reason. */
+static __always_inline int select_backend(const struct pkt *p, const struct vip_info *v,
+					  const struct node_info *n, __u64 h,
+					  struct selection *sel)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	__u32 bucket = (__u32)h & ((1U << ct_shift) - 1);
+	__u32 idx = cpu << ct_shift | bucket;
+	__u64 now = bpf_ktime_get_coarse_ns() >> XLB_TICK_SHIFT;
+	__u64 tag = h >> XLB_CT_TAG_SHIFT;
+	struct ct_bucket *b = bpf_map_lookup_elem(&xlb_ct, &idx);
+	struct real_info *r = NULL;
+	__u64 e = 0;
+	int way = -1;
+
+	if (!b)
+		return XLB_STAT_DROP_INTERNAL;
+#pragma unroll
+	for (int i = 0; i < XLB_CT_WAYS; i++) {
+		__u64 w = b->way[i];
+
+		if ((w >> XLB_CT_TAG_SHIFT) == tag &&
+		    ((w >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK) != XLB_CT_FREE) {
+			e = w;
+			way = i;
+			break;
+		}
+	}
+	if (way >= 0) {
+		r = ct_usable(e, tag, now, n, p, v);
+		if (r) {
+			__u64 state = (e >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
+			__u64 ne = (e & ~((XLB_CT_STATE_MASK << XLB_CT_STATE_SHIFT) |
+					  XLB_CT_TIME_MASK)) |
+				   ct_next_state(p, state) << XLB_CT_STATE_SHIFT |
+				   (now & XLB_CT_TIME_MASK);
+
+			if (ne != e && way < XLB_CT_WAYS)
+				b->way[way] = ne; /* write only when it changed */
+			sel->real = r;
+			sel->rid = (e >> XLB_CT_REAL_SHIFT) & XLB_CT_REAL_MASK;
+			stats_count(XLB_STAT_CT_HIT);
+			return 0;
+		}
+		stats_count(XLB_STAT_CT_RESELECT);
+	} else if (nr_cpus > 1 && !(p->proto == IPPROTO_TCP && (p->tcp_flags & TCP_FLAG_SYN))) {
+		e = ct_find_remote(cpu, bucket, tag);
+		if (e)
+			r = ct_usable(e, tag, now, n, p, v);
+		if (r) {
+			__u64 state = (e >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
+
+			sel->real = r;
+			sel->rid = (e >> XLB_CT_REAL_SHIFT) & XLB_CT_REAL_MASK;
+			ct_store(b, tag, ct_make(tag, sel->rid, ct_next_state(p, state), now), now);
+			stats_count(XLB_STAT_CT_REMOTE_HIT);
+			return 0;
+		}
+	}
+	stats_count(XLB_STAT_CT_MISS);
+
+	sel->rid = select_maglev(v, h);
+	if (!sel->rid)
+		return XLB_STAT_DROP_NO_BACKEND;
+	r = bpf_map_lookup_elem(&xlb_reals, &sel->rid);
+	if (!r || r->svc_id != v->svc_id || !(r->flags & XLB_REAL_F_ACTIVE))
+		return XLB_STAT_DROP_NO_BACKEND;
+	sel->real = r;
+	sel->new_flow = 1;
+	ct_store(b, tag, ct_make(tag, sel->rid, ct_next_state(p, XLB_CT_FREE), now), now);
+	return 0;
+}

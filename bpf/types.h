@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* types.h: the Go <-> BPF ABI. Map keys and values and the enums that name
+ * counters and states. Go types are generated from this file by bpf2go
+ * (internal/datapath/xlb_bpfel.go); nothing is mirrored by hand. Enumerations
+ * are append-only: never renumber a value, pinned maps outlive binaries. */
+#pragma once
+
+#include <linux/types.h>
+
+enum xlb_family {
+	XLB_AF_INET = 4,
+	XLB_AF_INET6 = 6,
+};
+
+/* Encapsulation toward a backend. ENCAP_NONE on a real means "the service's". */
+enum xlb_encap {
+	XLB_ENCAP_NONE = 0,
+	XLB_ENCAP_GRE = 1,  /* RFC 2784 base header, IPv4 or IPv6 outer */
+	XLB_ENCAP_IPIP = 2, /* ipip, ip6ip6, 4in6 or 6in4 by the two families */
+};
+
+/* xlb_vips key. IPv4 addresses use addr[0..3], the rest is zero. */
+struct vip_key {
+	__u8 addr[16];
+	__be16 port; /* 0: the VIP serves all ports of proto */
+	__u8 proto;  /* IPPROTO_TCP or IPPROTO_UDP */
+	__u8 family; /* enum xlb_family */
+};
+
+struct vip_info {
+	__u32 svc_id;     /* stable for the life of the VIP; indexes xlb_svc_stats */
+	__u32 table_id;   /* slot of this service's Maglev table in xlb_tables */
+	__u32 table_size; /* M, the inner table's length */
+	__u8 encap;       /* enum xlb_encap */
+	__u8 flags;       /* reserved, 0 */
+	__u16 pad;
+};
+
+enum xlb_real_flags {
+	/* The real may keep its tracked flows. Cleared when the backend leaves
+	 * its service (or, later, fails its health check): tracked flows then
+	 * reselect through the Maglev table. */
+	XLB_REAL_F_ACTIVE = 1,
+};
+
+/* xlb_reals value: one per (service, backend) pair. Id 0 is never used. */
+struct real_info {
+	__u8 addr[16];
+	__u32 svc_id; /* the service this real belongs to */
+	__u8 family;  /* enum xlb_family of addr */
+	__u8 flags;   /* enum xlb_real_flags */
+	__u8 encap;   /* enum xlb_encap, NONE = the service's */
+	__u8 pad;
+};
+
+enum xlb_node_flags {
+	XLB_NODE_F_ADDR4 = 1,  /* addr4 is set: IPv4 outer headers possible */
+	XLB_NODE_F_ADDR6 = 2,  /* addr6 is set */
+	XLB_NODE_F_GATEWAY = 4, /* gw_mac is the fallback next hop */
+};
+
+/* Connection-tracking states; each has its own idle timeout. */
+enum xlb_ct_state {
+	XLB_CT_FREE = 0,
+	XLB_CT_SYN = 1,         /* TCP, only SYNs seen */
+	XLB_CT_ESTABLISHED = 2, /* TCP past the SYN, or any UDP flow */
+	XLB_CT_CLOSING = 3,     /* TCP, FIN or RST seen */
+};
+
+/* xlb_node value (one element): settings the control plane may change at
+ * run time without reloading the program. Timeouts are in conntrack ticks
+ * (2^XLB_TICK_SHIFT ns). */
+struct node_info {
+	__u8 addr4[4];
+	__u8 addr6[16];
+	__u8 gw_mac[6];
+	__u8 if_mac[6];
+	__u16 flags; /* enum xlb_node_flags */
+	__u16 timeout_tcp_syn;
+	__u16 timeout_tcp;
+	__u16 timeout_tcp_fin;
+	__u16 timeout_udp;
+};
+
+/* Per-service and per-real counters (per CPU; the daemon sums them). */
+struct xlb_counters {
+	__u64 packets;
+	__u64 bytes;
+	__u64 new_flows;
+};
+
+/* Global counters, one slot each in struct xlb_global. Append only. */
+enum xlb_stat {
+	XLB_STAT_PASS_NOT_IP = 0,   /* not IPv4/IPv6: to the kernel */
+	XLB_STAT_PASS_NOT_VIP,      /* IP but no VIP matched: to the kernel */
+	XLB_STAT_PASS_BAD_L3,       /* unparseable IP header, not to a VIP address */
+	XLB_STAT_PASS_OTHER_PROTO,  /* neither TCP nor UDP */
+	XLB_STAT_FORWARD_TX,        /* encapsulated, XDP_TX */
+	XLB_STAT_FORWARD_REDIRECT,  /* encapsulated, XDP_REDIRECT */
+	XLB_STAT_CT_HIT,            /* tracked flow, same CPU */
+	XLB_STAT_CT_REMOTE_HIT,     /* tracked by another CPU, adopted */
+	XLB_STAT_CT_MISS,           /* not tracked: Maglev table lookup */
+	XLB_STAT_CT_RESELECT,       /* tracked, but the real is gone: reselected */
+	XLB_STAT_NEXTHOP_FALLBACK,  /* FIB had no answer: fallback gateway used */
+	XLB_STAT_DROP_MALFORMED,    /* to a VIP address, headers invalid */
+	XLB_STAT_DROP_FRAGMENT,     /* fragment to a VIP (no fragment support) */
+	XLB_STAT_DROP_NO_BACKEND,   /* the service's table is empty */
+	XLB_STAT_DROP_NO_NEXTHOP,   /* FIB failed and no fallback gateway */
+	XLB_STAT_DROP_TOO_BIG,      /* encapsulated packet exceeds the MTU */
+	XLB_STAT_DROP_NO_SOURCE,    /* no node address of the backend's family */
+	XLB_STAT_DROP_ENCAP,        /* headroom could not be grown */
+	XLB_STAT_DROP_INTERNAL,     /* a map lookup that cannot fail did */
+	XLB_STAT__MAX,
+};
+
+struct xlb_global {
+	__u64 count[XLB_STAT__MAX];
+};
+
+/* Connection table: a plain ARRAY of buckets, sliced by CPU (index =
+ * cpu << ct_shift | bucket); each CPU writes only its own slice. A bucket
+ * is one cache line of eight 8-byte ways:
+ *
+ *   63            36 35          18 17  16 15          0
+ *  +----------------+--------------+------+-------------+
+ *  | tag (28 bits)  | real (18)    |state |  last seen  |
+ *  +----------------+--------------+------+-------------+
+ *
+ * tag = flow_hash >> 36, real = xlb_reals index, state = enum xlb_ct_state,
+ * last seen = conntrack ticks, 16 bits (wraps after ~4.9 hours). */
+#define XLB_CT_WAYS 8
+#define XLB_CT_TAG_SHIFT 36
+#define XLB_CT_REAL_SHIFT 18
+#define XLB_CT_REAL_MASK 0x3ffffULL
+#define XLB_CT_STATE_SHIFT 16
+#define XLB_CT_STATE_MASK 0x3ULL
+#define XLB_CT_TIME_MASK 0xffffULL
+#define XLB_TICK_SHIFT 28 /* one tick = 2^28 ns ~ 0.268 s */
+
+struct ct_bucket {
+	__u64 way[XLB_CT_WAYS];
+};
+
+/* Largest real id the conntrack entry can hold. */
+#define XLB_MAX_REALS (1 << 18)

@@ -1,0 +1,308 @@
+// Package datapath loads the XDP forwarder, pins it, attaches it and writes
+// the control plane's state into its maps. It is the only package that
+// touches the forwarder's kernel objects.
+//
+// Everything lives under one pin directory per instance
+// (/sys/fs/bpf/xlb/<node name> by default): the maps (pinned by name) and the
+// XDP link. A daemon that stops leaves them in place, so the program keeps
+// forwarding with the last committed state; the next daemon adopts them
+// (Open with the same directory) and replaces the program through the link
+// without a detach window. Cleanup removes everything.
+//
+// Needs Linux >= 6.6 with BTF (bpf_link for XDP, BPF_F_INNER_MAP, coarse
+// clock helper) and CAP_BPF + CAP_NET_ADMIN.
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/bits"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
+)
+
+// BPFFSRoot is where instances pin by default.
+const BPFFSRoot = "/sys/fs/bpf/xlb"
+
+// Mode is how the program is attached.
+type Mode string
+
+// Attach modes. ModeAuto tries native XDP first and falls back to generic.
+const (
+	ModeAuto    Mode = "auto"
+	ModeNative  Mode = "native"
+	ModeGeneric Mode = "generic"
+)
+
+// Options configure Open. Zero values take the documented defaults.
+type Options struct {
+	Interface string // attach point (required)
+	PinDir    string // required; BPFFSRoot/<name> by convention
+	Mode      Mode   // default ModeAuto
+	// ConntrackEntries is the per-CPU size of the connection table, rounded
+	// up to a power of two of 8-way buckets (default 1 << 20).
+	ConntrackEntries uint32
+	MaxServices      uint32 // VIPs (default 4096)
+	MaxReals         uint32 // (service, backend) pairs (default 65536, max 1<<18)
+	Logger           *slog.Logger
+}
+
+// Sentinel errors.
+var (
+	ErrIncompatible = errors.New("pinned maps are incompatible with this build")
+	ErrNotAttached  = errors.New("no xlb forwarder is attached")
+)
+
+// Datapath is a loaded, attached forwarder.
+type Datapath struct {
+	opts    Options
+	log     *slog.Logger
+	objs    xlbObjects
+	link    link.Link
+	ifindex int
+	ifmac   net.HardwareAddr
+	mode    Mode
+	cache   applied
+}
+
+func (o *Options) defaults() error {
+	if o.Interface == "" {
+		return errors.New("datapath: interface is required")
+	}
+	if o.PinDir == "" {
+		return errors.New("datapath: pin directory is required")
+	}
+	if o.Mode == "" {
+		o.Mode = ModeAuto
+	}
+	if o.ConntrackEntries == 0 {
+		o.ConntrackEntries = 1 << 20
+	}
+	if o.MaxServices == 0 {
+		o.MaxServices = 4096
+	}
+	if o.MaxReals == 0 {
+		o.MaxReals = 65536
+	}
+	if o.MaxReals > xlbMaxReals {
+		return fmt.Errorf("datapath: at most %d reals", xlbMaxReals)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return nil
+}
+
+// xlbMaxReals mirrors XLB_MAX_REALS (types.h): an 18-bit field in a
+// conntrack entry. Checked against the object's map sizes in tests.
+const xlbMaxReals = 1 << 18
+
+// CTGeometry returns log2(buckets per CPU) for n entries per CPU.
+func CTGeometry(entries uint32) (shift uint32) {
+	buckets := (entries + 7) / 8
+	if buckets < 2 {
+		buckets = 2
+	}
+	return uint32(bits.Len32(buckets - 1))
+}
+
+// EnsureBPFFS mounts bpffs on /sys/fs/bpf when nothing is mounted there.
+func EnsureBPFFS() error {
+	var st unix.Statfs_t
+	if err := unix.Statfs("/sys/fs/bpf", &st); err == nil && st.Type == unix.BPF_FS_MAGIC {
+		return nil
+	}
+	if err := os.MkdirAll("/sys/fs/bpf", 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("bpf", "/sys/fs/bpf", "bpf", 0, ""); err != nil {
+		return fmt.Errorf("mount bpffs on /sys/fs/bpf: %w", err)
+	}
+	return nil
+}
+
+// LoadSpec returns the forwarder's collection spec with the sizes and
+// load-time settings of o applied.
+func LoadSpec(o Options) (*ebpf.CollectionSpec, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	spec, err := loadXlb()
+	if err != nil {
+		return nil, fmt.Errorf("load forwarder spec: %w", err)
+	}
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return nil, err
+	}
+	shift := CTGeometry(o.ConntrackEntries)
+	if err := spec.Variables["ct_shift"].Set(shift); err != nil {
+		return nil, err
+	}
+	if err := spec.Variables["nr_cpus"].Set(uint32(ncpu)); err != nil {
+		return nil, err
+	}
+	spec.Maps["xlb_ct"].MaxEntries = uint32(ncpu) << shift
+	spec.Maps["xlb_vips"].MaxEntries = o.MaxServices
+	spec.Maps["xlb_vip_addrs"].MaxEntries = o.MaxServices
+	spec.Maps["xlb_svc_stats"].MaxEntries = o.MaxServices
+	spec.Maps["xlb_tables"].MaxEntries = 2 * o.MaxServices
+	spec.Maps["xlb_reals"].MaxEntries = o.MaxReals
+	spec.Maps["xlb_real_stats"].MaxEntries = o.MaxReals
+	for name, m := range spec.Maps {
+		if len(name) > 4 && name[:4] == "xlb_" {
+			m.Pinning = ebpf.PinByName
+		}
+	}
+	return spec, nil
+}
+
+// Open loads the forwarder (reusing maps pinned under o.PinDir, so tracked
+// connections and committed state survive), and attaches it to
+// o.Interface, or, when a link is already pinned there, atomically replaces
+// the attached program. It returns ErrIncompatible (wrapped) when pinned
+// maps do not match this build.
+func Open(o Options) (*Datapath, error) {
+	d, err := Load(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.attach(); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Load is Open without attaching: the program and the (pinned) maps are
+// ready for Apply and for test runs. o.Interface still names the interface
+// whose MAC is the fallback source address.
+func Load(o Options) (*Datapath, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("remove memlock rlimit: %w", err)
+	}
+	if err := EnsureBPFFS(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.PinDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create pin directory: %w", err)
+	}
+	iface, err := net.InterfaceByName(o.Interface)
+	if err != nil {
+		return nil, fmt.Errorf("interface %q: %w", o.Interface, err)
+	}
+	spec, err := LoadSpec(o)
+	if err != nil {
+		return nil, err
+	}
+	d := &Datapath{opts: o, log: o.Logger, ifindex: iface.Index, ifmac: iface.HardwareAddr}
+	err = spec.LoadAndAssign(&d.objs, &ebpf.CollectionOptions{
+		Maps: ebpf.MapOptions{PinPath: o.PinDir},
+	})
+	if err != nil {
+		if errors.Is(err, ebpf.ErrMapIncompatible) {
+			return nil, fmt.Errorf("%w (%v): run 'xlbd --cleanup' to start afresh (tracked connections are lost)", ErrIncompatible, err)
+		}
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("load forwarder: %+v", ve)
+		}
+		return nil, fmt.Errorf("load forwarder: %w", err)
+	}
+	if err := d.loadApplied(); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("read pinned state: %w", err)
+	}
+	return d, nil
+}
+
+func (d *Datapath) linkPin() string { return filepath.Join(d.opts.PinDir, "link") }
+
+func (d *Datapath) attach() error {
+	if l, err := link.LoadPinnedLink(d.linkPin(), nil); err == nil {
+		info, ierr := l.Info()
+		if ierr == nil && info.XDP() != nil && int(info.XDP().Ifindex) != d.ifindex {
+			l.Close()
+			return fmt.Errorf("pinned link %s is attached to ifindex %d, not %s: run 'xlbd --cleanup' or use another node name",
+				d.linkPin(), info.XDP().Ifindex, d.opts.Interface)
+		}
+		if err := l.Update(d.objs.XlbForward); err != nil {
+			l.Close()
+			return fmt.Errorf("replace program on pinned link: %w", err)
+		}
+		d.link = l
+		d.mode = d.opts.Mode
+		d.log.Info("adopted pinned forwarder; program replaced atomically", "interface", d.opts.Interface, "pin", d.opts.PinDir)
+		return nil
+	}
+	try := []Mode{d.opts.Mode}
+	if d.opts.Mode == ModeAuto {
+		try = []Mode{ModeNative, ModeGeneric}
+	}
+	var errs []error
+	for _, m := range try {
+		flags := link.XDPDriverMode
+		if m == ModeGeneric {
+			flags = link.XDPGenericMode
+		}
+		l, err := link.AttachXDP(link.XDPOptions{Program: d.objs.XlbForward, Interface: d.ifindex, Flags: flags})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", m, err))
+			if d.opts.Mode == ModeAuto {
+				d.log.Warn("native XDP attach failed; falling back to generic", "interface", d.opts.Interface, "error", err)
+			}
+			continue
+		}
+		if err := l.Pin(d.linkPin()); err != nil {
+			l.Close()
+			return fmt.Errorf("pin xdp link: %w", err)
+		}
+		d.link = l
+		d.mode = m
+		d.log.Info("attached forwarder", "interface", d.opts.Interface, "mode", m, "pin", d.opts.PinDir)
+		return nil
+	}
+	return fmt.Errorf("attach xdp to %s: %w (another XDP program attached? check 'ip link show %s')",
+		d.opts.Interface, errors.Join(errs...), d.opts.Interface)
+}
+
+// Mode reports how the program is attached (for an adopted link, the
+// requested mode).
+func (d *Datapath) Mode() Mode { return d.mode }
+
+// Program returns the loaded forwarder program (for test runs and probes).
+func (d *Datapath) Program() *ebpf.Program { return d.objs.XlbForward }
+
+// Close releases this process's handles. The pinned link and maps stay:
+// the forwarder keeps running with the last applied state.
+func (d *Datapath) Close() error {
+	var errs []error
+	if d.link != nil {
+		errs = append(errs, d.link.Close())
+	}
+	errs = append(errs, d.objs.Close())
+	d.cache.closeTables()
+	return errors.Join(errs...)
+}
+
+// Cleanup detaches the forwarder pinned under pinDir and removes every pin.
+func Cleanup(pinDir string) error {
+	var errs []error
+	if l, err := link.LoadPinnedLink(filepath.Join(pinDir, "link"), nil); err == nil {
+		errs = append(errs, l.Unpin(), l.Close())
+	} else if !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, fmt.Errorf("open pinned link: %w", err))
+	}
+	errs = append(errs, os.RemoveAll(pinDir))
+	return errors.Join(errs...)
+}

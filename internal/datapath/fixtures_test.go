@@ -1,0 +1,209 @@
+package datapath
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net/netip"
+	"testing"
+
+	"github.com/xlbproject/xlb/internal/packet"
+)
+
+var (
+	vip4    = netip.MustParseAddr("10.200.0.1")
+	vip6    = netip.MustParseAddr("fd00:200::1")
+	client4 = netip.MustParseAddr("192.0.2.7")
+	client6 = netip.MustParseAddr("2001:db8::7")
+	be4     = netip.MustParseAddr("10.0.1.1")
+	be6     = netip.MustParseAddr("fd00:1::1")
+	nodeMAC = [6]byte{0x02, 0, 0, 0, 0, 0x11}
+	peerMAC = [6]byte{0x02, 0, 0, 0, 0, 0x01}
+)
+
+// fixtureState: one VIP per (family, proto, encap) combination, each with
+// a single backend filling its whole table (M=7), so the output is fixed.
+func fixtureState() *State {
+	st := &State{Node: testNode(), Services: map[VIPKey]*Service{}, Reals: map[uint32]Real{}}
+	add := func(id uint32, key VIPKey, encap Encap, backend netip.Addr) {
+		st.Reals[id] = Real{Addr: backend, SvcID: id, Active: true}
+		tbl := make([]uint32, 7)
+		for i := range tbl {
+			tbl[i] = id
+		}
+		st.Services[key] = &Service{SvcID: id, Encap: encap, Table: tbl}
+	}
+	add(1, VIPKey{vip4, 80, 6}, EncapGRE, be4)
+	add(2, VIPKey{vip4, 53, 17}, EncapIPIP, be4)
+	add(3, VIPKey{vip6, 80, 6}, EncapIPIP, be6)
+	add(4, VIPKey{vip6, 53, 17}, EncapGRE, be6)
+	add(5, VIPKey{vip4, 0, 17}, EncapIPIP, be6) // all ports, 4in6
+	add(6, VIPKey{vip6, 443, 6}, EncapGRE, be4) // 6 in GRE over IPv4
+	return st
+}
+
+// expectTunnel builds the exact frame the forwarder must emit.
+func expectTunnel(t *testing.T, in packet.Flow, kind string, backend netip.Addr, label uint32) []byte {
+	t.Helper()
+	inner := in.IP()
+	innerV4 := in.Src.Is4()
+	var l4 []byte
+	var proto uint8
+	if kind == "gre" {
+		l4 = make([]byte, 4)
+		if innerV4 {
+			binary.BigEndian.PutUint16(l4[2:], packet.EtherIPv4)
+		} else {
+			binary.BigEndian.PutUint16(l4[2:], packet.EtherIPv6)
+		}
+		proto = packet.ProtoGRE
+	} else if innerV4 {
+		proto = packet.ProtoIPIP
+	} else {
+		proto = packet.ProtoIPv6
+	}
+	payload := append(l4, inner...)
+	var ip []byte
+	et := uint16(packet.EtherIPv4)
+	if backend.Is4() {
+		ip = packet.IPv4(nodeV4, backend, proto, in.TOS, 64, nil, payload)
+		ip[6] = 0x40 // DF
+		binary.BigEndian.PutUint16(ip[10:], 0)
+		binary.BigEndian.PutUint16(ip[10:], packet.Checksum(ip[:20]))
+	} else {
+		ip = packet.IPv6(nodeV6, backend, proto, in.TOS, 64, nil, payload)
+		binary.BigEndian.PutUint32(ip[0:], 6<<28|uint32(in.TOS)<<20|label)
+		et = packet.EtherIPv6
+	}
+	var gw [6]byte
+	copy(gw[:], testGW)
+	var lo [6]byte // the test's interface is lo: MAC all zero
+	return packet.Ethernet(gw, lo, in.VLAN, et, ip)
+}
+
+func TestForwardFixtures(t *testing.T) {
+	d := newTestDatapath(t, Options{})
+	if _, err := d.Apply(fixtureState()); err != nil {
+		t.Fatal(err)
+	}
+	prog := d.Program()
+	tcp := func(src, dst netip.Addr, dport uint16) packet.Flow {
+		return packet.Flow{Src: src, Dst: dst, SrcPort: 40000, DstPort: dport, Proto: packet.ProtoTCP,
+			TCPFlags: packet.SYN, Payload: []byte("hello"), TOS: 0x28, SrcMAC: peerMAC, DstMAC: nodeMAC}
+	}
+	udp := func(src, dst netip.Addr, dport uint16) packet.Flow {
+		f := tcp(src, dst, dport)
+		f.Proto, f.TCPFlags = packet.ProtoUDP, 0
+		return f
+	}
+	cases := []struct {
+		name    string
+		in      packet.Flow
+		kind    string
+		backend netip.Addr
+	}{
+		{"v4 tcp gre", tcp(client4, vip4, 80), "gre", be4},
+		{"v4 udp ipip", udp(client4, vip4, 53), "ipip", be4},
+		{"v6 tcp ip6ip6", tcp(client6, vip6, 80), "ipip", be6},
+		{"v6 udp gre over v6", udp(client6, vip6, 53), "gre", be6},
+		{"v4 udp all-ports 4in6", udp(client4, vip4, 9999), "ipip", be6},
+		{"v6 tcp gre over v4", tcp(client6, vip6, 443), "gre", be4},
+		{"v4 tcp vlan", func() packet.Flow { f := tcp(client4, vip4, 80); f.VLAN = 42; return f }(), "gre", be4},
+		{"v4 options", func() packet.Flow {
+			f := tcp(client4, vip4, 80)
+			f.IPv4Options = []byte{1, 1, 1, 0} // NOP NOP NOP EOL
+			return f
+		}(), "gre", be4},
+		{"v6 ext headers", func() packet.Flow {
+			f := udp(client6, vip6, 53)
+			f.IPv6ExtHeaders = []packet.ExtHeader{
+				{Type: 0, Body: make([]byte, 6)},  // hop-by-hop, PadN
+				{Type: 60, Body: make([]byte, 14)}, // destination options
+				{Type: 44, Body: make([]byte, 6)},  // atomic fragment (offset 0, M 0)
+			}
+			return f
+		}(), "gre", be6},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			frame := c.in.Frame()
+			ret, out := run(t, prog, frame)
+			if ret != xdpTX {
+				t.Fatalf("verdict %d, want XDP_TX (%d)", ret, xdpTX)
+			}
+			tun, err := packet.ParseTunnel(out)
+			if err != nil {
+				t.Fatalf("output is not a valid tunnel frame: %v\n% x", err, out)
+			}
+			if !bytes.Equal(tun.Inner, c.in.IP()) {
+				t.Fatalf("inner datagram changed")
+			}
+			want := expectTunnel(t, c.in, c.kind, c.backend, tun.Label)
+			if !bytes.Equal(out, want) {
+				t.Fatalf("output differs\n got % x\nwant % x", out, want)
+			}
+		})
+	}
+}
+
+func TestVerdictsForOtherPackets(t *testing.T) {
+	d := newTestDatapath(t, Options{})
+	if _, err := d.Apply(fixtureState()); err != nil {
+		t.Fatal(err)
+	}
+	prog := d.Program()
+	base := packet.Flow{Src: client4, Dst: vip4, SrcPort: 1234, DstPort: 80, Proto: packet.ProtoTCP, SrcMAC: peerMAC, DstMAC: nodeMAC}
+	good := base.Frame()
+	mut := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
+	other := base
+	other.Dst = netip.MustParseAddr("10.9.9.9")
+	wrongPort := base
+	wrongPort.DstPort = 81
+	v6 := packet.Flow{Src: client6, Dst: vip6, SrcPort: 1, DstPort: 80, Proto: packet.ProtoTCP}
+	longChain := v6
+	for i := 0; i < 9; i++ {
+		longChain.IPv6ExtHeaders = append(longChain.IPv6ExtHeaders, packet.ExtHeader{Type: 60, Body: make([]byte, 6)})
+	}
+	frag6 := v6
+	frag6.IPv6ExtHeaders = []packet.ExtHeader{{Type: 44, Body: []byte{0, 1, 0, 0, 0, 7}}} // M flag, id 7
+	cases := []struct {
+		name string
+		in   []byte
+		want uint32
+	}{
+		{"arp", packet.Ethernet(nodeMAC, peerMAC, 0, 0x0806, make([]byte, 28)), xdpPass},
+		{"ethernet header only", good[:14], xdpPass},
+		{"not a vip", other.Frame(), xdpPass},
+		{"vip address, port not served", wrongPort.Frame(), xdpPass},
+		{"truncated ipv4 header", good[:14+12], xdpPass},
+		{"bad ihl to vip", mut(func(b []byte) []byte { b[14] = 0x43; return b }), xdpDrop},
+		{"bad version to vip", mut(func(b []byte) []byte { b[14] = 0x55; return b }), xdpDrop},
+		{"total length beyond frame to vip", mut(func(b []byte) []byte { binary.BigEndian.PutUint16(b[16:], 2000); return b }), xdpDrop},
+		{"truncated tcp to vip", mut(func(b []byte) []byte {
+			b = b[:14+20+8]
+			binary.BigEndian.PutUint16(b[16:], 28)
+			return b
+		}), xdpDrop},
+		{"ipv4 fragment to vip", mut(func(b []byte) []byte { b[14+6] = 0x20; return b }), xdpDrop},
+		{"icmp to vip", mut(func(b []byte) []byte { b[14+9] = 1; return b }), xdpPass},
+		{"ipv6 ext chain too long", longChain.Frame(), xdpDrop},
+		{"ipv6 fragment", frag6.Frame(), xdpDrop},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ret, out := run(t, prog, c.in)
+			if ret != c.want {
+				t.Fatalf("verdict %d, want %d", ret, c.want)
+			}
+			if ret == xdpPass && !bytes.Equal(out, c.in) {
+				t.Fatalf("passed packet was modified")
+			}
+		})
+	}
+	st, err := d.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st["drop_malformed"] == 0 || st["drop_fragment"] != 2 || st["pass_not_vip"] == 0 {
+		t.Fatalf("counters: %v", st)
+	}
+}

@@ -1,0 +1,511 @@
+package datapath
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/bits"
+	"net"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+)
+
+// Encap is how packets are wrapped for a backend (enum xlb_encap).
+type Encap uint8
+
+// Encapsulations; the values are the C enum's.
+const (
+	EncapDefault = Encap(xlbXlbEncapXLB_ENCAP_NONE) // on a real: the service's
+	EncapGRE     = Encap(xlbXlbEncapXLB_ENCAP_GRE)
+	EncapIPIP    = Encap(xlbXlbEncapXLB_ENCAP_IPIP)
+)
+
+// VIPKey identifies a VIP. Port 0 serves every port of Proto.
+type VIPKey struct {
+	Addr  netip.Addr
+	Port  uint16
+	Proto uint8 // 6 TCP, 17 UDP
+}
+
+func (k VIPKey) String() string {
+	return fmt.Sprintf("%s/%d", netip.AddrPortFrom(k.Addr, k.Port), k.Proto)
+}
+
+// Service is one VIP's forwarding state.
+type Service struct {
+	SvcID uint32 // stable per VIP, >= 1
+	Encap Encap
+	// Table is the Maglev lookup table: len(Table) = M, each entry a real
+	// id (0 = no backend: packets to that slot are dropped).
+	Table []uint32
+}
+
+// Real is one backend of one service.
+type Real struct {
+	Addr   netip.Addr
+	SvcID  uint32
+	Active bool  // may keep its tracked flows
+	Encap  Encap // EncapDefault: the service's
+}
+
+// Timeouts are the conntrack idle timeouts.
+type Timeouts struct {
+	TCPSyn, TCP, TCPFin, UDP time.Duration
+}
+
+// Node is the per-node settings.
+type Node struct {
+	Addr4, Addr6 netip.Addr       // outer sources (invalid = none)
+	GatewayMAC   net.HardwareAddr // fallback next hop (nil = none)
+	Timeouts     Timeouts
+}
+
+// State is the complete content the control plane wants in the maps.
+type State struct {
+	Node     Node
+	Services map[VIPKey]*Service
+	Reals    map[uint32]Real // id (1 .. MaxReals-1) -> real
+}
+
+// applied is what this process knows to be in the maps.
+type applied struct {
+	node     xlbNodeInfo
+	services map[VIPKey]*appliedService
+	reals    map[uint32]Real
+	slots    map[uint32]bool // table slots in use
+}
+
+type appliedService struct {
+	Service
+	slot uint32
+}
+
+func (a *applied) closeTables() {}
+
+// Snapshot returns the state currently in the maps (what Open adopted plus
+// what Apply wrote).
+func (d *Datapath) Snapshot() *State {
+	st := &State{Services: map[VIPKey]*Service{}, Reals: map[uint32]Real{}}
+	st.Node = nodeFromInfo(d.cache.node)
+	for k, s := range d.cache.services {
+		st.Services[k] = &Service{SvcID: s.SvcID, Encap: s.Encap, Table: slices.Clone(s.Table)}
+	}
+	for id, r := range d.cache.reals {
+		st.Reals[id] = r
+	}
+	return st
+}
+
+// ApplyStats says what an Apply wrote.
+type ApplyStats struct {
+	RealsWritten    int
+	TablesReplaced  int
+	TableEntries    int // entries of the replaced tables that differ from the old ones
+	ServicesAdded   int
+	ServicesRemoved int
+	Duration        time.Duration
+}
+
+// Apply makes the maps hold st. The order keeps every packet on a complete
+// state: reals are written before any table refers to them; a service's new
+// table is filled in a free slot and then published by one update of its
+// VIP entry (one map update: the switch is atomic per service); removed
+// services and reals are cleared last. Capacity is checked first, so a state
+// that does not fit changes nothing.
+func (d *Datapath) Apply(st *State) (ApplyStats, error) {
+	start := time.Now()
+	var stats ApplyStats
+	if err := d.checkCapacity(st); err != nil {
+		return stats, err
+	}
+	node, err := nodeInfo(st.Node, d.ifmac)
+	if err != nil {
+		return stats, err
+	}
+	if node != d.cache.node {
+		if err := d.objs.XlbNode.Put(uint32(0), &node); err != nil {
+			return stats, fmt.Errorf("write node settings: %w", err)
+		}
+		d.cache.node = node
+	}
+	for id, r := range st.Reals {
+		if old, ok := d.cache.reals[id]; ok && old == r {
+			continue
+		}
+		info := realInfo(r)
+		if err := d.objs.XlbReals.Put(id, &info); err != nil {
+			return stats, fmt.Errorf("write real %d (%s): %w", id, r.Addr, err)
+		}
+		d.cache.reals[id] = r
+		stats.RealsWritten++
+	}
+	for key, s := range st.Services {
+		n, err := d.applyService(key, s, &stats)
+		if err != nil {
+			return stats, fmt.Errorf("service %s: %w", key, err)
+		}
+		stats.TableEntries += n
+	}
+	for key, s := range d.cache.services {
+		if _, ok := st.Services[key]; ok {
+			continue
+		}
+		vk := vipKey(key)
+		if err := d.objs.XlbVips.Delete(&vk); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return stats, fmt.Errorf("delete vip %s: %w", key, err)
+		}
+		d.releaseSlot(s.slot)
+		delete(d.cache.services, key)
+		stats.ServicesRemoved++
+	}
+	if err := d.syncVIPAddrs(); err != nil {
+		return stats, err
+	}
+	for id := range d.cache.reals {
+		if _, ok := st.Reals[id]; ok {
+			continue
+		}
+		var zero xlbRealInfo
+		if err := d.objs.XlbReals.Put(id, &zero); err != nil {
+			return stats, fmt.Errorf("clear real %d: %w", id, err)
+		}
+		delete(d.cache.reals, id)
+		stats.RealsWritten++
+	}
+	stats.Duration = time.Since(start)
+	return stats, nil
+}
+
+func (d *Datapath) checkCapacity(st *State) error {
+	if n := uint32(len(st.Services)); n > d.opts.MaxServices {
+		return fmt.Errorf("%d services exceed the capacity of %d (raise max_services)", n, d.opts.MaxServices)
+	}
+	for id := range st.Reals {
+		if id == 0 || id >= d.opts.MaxReals {
+			return fmt.Errorf("real id %d out of range 1..%d", id, d.opts.MaxReals-1)
+		}
+	}
+	for key, s := range st.Services {
+		if s.SvcID == 0 || s.SvcID >= d.opts.MaxServices {
+			return fmt.Errorf("service %s: id %d out of range 1..%d", key, s.SvcID, d.opts.MaxServices-1)
+		}
+		if len(s.Table) == 0 {
+			return fmt.Errorf("service %s: empty table", key)
+		}
+		for _, rid := range s.Table {
+			if rid == 0 {
+				continue
+			}
+			r, ok := st.Reals[rid]
+			if !ok || r.SvcID != s.SvcID {
+				return fmt.Errorf("service %s: table refers to real %d of another service", key, rid)
+			}
+		}
+	}
+	return nil
+}
+
+// applyService publishes one service; it returns the number of table
+// entries that changed.
+func (d *Datapath) applyService(key VIPKey, s *Service, stats *ApplyStats) (int, error) {
+	cur := d.cache.services[key]
+	changed := 0
+	slot := uint32(0)
+	newTable := cur == nil || !slices.Equal(cur.Table, s.Table)
+	if newTable {
+		if cur != nil && len(cur.Table) == len(s.Table) {
+			for i := range s.Table {
+				if cur.Table[i] != s.Table[i] {
+					changed++
+				}
+			}
+		} else {
+			changed = len(s.Table)
+		}
+		var err error
+		if slot, err = d.writeTable(s.Table); err != nil {
+			return 0, err
+		}
+		stats.TablesReplaced++
+	} else {
+		slot = cur.slot
+	}
+	if cur == nil {
+		if err := d.resetSvcStats(s.SvcID); err != nil {
+			return 0, err
+		}
+		stats.ServicesAdded++
+	}
+	if cur == nil || newTable || cur.Encap != s.Encap || cur.SvcID != s.SvcID {
+		vk := vipKey(key)
+		vi := xlbVipInfo{SvcId: s.SvcID, TableId: slot, TableSize: uint32(len(s.Table)), Encap: uint8(s.Encap)}
+		if err := d.objs.XlbVips.Put(&vk, &vi); err != nil {
+			if newTable {
+				d.releaseSlot(slot)
+			}
+			return 0, fmt.Errorf("publish vip: %w", err)
+		}
+	}
+	if cur != nil && newTable {
+		d.releaseSlot(cur.slot)
+	}
+	d.cache.services[key] = &appliedService{
+		Service: Service{SvcID: s.SvcID, Encap: s.Encap, Table: slices.Clone(s.Table)},
+		slot:    slot,
+	}
+	return changed, nil
+}
+
+// writeTable creates an inner table holding t in a free slot.
+func (d *Datapath) writeTable(t []uint32) (uint32, error) {
+	var slot uint32
+	found := false
+	for i := uint32(0); i < 2*d.opts.MaxServices; i++ {
+		if !d.cache.slots[i] {
+			slot, found = i, true
+			break
+		}
+	}
+	if !found {
+		return 0, errors.New("no free table slot")
+	}
+	inner, err := ebpf.NewMap(&ebpf.MapSpec{
+		Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: uint32(len(t)),
+		Flags: unix.BPF_F_INNER_MAP,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("create table of %d entries: %w", len(t), err)
+	}
+	defer inner.Close()
+	keys := make([]uint32, len(t))
+	for i := range keys {
+		keys[i] = uint32(i)
+	}
+	if _, err := inner.BatchUpdate(keys, t, nil); err != nil {
+		return 0, fmt.Errorf("fill table: %w", err)
+	}
+	if err := d.objs.XlbTables.Put(slot, inner); err != nil {
+		return 0, fmt.Errorf("install table in slot %d: %w", slot, err)
+	}
+	d.cache.slots[slot] = true
+	return slot, nil
+}
+
+func (d *Datapath) releaseSlot(slot uint32) {
+	if err := d.objs.XlbTables.Delete(slot); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		d.log.Warn("release table slot", "slot", slot, "error", err)
+	}
+	delete(d.cache.slots, slot)
+}
+
+func (d *Datapath) resetSvcStats(id uint32) error {
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return err
+	}
+	zero := make([]xlbXlbCounters, ncpu)
+	if err := d.objs.XlbSvcStats.Put(id, zero); err != nil {
+		return fmt.Errorf("reset counters of service %d: %w", id, err)
+	}
+	return nil
+}
+
+// syncVIPAddrs makes xlb_vip_addrs hold exactly the VIP addresses.
+func (d *Datapath) syncVIPAddrs() error {
+	want := map[xlbVipKey]bool{}
+	for k := range d.cache.services {
+		want[vipKey(VIPKey{Addr: k.Addr})] = true
+	}
+	var (
+		k   xlbVipKey
+		v   uint32
+		old []xlbVipKey
+	)
+	it := d.objs.XlbVipAddrs.Iterate()
+	for it.Next(&k, &v) {
+		if !want[k] {
+			old = append(old, k)
+		}
+		delete(want, k)
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("read vip addresses: %w", err)
+	}
+	one := uint32(1)
+	for k := range want {
+		if err := d.objs.XlbVipAddrs.Put(&k, &one); err != nil {
+			return fmt.Errorf("write vip address: %w", err)
+		}
+	}
+	for _, k := range old {
+		if err := d.objs.XlbVipAddrs.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("delete vip address: %w", err)
+		}
+	}
+	return nil
+}
+
+// loadApplied reads what earlier daemons left in pinned maps.
+func (d *Datapath) loadApplied() error {
+	d.cache = applied{services: map[VIPKey]*appliedService{}, reals: map[uint32]Real{}, slots: map[uint32]bool{}}
+	if err := d.objs.XlbNode.Lookup(uint32(0), &d.cache.node); err != nil {
+		return err
+	}
+	var (
+		k  xlbVipKey
+		vi xlbVipInfo
+	)
+	it := d.objs.XlbVips.Iterate()
+	for it.Next(&k, &vi) {
+		key := keyFromVip(k)
+		var innerID uint32
+		if err := d.objs.XlbTables.Lookup(vi.TableId, &innerID); err != nil {
+			return fmt.Errorf("table of %s: %w", key, err)
+		}
+		inner, err := ebpf.NewMapFromID(ebpf.MapID(innerID))
+		if err != nil {
+			return fmt.Errorf("open table of %s: %w", key, err)
+		}
+		table := make([]uint32, vi.TableSize)
+		var (
+			ik, iv uint32
+		)
+		iit := inner.Iterate()
+		for iit.Next(&ik, &iv) {
+			if ik < uint32(len(table)) {
+				table[ik] = iv
+			}
+		}
+		inner.Close()
+		if err := iit.Err(); err != nil {
+			return err
+		}
+		d.cache.services[key] = &appliedService{
+			Service: Service{SvcID: vi.SvcId, Encap: Encap(vi.Encap), Table: table}, slot: vi.TableId,
+		}
+		d.cache.slots[vi.TableId] = true
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	var (
+		id uint32
+		ri xlbRealInfo
+	)
+	rit := d.objs.XlbReals.Iterate()
+	for rit.Next(&id, &ri) {
+		if ri.SvcId == 0 {
+			continue
+		}
+		d.cache.reals[id] = realFromInfo(ri)
+	}
+	return rit.Err()
+}
+
+// Helpers converting between Go types and the ABI structs.
+
+func addrBytes(a netip.Addr) (b [16]uint8, family uint8) {
+	if a.Is4() || a.Is4In6() {
+		v := a.Unmap().As4()
+		copy(b[:], v[:])
+		return b, uint8(xlbXlbFamilyXLB_AF_INET)
+	}
+	return a.As16(), uint8(xlbXlbFamilyXLB_AF_INET6)
+}
+
+func addrFrom(b [16]uint8, family uint8) netip.Addr {
+	if family == uint8(xlbXlbFamilyXLB_AF_INET) {
+		return netip.AddrFrom4([4]byte(b[:4]))
+	}
+	return netip.AddrFrom16(b)
+}
+
+func vipKey(k VIPKey) xlbVipKey {
+	addr, fam := addrBytes(k.Addr)
+	return xlbVipKey{Addr: addr, Port: bits.ReverseBytes16(k.Port), Proto: k.Proto, Family: fam}
+}
+
+func keyFromVip(k xlbVipKey) VIPKey {
+	return VIPKey{Addr: addrFrom(k.Addr, k.Family), Port: bits.ReverseBytes16(k.Port), Proto: k.Proto}
+}
+
+func realInfo(r Real) xlbRealInfo {
+	addr, fam := addrBytes(r.Addr)
+	ri := xlbRealInfo{Addr: addr, SvcId: r.SvcID, Family: fam, Encap: uint8(r.Encap)}
+	if r.Active {
+		ri.Flags |= uint8(xlbXlbRealFlagsXLB_REAL_F_ACTIVE)
+	}
+	return ri
+}
+
+func realFromInfo(ri xlbRealInfo) Real {
+	return Real{
+		Addr: addrFrom(ri.Addr, ri.Family), SvcID: ri.SvcId,
+		Active: ri.Flags&uint8(xlbXlbRealFlagsXLB_REAL_F_ACTIVE) != 0, Encap: Encap(ri.Encap),
+	}
+}
+
+// Ticks converts a duration to conntrack ticks (2^28 ns), saturating at
+// the 16-bit field's maximum.
+func Ticks(d time.Duration) uint16 {
+	t := (uint64(d) + 1<<28 - 1) >> 28
+	if t > 0xffff {
+		return 0xffff
+	}
+	return uint16(t)
+}
+
+func nodeInfo(n Node, ifmac net.HardwareAddr) (xlbNodeInfo, error) {
+	var ni xlbNodeInfo
+	if n.Addr4.IsValid() {
+		if !n.Addr4.Unmap().Is4() {
+			return ni, fmt.Errorf("node address %s is not IPv4", n.Addr4)
+		}
+		ni.Addr4 = n.Addr4.Unmap().As4()
+		ni.Flags |= uint16(xlbXlbNodeFlagsXLB_NODE_F_ADDR4)
+	}
+	if n.Addr6.IsValid() {
+		if !n.Addr6.Is6() || n.Addr6.Is4In6() {
+			return ni, fmt.Errorf("node address6 %s is not IPv6", n.Addr6)
+		}
+		ni.Addr6 = n.Addr6.As16()
+		ni.Flags |= uint16(xlbXlbNodeFlagsXLB_NODE_F_ADDR6)
+	}
+	if len(n.GatewayMAC) > 0 {
+		if len(n.GatewayMAC) != 6 {
+			return ni, fmt.Errorf("gateway MAC %s is not Ethernet", n.GatewayMAC)
+		}
+		copy(ni.GwMac[:], n.GatewayMAC)
+		ni.Flags |= uint16(xlbXlbNodeFlagsXLB_NODE_F_GATEWAY)
+	}
+	copy(ni.IfMac[:], ifmac)
+	ni.TimeoutTcpSyn = Ticks(n.Timeouts.TCPSyn)
+	ni.TimeoutTcp = Ticks(n.Timeouts.TCP)
+	ni.TimeoutTcpFin = Ticks(n.Timeouts.TCPFin)
+	ni.TimeoutUdp = Ticks(n.Timeouts.UDP)
+	return ni, nil
+}
+
+func nodeFromInfo(ni xlbNodeInfo) Node {
+	var n Node
+	if ni.Flags&uint16(xlbXlbNodeFlagsXLB_NODE_F_ADDR4) != 0 {
+		n.Addr4 = netip.AddrFrom4(ni.Addr4)
+	}
+	if ni.Flags&uint16(xlbXlbNodeFlagsXLB_NODE_F_ADDR6) != 0 {
+		n.Addr6 = netip.AddrFrom16(ni.Addr6)
+	}
+	if ni.Flags&uint16(xlbXlbNodeFlagsXLB_NODE_F_GATEWAY) != 0 {
+		n.GatewayMAC = bytes.Clone(ni.GwMac[:])
+	}
+	tick := time.Duration(1 << 28)
+	n.Timeouts = Timeouts{
+		TCPSyn: time.Duration(ni.TimeoutTcpSyn) * tick, TCP: time.Duration(ni.TimeoutTcp) * tick,
+		TCPFin: time.Duration(ni.TimeoutTcpFin) * tick, UDP: time.Duration(ni.TimeoutUdp) * tick,
+	}
+	return n
+}
+

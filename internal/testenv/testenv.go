@@ -1,0 +1,43 @@
+// Package testenv gates tests that need privileges or kernel features.
+//
+// Outside CI a missing capability skips the test with the reason. With CI=true
+// in the environment the same condition fails the test: CI runs as root on a
+// kernel with XDP, so a missing capability there is a broken machine or a
+// broken install step, never a reason to pass.
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// InCI reports whether the CI environment variable is "true".
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// Unavailable skips t (or fails it under CI) with the formatted reason.
+func Unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if InCI() {
+		t.Fatalf("required by this test under CI=true: "+format, args...)
+	}
+	t.Skipf("skipped: "+format, args...)
+}
+
+// RequireRoot needs effective uid 0 (netns, XDP, bpffs).
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		Unavailable(t, "root privileges (run as root)")
+	}
+}
+
+// RequireCommands needs each named executable on PATH.
+func RequireCommands(t testing.TB, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if _, err := exec.LookPath(n); err != nil {
+			Unavailable(t, "command %q on PATH (make deps installs it)", n)
+		}
+	}
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what building, testing and the demo need, idempotently:
+# Debian packages (only the missing ones) and the Go modules.
+set -euo pipefail
+
+pkgs=(clang llvm libbpf-dev bpftool iproute2 ethtool python3 bird2 tcpdump)
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+	if [ "$(id -u)" != 0 ]; then
+		echo "deps: missing packages ${missing[*]}; run as root or install them" >&2
+		exit 1
+	fi
+	echo "deps: installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# bird2's package starts a system daemon we do not use; keep it out of the way.
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet bird 2>/dev/null; then
+	systemctl stop bird || true
+	systemctl disable bird >/dev/null 2>&1 || true
+fi
+go mod download
