@@ -1,0 +1,246 @@
+package config
+
+import (
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
+)
+
+// Defaults and limits of the configuration file. A field left out of the file
+// takes its default; a value outside its limits is rejected.
+const (
+	// DefaultTableSize is the Maglev lookup table size (M) of a service
+	// (the paper's 65537, a prime; SPEC F-HASH4).
+	DefaultTableSize = 65537
+	// MaxTableSize bounds table_size; the largest prime allowed is 4194301.
+	MaxTableSize = 4194304
+
+	// DefaultConntrackEntries is the per-CPU connection tracking capacity.
+	DefaultConntrackEntries = 1 << 20
+	// MinConntrackEntries and MaxConntrackEntries bound conntrack_entries.
+	MinConntrackEntries = 1024
+	MaxConntrackEntries = 1 << 26
+
+	// DefaultTCPTimeout is the idle timeout of an established TCP flow.
+	DefaultTCPTimeout = 15 * time.Minute
+	// DefaultTCPSynTimeout is the idle timeout of a TCP flow that has only
+	// been seen opening (SYN).
+	DefaultTCPSynTimeout = 60 * time.Second
+	// DefaultTCPFinTimeout is the idle timeout of a TCP flow that has been
+	// seen closing (FIN or RST).
+	DefaultTCPFinTimeout = 2 * time.Minute
+	// DefaultUDPTimeout is the idle timeout of a UDP flow.
+	DefaultUDPTimeout = 5 * time.Minute
+	// MinTimeout and MaxTimeout bound every idle timeout.
+	MinTimeout = time.Second
+	MaxTimeout = 2 * time.Hour
+
+	// DefaultWeight is a backend's weight when the file gives none.
+	DefaultWeight = 1
+	// MaxWeight bounds a backend's weight.
+	MaxWeight = 65535
+
+	// MaxNameLen bounds node, pool and service names.
+	MaxNameLen = 64
+
+	// MaxFileSize bounds the size of a configuration file; Parse rejects
+	// anything larger before decoding it.
+	MaxFileSize = 16 << 20
+)
+
+// Config is one validated configuration file in typed form. Values returned by
+// Parse and Load have their defaults filled in and have passed Validate; a
+// Config built by hand should be checked with Validate before use.
+type Config struct {
+	Node Node
+	// Pools are in file order; names are unique.
+	Pools []Pool
+	// Services are in file order; names and (VIP, port, protocol) are unique.
+	Services []Service
+}
+
+// Node holds the settings of the machine running xlb.
+type Node struct {
+	// Name names this xlb instance (the bpffs pin directory, the packet
+	// tracer's replies). It matches [A-Za-z0-9_.-]{1,64} and is neither "."
+	// nor "..". Parse defaults it to the host name.
+	Name string
+	// Interface is the network interface the XDP program is attached to.
+	Interface string
+	// Address is the IPv4 source address of encapsulated packets sent to
+	// IPv4 backends; it is the zero Addr when no IPv4 backend is used.
+	Address netip.Addr
+	// Address6 is the IPv6 source address of encapsulated packets sent to
+	// IPv6 backends; it is the zero Addr when no IPv6 backend is used.
+	Address6 netip.Addr
+	// GatewayMAC is the next hop used when the kernel FIB has no answer
+	// (SPEC F-DP6); nil when not configured.
+	GatewayMAC net.HardwareAddr
+	// XDPMode selects how the program is attached.
+	XDPMode XDPMode
+	// ConntrackEntries is the connection tracking capacity of each CPU.
+	ConntrackEntries uint32
+	// Timeouts are the connection tracking idle timeouts.
+	Timeouts Timeouts
+}
+
+// Timeouts are the idle timeouts of connection tracking entries (SPEC F-DP3),
+// by protocol and TCP state, each between MinTimeout and MaxTimeout.
+type Timeouts struct {
+	TCP    time.Duration
+	TCPSyn time.Duration
+	TCPFin time.Duration
+	UDP    time.Duration
+}
+
+// Pool is a named set of backends and included pools, as written in the file.
+type Pool struct {
+	Name string
+	// Backends are the pool's own backends in file order; no address
+	// appears twice.
+	Backends []Backend
+	// Include names other pools whose backends belong to this pool too,
+	// in file order.
+	Include []string
+}
+
+// Backend is one service endpoint.
+type Backend struct {
+	// Addr is the backend's unicast IPv4 or IPv6 address, without zone.
+	Addr netip.Addr
+	// Weight is the backend's share of new flows relative to the other
+	// backends of its pool, 0..MaxWeight. Weight 0 takes no new flows.
+	Weight uint32
+	// Encap overrides the service's encapsulation for this backend;
+	// EncapUnset means "use the service's".
+	Encap Encap
+	// Drain means the backend takes no new flows but keeps the flows it is
+	// tracked for (SPEC F-CTL5).
+	Drain bool
+}
+
+// Service is one VIP, port and protocol, as written in the file.
+type Service struct {
+	Name string
+	// VIP is a unicast IPv4 or IPv6 address without zone.
+	VIP netip.Addr
+	// Port is the destination port; 0 serves every port of VIP and
+	// protocol (an "all ports" VIP, SPEC F-DP2).
+	Port  uint16
+	Proto Proto
+	// Pools name the pools serving the service, in order of preference
+	// (SPEC F-CFG3).
+	Pools     []string
+	Scheduler Scheduler
+	// TableSize is the Maglev table size M, a prime <= MaxTableSize.
+	TableSize uint32
+	// Encap is the encapsulation towards backends (never EncapUnset).
+	Encap Encap
+}
+
+// Proto is an IP protocol number.
+type Proto uint8
+
+// The protocols a service may use, with their IANA numbers.
+const (
+	ProtoTCP Proto = 6
+	ProtoUDP Proto = 17
+)
+
+// String returns the protocol's name as written in the file ("tcp", "udp").
+func (p Proto) String() string { return enumString(protoNames, p) }
+
+// Encap is an encapsulation towards backends. The numbering is stable.
+type Encap uint8
+
+const (
+	// EncapUnset is a backend's "no override: use the service's".
+	EncapUnset Encap = iota
+	// EncapGRE is GRE (RFC 2784), the paper's choice.
+	EncapGRE
+	// EncapIPIP is IP-in-IP in whichever flavour the address families
+	// need: IPIP, IP6IP6, 4-in-6 or 6-in-4.
+	EncapIPIP
+)
+
+// String returns the encapsulation's name as written in the file ("gre",
+// "ipip"), or "unset".
+func (e Encap) String() string {
+	if e == EncapUnset {
+		return "unset"
+	}
+	return enumString(encapNames, e)
+}
+
+// XDPMode is how the XDP program is attached to the interface.
+type XDPMode uint8
+
+const (
+	// XDPModeAuto tries native (driver) mode and falls back to generic.
+	XDPModeAuto XDPMode = iota
+	// XDPModeNative requires driver support.
+	XDPModeNative
+	// XDPModeGeneric is the slower skb mode, available everywhere.
+	XDPModeGeneric
+)
+
+// String returns the mode's name as written in the file.
+func (m XDPMode) String() string { return enumString(xdpModeNames, m) }
+
+// Scheduler is a backend selection algorithm (SPEC F-HASH5). Only Maglev on
+// the 5-tuple exists so far; the numbering is stable.
+type Scheduler uint8
+
+const (
+	// SchedulerMaglev is Maglev consistent hashing on the 5-tuple.
+	SchedulerMaglev Scheduler = iota + 1
+)
+
+// String returns the scheduler's name as written in the file.
+func (s Scheduler) String() string { return enumString(schedulerNames, s) }
+
+// enum is the underlying type of every enumeration here.
+type enum interface{ ~uint8 }
+
+// enumName pairs a file spelling with its typed value.
+type enumName[T enum] struct {
+	name string
+	val  T
+}
+
+var (
+	protoNames     = []enumName[Proto]{{"tcp", ProtoTCP}, {"udp", ProtoUDP}}
+	encapNames     = []enumName[Encap]{{"gre", EncapGRE}, {"ipip", EncapIPIP}}
+	xdpModeNames   = []enumName[XDPMode]{{"auto", XDPModeAuto}, {"native", XDPModeNative}, {"generic", XDPModeGeneric}}
+	schedulerNames = []enumName[Scheduler]{{"maglev", SchedulerMaglev}}
+)
+
+func enumString[T enum](names []enumName[T], v T) string {
+	for _, n := range names {
+		if n.val == v {
+			return n.name
+		}
+	}
+	return "invalid(" + strconv.Itoa(int(v)) + ")"
+}
+
+func enumValid[T enum](names []enumName[T], v T) bool {
+	for _, n := range names {
+		if n.val == v {
+			return true
+		}
+	}
+	return false
+}
+
+func enumList[T enum](names []enumName[T]) string {
+	s := ""
+	for i, n := range names {
+		if i > 0 {
+			s += ", "
+		}
+		s += n.name
+	}
+	return s
+}

@@ -1,0 +1,577 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Load reads the configuration file at path and parses it with Parse, naming
+// the file by path in error messages. A file that cannot be read gives an
+// error wrapping the *fs.PathError; a file that is rejected gives an
+// ErrorList.
+func Load(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(data, path)
+}
+
+// Parse decodes and validates one configuration file. source names the file
+// in error messages (typically its path). On success the Config has every
+// default filled in (the node name defaults to the host name) and has passed
+// Validate. Otherwise the error is an ErrorList holding every problem found,
+// in file order, each an *Error with its field path and line.
+//
+// Parse accepts exactly one YAML document. Unknown fields, duplicate keys,
+// YAML aliases and merge keys are rejected; integers must be written in
+// decimal; durations use Go's syntax ("90s", "15m").
+func Parse(data []byte, source string) (*Config, error) {
+	c := newCollector(source)
+	if len(data) > MaxFileSize {
+		c.at(position{}, "", ErrTooLarge, "file is larger than %d bytes", MaxFileSize)
+		return nil, c.result()
+	}
+	root := readDocument(data, c)
+	if root == nil {
+		return nil, c.result()
+	}
+	d := decoder{c: c}
+	cfg := d.config(root)
+	if cfg == nil {
+		return nil, c.result()
+	}
+	validate(cfg, c)
+	if err := c.result(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// yamlLine matches the position prefix of yaml.v3's error messages.
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// readDocument parses data as a single YAML document and returns its root
+// node, or nil after reporting why there is none.
+func readDocument(data []byte, c *collector) (root *yaml.Node) {
+	// yaml.v3 is third-party code fed untrusted input; a panic in it must
+	// not take the daemon down with a config reload.
+	defer func() {
+		if r := recover(); r != nil {
+			root = nil
+			c.at(position{}, "", ErrSyntax, "yaml decoder failed: %v", r)
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			c.at(position{}, "", ErrEmpty, "file holds no YAML document")
+		} else {
+			reportSyntax(c, err)
+		}
+		return nil
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		reportSyntax(c, err)
+		return nil
+	default:
+		c.at(position{extra.Line, extra.Column}, "", ErrSyntax,
+			"a second YAML document starts here; the file must hold exactly one (remove the extra '---')")
+		return nil
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
+		c.at(position{doc.Line, doc.Column}, "", ErrEmpty, "file holds no configuration")
+		return nil
+	}
+	root = doc.Content[0]
+	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+		c.at(position{root.Line, root.Column}, "", ErrEmpty, "the document is empty")
+		return nil
+	}
+	return root
+}
+
+// yamlParserErrors are the messages of yaml.v3's parser (as opposed to its
+// scanner). For these, yaml.v3 v3.0.1 (decode.go, parser.fail) reports the
+// 0-based line of the error's context and leaves the line out when that is 0;
+// its scanner errors carry the 1-based line.
+var yamlParserErrors = []string{
+	"did not find expected ",
+	"found undefined tag handle",
+	"found duplicate %YAML directive",
+	"found incompatible YAML document",
+	"found duplicate %TAG directive",
+}
+
+// reportSyntax reports a yaml.v3 error with its 1-based line where known.
+func reportSyntax(c *collector, err error) {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 0
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = m[2]
+	}
+	for _, p := range yamlParserErrors {
+		if strings.HasPrefix(msg, p) {
+			line++
+			break
+		}
+	}
+	c.at(position{line: line}, "", ErrSyntax, "%s", msg)
+}
+
+// decoder turns the YAML node tree into a Config. It checks what the Config
+// cannot represent (shapes, types, unknown and duplicate keys, unparseable
+// values, missing fields whose zero value is meaningful) and records the
+// position of every field for the validator.
+type decoder struct {
+	c *collector
+}
+
+func pos(n *yaml.Node) position { return position{n.Line, n.Column} }
+
+// record notes where field path is: the value for scalars, the key otherwise.
+func (d *decoder) record(path string, key, val *yaml.Node) {
+	if val != nil && val.Kind == yaml.ScalarNode || key == nil {
+		d.c.pos[path] = pos(val)
+		return
+	}
+	d.c.pos[path] = pos(key)
+}
+
+// usable reports whether n can be decoded at all, reporting aliases.
+func (d *decoder) usable(n *yaml.Node, path string) bool {
+	if n.Kind == yaml.AliasNode {
+		d.c.at(pos(n), path, ErrSyntax, "YAML aliases (*%s) are not supported; write the value out", n.Value)
+		return false
+	}
+	return true
+}
+
+func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
+
+// fields checks that n is a mapping whose keys are all in known, each at most
+// once, and returns the values by key. It records every field's position.
+func (d *decoder) fields(n *yaml.Node, path string, known ...string) map[string]*yaml.Node {
+	if !d.usable(n, path) {
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		d.c.at(pos(n), path, ErrInvalid, "must be a mapping (%s), not %s", strings.Join(known, ", "), describe(n))
+		return nil
+	}
+	out := make(map[string]*yaml.Node, len(n.Content)/2)
+	keys := d.keys(n, path, func(name string, k *yaml.Node) bool {
+		for _, f := range known {
+			if f == name {
+				return true
+			}
+		}
+		d.c.at(pos(k), join(path, name), ErrUnknownField, "unknown field %q (known fields: %s)",
+			name, strings.Join(known, ", "))
+		return false
+	})
+	for _, kv := range keys {
+		out[kv.name] = kv.val
+		d.record(join(path, kv.name), kv.key, kv.val)
+	}
+	return out
+}
+
+type keyVal struct {
+	name     string
+	key, val *yaml.Node
+}
+
+// keys returns the entries of mapping n in file order, after reporting
+// non-string keys, merge keys and duplicates (the first occurrence is kept),
+// and dropping the keys accept refuses.
+func (d *decoder) keys(n *yaml.Node, path string, accept func(string, *yaml.Node) bool) []keyVal {
+	var out []keyVal
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		switch {
+		case k.Kind != yaml.ScalarNode || isNull(k):
+			d.c.at(pos(k), path, ErrInvalid, "keys must be plain strings, not %s", describe(k))
+			continue
+		case k.Tag == "!!merge":
+			d.c.at(pos(k), path, ErrSyntax, "YAML merge keys (<<) are not supported; write the fields out")
+			continue
+		}
+		if line, dup := seen[k.Value]; dup {
+			d.c.add(pos(k), join(path, k.Value), ErrDuplicate, "duplicate key %q (first at line %d)", k.Value, line)
+			continue
+		}
+		seen[k.Value] = k.Line
+		if accept != nil && !accept(k.Value, k) {
+			continue
+		}
+		out = append(out, keyVal{k.Value, k, v})
+	}
+	return out
+}
+
+// seq checks that n is a sequence and returns its items, recording their
+// positions as path[i].
+func (d *decoder) seq(n *yaml.Node, path string) []*yaml.Node {
+	if !d.usable(n, path) {
+		return nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		d.c.at(pos(n), path, ErrInvalid, "must be a list, not %s", describe(n))
+		return nil
+	}
+	for i, item := range n.Content {
+		d.c.pos[index(path, i)] = pos(item)
+	}
+	return n.Content
+}
+
+// scalar checks that n is a non-null scalar and returns its text.
+func (d *decoder) scalar(n *yaml.Node, path, what string) (string, bool) {
+	if !d.usable(n, path) {
+		return "", false
+	}
+	if n.Kind != yaml.ScalarNode || isNull(n) {
+		d.c.at(pos(n), path, ErrInvalid, "must be %s, not %s", what, describe(n))
+		return "", false
+	}
+	return n.Value, true
+}
+
+func (d *decoder) str(n *yaml.Node, path string) (string, bool) {
+	return d.scalar(n, path, "a string")
+}
+
+// uint decodes a decimal integer between 0 and max.
+func (d *decoder) uint(n *yaml.Node, path string, max uint64) (uint64, bool) {
+	s, ok := d.scalar(n, path, "an integer")
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	switch {
+	case n.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle) != 0 || !isDecimal(strings.TrimPrefix(s, "-")):
+		d.c.at(pos(n), path, ErrInvalid, "must be a decimal integer, not %q", s)
+		return 0, false
+	case err != nil || v > max:
+		d.c.at(pos(n), path, ErrInvalid, "%s is out of range 0..%d", s, max)
+		return 0, false
+	}
+	return v, true
+}
+
+func isDecimal(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *decoder) duration(n *yaml.Node, path string) (time.Duration, bool) {
+	s, ok := d.scalar(n, path, "a duration")
+	if !ok {
+		return 0, false
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		d.c.at(pos(n), path, ErrInvalid, "%q is not a duration: write a number with a unit, such as 90s, 15m or 1h", s)
+		return 0, false
+	}
+	return v, true
+}
+
+func (d *decoder) addr(n *yaml.Node, path string) (netip.Addr, bool) {
+	s, ok := d.scalar(n, path, "an IP address")
+	if !ok {
+		return netip.Addr{}, false
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		d.c.at(pos(n), path, ErrInvalid, "%q is not an IP address", s)
+		return netip.Addr{}, false
+	}
+	return a, true
+}
+
+func (d *decoder) mac(n *yaml.Node, path string) (net.HardwareAddr, bool) {
+	s, ok := d.scalar(n, path, "a MAC address")
+	if !ok {
+		return nil, false
+	}
+	m, err := net.ParseMAC(s)
+	if err != nil {
+		d.c.at(pos(n), path, ErrInvalid, "%q is not a MAC address (write it as 02:00:00:00:00:01)", s)
+		return nil, false
+	}
+	return m, true
+}
+
+func decodeEnum[T enum](d *decoder, n *yaml.Node, path string, names []enumName[T]) (T, bool) {
+	s, ok := d.scalar(n, path, "one of "+enumList(names))
+	if !ok {
+		return 0, false
+	}
+	for _, e := range names {
+		if e.name == s {
+			return e.val, true
+		}
+	}
+	d.c.at(pos(n), path, ErrInvalid, "%q is not one of %s", s, enumList(names))
+	return 0, false
+}
+
+// describe names a node's kind for messages.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	case yaml.ScalarNode:
+		if isNull(n) {
+			return "an empty value"
+		}
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "nothing"
+}
+
+// config decodes the document's root, or returns nil when it is not a
+// mapping (there is then nothing worth validating).
+func (d *decoder) config(root *yaml.Node) *Config {
+	cfg := &Config{}
+	top := d.fields(root, "", "node", "pools", "services")
+	if top == nil {
+		return nil
+	}
+	if n := top["node"]; n != nil {
+		cfg.Node = d.node(n)
+	} else {
+		d.c.at(pos(root), "node", ErrRequired, "required (at least node.interface)")
+	}
+	if n := top["pools"]; n != nil {
+		cfg.Pools = d.pools(n)
+	}
+	if n := top["services"]; n != nil {
+		for i, item := range d.seq(n, "services") {
+			cfg.Services = append(cfg.Services, d.service(item, servicePath(i)))
+		}
+	}
+	return cfg
+}
+
+func (d *decoder) node(n *yaml.Node) Node {
+	const path = "node"
+	nd := Node{
+		XDPMode:          XDPModeAuto,
+		ConntrackEntries: DefaultConntrackEntries,
+		Timeouts: Timeouts{
+			TCP:    DefaultTCPTimeout,
+			TCPSyn: DefaultTCPSynTimeout,
+			TCPFin: DefaultTCPFinTimeout,
+			UDP:    DefaultUDPTimeout,
+		},
+	}
+	f := d.fields(n, path, "name", "interface", "address", "address6", "gateway_mac",
+		"xdp_mode", "conntrack_entries", "timeouts")
+	if f == nil {
+		return nd
+	}
+	if v := f["name"]; v != nil {
+		nd.Name, _ = d.str(v, join(path, "name"))
+	} else if h, err := os.Hostname(); err != nil {
+		d.c.at(pos(n), join(path, "name"), ErrRequired, "not set and the host name is unknown (%v): set node.name", err)
+	} else if !validName(h) {
+		d.c.at(pos(n), join(path, "name"), ErrRequired,
+			"not set and the host name %q is not a valid instance name ([A-Za-z0-9_.-]{1,%d}): set node.name", h, MaxNameLen)
+	} else {
+		nd.Name = h
+	}
+	if v := f["interface"]; v != nil {
+		nd.Interface, _ = d.str(v, join(path, "interface"))
+	}
+	if v := f["address"]; v != nil {
+		nd.Address, _ = d.addr(v, join(path, "address"))
+	}
+	if v := f["address6"]; v != nil {
+		nd.Address6, _ = d.addr(v, join(path, "address6"))
+	}
+	if v := f["gateway_mac"]; v != nil {
+		nd.GatewayMAC, _ = d.mac(v, join(path, "gateway_mac"))
+	}
+	if v := f["xdp_mode"]; v != nil {
+		nd.XDPMode, _ = decodeEnum(d, v, join(path, "xdp_mode"), xdpModeNames)
+	}
+	if v := f["conntrack_entries"]; v != nil {
+		if u, ok := d.uint(v, join(path, "conntrack_entries"), 1<<32-1); ok {
+			nd.ConntrackEntries = uint32(u)
+		}
+	}
+	if v := f["timeouts"]; v != nil {
+		tp := join(path, "timeouts")
+		if t := d.fields(v, tp, "tcp", "tcp_syn", "tcp_fin", "udp"); t != nil {
+			for _, f := range []struct {
+				key string
+				dst *time.Duration
+			}{
+				{"tcp", &nd.Timeouts.TCP}, {"tcp_syn", &nd.Timeouts.TCPSyn},
+				{"tcp_fin", &nd.Timeouts.TCPFin}, {"udp", &nd.Timeouts.UDP},
+			} {
+				if v := t[f.key]; v != nil {
+					if dur, ok := d.duration(v, join(tp, f.key)); ok {
+						*f.dst = dur
+					}
+				}
+			}
+		}
+	}
+	return nd
+}
+
+func (d *decoder) pools(n *yaml.Node) []Pool {
+	if !d.usable(n, "pools") {
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		d.c.at(pos(n), "pools", ErrInvalid, "must be a mapping from pool name to pool, not %s", describe(n))
+		return nil
+	}
+	var out []Pool
+	for _, kv := range d.keys(n, "pools", nil) {
+		path := poolPath(kv.name)
+		d.record(path, kv.key, kv.val)
+		out = append(out, d.pool(kv.name, kv.val, path))
+	}
+	return out
+}
+
+func (d *decoder) pool(name string, n *yaml.Node, path string) Pool {
+	p := Pool{Name: name}
+	f := d.fields(n, path, "backends", "include")
+	if f == nil {
+		return p
+	}
+	if v := f["backends"]; v != nil {
+		items := d.seq(v, join(path, "backends"))
+		for i, item := range items {
+			p.Backends = append(p.Backends, d.backend(item, backendPath(name, i)))
+		}
+	}
+	if v := f["include"]; v != nil {
+		ip := join(path, "include")
+		items := d.seq(v, ip)
+		for i, item := range items {
+			s, _ := d.str(item, index(ip, i))
+			p.Include = append(p.Include, s)
+		}
+	}
+	return p
+}
+
+func (d *decoder) backend(n *yaml.Node, path string) Backend {
+	b := Backend{Weight: DefaultWeight}
+	f := d.fields(n, path, "address", "weight", "encap", "state")
+	if f == nil {
+		return b
+	}
+	if v := f["address"]; v != nil {
+		b.Addr, _ = d.addr(v, join(path, "address"))
+	}
+	if v := f["weight"]; v != nil {
+		if u, ok := d.uint(v, join(path, "weight"), 1<<32-1); ok {
+			b.Weight = uint32(u)
+		}
+	}
+	if v := f["encap"]; v != nil {
+		b.Encap, _ = decodeEnum(d, v, join(path, "encap"), encapNames)
+	}
+	if v := f["state"]; v != nil {
+		st, _ := decodeEnum(d, v, join(path, "state"), stateNames)
+		b.Drain = st == stateDrain
+	}
+	return b
+}
+
+// backendState is the file's spelling of Backend.Drain.
+type backendState uint8
+
+const (
+	stateActive backendState = iota + 1
+	stateDrain
+)
+
+var stateNames = []enumName[backendState]{{"active", stateActive}, {"drain", stateDrain}}
+
+func (d *decoder) service(n *yaml.Node, path string) Service {
+	s := Service{Scheduler: SchedulerMaglev, TableSize: DefaultTableSize, Encap: EncapGRE}
+	f := d.fields(n, path, "name", "vip", "port", "protocol", "pools", "scheduler", "table_size", "encap")
+	if f == nil {
+		return s
+	}
+	if v := f["name"]; v != nil {
+		s.Name, _ = d.str(v, join(path, "name"))
+	}
+	if v := f["vip"]; v != nil {
+		s.VIP, _ = d.addr(v, join(path, "vip"))
+	}
+	if v := f["port"]; v != nil {
+		if u, ok := d.uint(v, join(path, "port"), 65535); ok {
+			s.Port = uint16(u)
+		}
+	} else {
+		// Port 0 means "all ports": never let it happen by omission.
+		d.c.at(pos(n), join(path, "port"), ErrRequired, "required (0 serves all ports)")
+	}
+	if v := f["protocol"]; v != nil {
+		s.Proto, _ = decodeEnum(d, v, join(path, "protocol"), protoNames)
+	}
+	if v := f["pools"]; v != nil {
+		pp := join(path, "pools")
+		items := d.seq(v, pp)
+		for i, item := range items {
+			name, _ := d.str(item, index(pp, i))
+			s.Pools = append(s.Pools, name)
+		}
+	}
+	if v := f["scheduler"]; v != nil {
+		s.Scheduler, _ = decodeEnum(d, v, join(path, "scheduler"), schedulerNames)
+	}
+	if v := f["table_size"]; v != nil {
+		if u, ok := d.uint(v, join(path, "table_size"), 1<<32-1); ok {
+			s.TableSize = uint32(u)
+		}
+	}
+	if v := f["encap"]; v != nil {
+		s.Encap, _ = decodeEnum(d, v, join(path, "encap"), encapNames)
+	}
+	return s
+}

@@ -1,0 +1,118 @@
+package config
+
+import (
+	"bytes"
+	"strconv"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Marshal returns c as a configuration file from which Parse builds a Config
+// equal to c. Every field is written out, defaults included, in file order
+// for pools and services. Marshal does not validate c; the result of an
+// invalid Config may be rejected by Parse.
+func (c *Config) Marshal() ([]byte, error) {
+	n := c.Node
+	timeouts := mapping(
+		"tcp", str(formatDuration(n.Timeouts.TCP)),
+		"tcp_syn", str(formatDuration(n.Timeouts.TCPSyn)),
+		"tcp_fin", str(formatDuration(n.Timeouts.TCPFin)),
+		"udp", str(formatDuration(n.Timeouts.UDP)),
+	)
+	node := mapping("name", str(n.Name), "interface", str(n.Interface))
+	if n.Address.IsValid() {
+		node.Content = append(node.Content, str("address"), str(n.Address.String()))
+	}
+	if n.Address6.IsValid() {
+		node.Content = append(node.Content, str("address6"), str(n.Address6.String()))
+	}
+	if n.GatewayMAC != nil {
+		node.Content = append(node.Content, str("gateway_mac"), str(n.GatewayMAC.String()))
+	}
+	node.Content = append(node.Content,
+		str("xdp_mode"), str(n.XDPMode.String()),
+		str("conntrack_entries"), integer(uint64(n.ConntrackEntries)),
+		str("timeouts"), timeouts,
+	)
+
+	pools := mapping()
+	for _, p := range c.Pools {
+		pool := mapping()
+		if len(p.Backends) > 0 || len(p.Include) == 0 {
+			backends := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+			for _, b := range p.Backends {
+				bn := mapping("address", str(b.Addr.String()), "weight", integer(uint64(b.Weight)))
+				if b.Encap != EncapUnset {
+					bn.Content = append(bn.Content, str("encap"), str(b.Encap.String()))
+				}
+				if b.Drain {
+					bn.Content = append(bn.Content, str("state"), str("drain"))
+				}
+				bn.Style = yaml.FlowStyle
+				backends.Content = append(backends.Content, bn)
+			}
+			pool.Content = append(pool.Content, str("backends"), backends)
+		}
+		if len(p.Include) > 0 {
+			pool.Content = append(pool.Content, str("include"), list(p.Include))
+		}
+		pools.Content = append(pools.Content, str(p.Name), pool)
+	}
+
+	services := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+	for _, s := range c.Services {
+		services.Content = append(services.Content, mapping(
+			"name", str(s.Name),
+			"vip", str(s.VIP.String()),
+			"port", integer(uint64(s.Port)),
+			"protocol", str(s.Proto.String()),
+			"pools", list(s.Pools),
+			"scheduler", str(s.Scheduler.String()),
+			"table_size", integer(uint64(s.TableSize)),
+			"encap", str(s.Encap.String()),
+		))
+	}
+
+	doc := mapping("node", node)
+	if len(c.Pools) > 0 {
+		doc.Content = append(doc.Content, str("pools"), pools)
+	}
+	if len(c.Services) > 0 {
+		doc.Content = append(doc.Content, str("services"), services)
+	}
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(&yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{doc}}); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func str(s string) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}
+}
+
+func integer(v uint64) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.FormatUint(v, 10)}
+}
+
+func list(items []string) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Style: yaml.FlowStyle}
+	for _, s := range items {
+		n.Content = append(n.Content, str(s))
+	}
+	return n
+}
+
+// mapping builds a mapping node from alternating keys and value nodes.
+func mapping(kv ...any) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	for i := 0; i+1 < len(kv); i += 2 {
+		n.Content = append(n.Content, str(kv[i].(string)), kv[i+1].(*yaml.Node))
+	}
+	return n
+}

@@ -1,0 +1,135 @@
+package config
+
+import "net/netip"
+
+// Pool resolution (SPEC F-CFG2): pools include pools; a pool's backends are
+// its own followed by those of its includes, depth first, each backend address
+// once. Both the validator and Desired use the functions here, so what is
+// checked is what is resolved.
+
+// member is a backend of a flattened pool with the place it was written.
+type member struct {
+	Backend
+	pool  string // the pool whose backends list holds it
+	index int    // its index in that list
+}
+
+// poolIndex maps pool names to pools; the first of several pools with one name
+// wins (the validator reports the others).
+func poolIndex(pools []Pool) map[string]*Pool {
+	idx := make(map[string]*Pool, len(pools))
+	for i := range pools {
+		if _, dup := idx[pools[i].Name]; !dup {
+			idx[pools[i].Name] = &pools[i]
+		}
+	}
+	return idx
+}
+
+// flatten returns the backends reachable from pool root in depth-first order:
+// a pool's own backends in file order, then each included pool's in include
+// order. Each pool is visited once however often it is included (so cycles
+// terminate), unknown pools and invalid addresses are skipped, and an address
+// seen again is dropped: the first occurrence wins. again, when not nil, is
+// called for every dropped occurrence with the one that was kept.
+func flatten(idx map[string]*Pool, root string, again func(kept, dropped member)) []member {
+	var out []member
+	byAddr := map[netip.Addr]int{} // address -> index in out
+	visited := map[string]bool{}
+	stack := []string{root}
+	for len(stack) > 0 {
+		name := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		p, ok := idx[name]
+		if !ok || visited[name] {
+			continue
+		}
+		visited[name] = true
+		for i, b := range p.Backends {
+			if !b.Addr.IsValid() {
+				continue
+			}
+			m := member{Backend: b, pool: name, index: i}
+			if j, dup := byAddr[b.Addr]; dup {
+				if again != nil {
+					again(out[j], m)
+				}
+				continue
+			}
+			byAddr[b.Addr] = len(out)
+			out = append(out, m)
+		}
+		// Pushed in reverse so that the first include is visited next,
+		// which gives the same order as the recursive walk.
+		for i := len(p.Include) - 1; i >= 0; i-- {
+			if !visited[p.Include[i]] {
+				stack = append(stack, p.Include[i])
+			}
+		}
+	}
+	return out
+}
+
+// cycle is a pool inclusion cycle, closed by include entry index of pool from.
+type cycle struct {
+	from  string
+	index int
+	path  []string // first pool repeated at the end: a -> b -> a
+}
+
+// findCycles returns every inclusion cycle a depth-first search from each pool
+// in file order meets, each once (as the back edge that closes it).
+func findCycles(pools []Pool, idx map[string]*Pool) []cycle {
+	const (
+		white = iota
+		grey  // on the current path
+		black // done
+	)
+	color := map[string]int{}
+	type frame struct {
+		name string
+		next int // next include to follow
+	}
+	var cycles []cycle
+	for i := range pools {
+		start := pools[i].Name
+		if color[start] != white {
+			continue
+		}
+		color[start] = grey
+		path := []frame{{name: start}}
+		for len(path) > 0 {
+			top := &path[len(path)-1]
+			p := idx[top.name]
+			if top.next >= len(p.Include) {
+				color[top.name] = black
+				path = path[:len(path)-1]
+				continue
+			}
+			i := top.next
+			top.next++
+			inc := p.Include[i]
+			if _, ok := idx[inc]; !ok {
+				continue
+			}
+			switch color[inc] {
+			case white:
+				color[inc] = grey
+				path = append(path, frame{name: inc})
+			case grey:
+				cyc := cycle{from: top.name, index: i}
+				for j := len(path) - 1; j >= 0; j-- {
+					if path[j].name == inc {
+						for _, f := range path[j:] {
+							cyc.path = append(cyc.path, f.name)
+						}
+						break
+					}
+				}
+				cyc.path = append(cyc.path, inc)
+				cycles = append(cycles, cyc)
+			}
+		}
+	}
+	return cycles
+}

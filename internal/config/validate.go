@@ -1,0 +1,426 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Validate checks c as Parse checks a file after decoding it: names, ranges,
+// addresses, enumerations, pool references and cycles, duplicates, table
+// sizes and the node addresses the backends need. It does not fill in
+// defaults, so zero values are rejected where the file would have had a
+// default. It returns nil or a non-empty ErrorList whose errors carry field
+// paths but no lines.
+func (c *Config) Validate() error {
+	col := newCollector("")
+	validate(c, col)
+	return col.result()
+}
+
+// validate runs the semantic checks, reporting to c. Problems the decoder
+// already reported are not reported again (see collector.failed).
+func validate(cfg *Config, c *collector) {
+	validateNode(&cfg.Node, c)
+	idx := poolIndex(cfg.Pools)
+	for i := range cfg.Pools {
+		validatePool(&cfg.Pools[i], idx, c)
+	}
+	for _, cyc := range findCycles(cfg.Pools, idx) {
+		c.errf(index(join(poolPath(cyc.from), "include"), cyc.index), ErrPoolCycle,
+			"pool cycle %s: a pool must not include itself", strings.Join(cyc.path, " -> "))
+	}
+	checkConflicts(cfg.Pools, idx, c)
+	validateServices(cfg, idx, c)
+}
+
+func validateNode(n *Node, c *collector) {
+	switch p := "node.name"; {
+	case n.Name == "":
+		c.errf(p, ErrRequired, "required")
+	case !validName(n.Name):
+		c.errf(p, ErrInvalid, "%q is not a valid instance name: use 1 to %d of A-Z a-z 0-9 _ . - (not \".\" or \"..\")",
+			n.Name, MaxNameLen)
+	}
+	switch p := "node.interface"; {
+	case n.Interface == "":
+		c.errf(p, ErrRequired, "required: the network interface to attach the XDP program to")
+	case !validIfName(n.Interface):
+		c.errf(p, ErrInvalid, "%q is not a valid interface name (1 to 15 bytes, no '/', ':' or spaces)", n.Interface)
+	}
+	if a := n.Address; a.IsValid() {
+		if !a.Is4() {
+			c.errf("node.address", ErrInvalid, "%s is not an IPv4 address (an IPv6 source goes in node.address6)", a)
+		} else if msg := unicastProblem(a); msg != "" {
+			c.errf("node.address", ErrInvalid, "%s %s", a, msg)
+		}
+	}
+	if a := n.Address6; a.IsValid() {
+		if !a.Is6() || a.Is4In6() {
+			c.errf("node.address6", ErrInvalid, "%s is not an IPv6 address (an IPv4 source goes in node.address)", a)
+		} else if msg := unicastProblem(a); msg != "" {
+			c.errf("node.address6", ErrInvalid, "%s %s", a, msg)
+		}
+	}
+	if m := n.GatewayMAC; m != nil {
+		switch {
+		case len(m) != 6:
+			c.errf("node.gateway_mac", ErrInvalid, "%s is not a 6-byte Ethernet address", m)
+		case m[0]&1 != 0:
+			c.errf("node.gateway_mac", ErrInvalid, "%s is a multicast or broadcast address; the gateway needs its unicast address", m)
+		case string(m) == "\x00\x00\x00\x00\x00\x00":
+			c.errf("node.gateway_mac", ErrInvalid, "%s is the all-zero address", m)
+		}
+	}
+	if !enumValid(xdpModeNames, n.XDPMode) {
+		c.errf("node.xdp_mode", ErrInvalid, "%s is not one of %s", n.XDPMode, enumList(xdpModeNames))
+	}
+	if e := n.ConntrackEntries; e < MinConntrackEntries || e > MaxConntrackEntries {
+		c.errf("node.conntrack_entries", ErrInvalid, "%d is out of range %d..%d", e, MinConntrackEntries, MaxConntrackEntries)
+	}
+	for _, t := range []struct {
+		key string
+		val time.Duration
+	}{
+		{"tcp", n.Timeouts.TCP}, {"tcp_syn", n.Timeouts.TCPSyn},
+		{"tcp_fin", n.Timeouts.TCPFin}, {"udp", n.Timeouts.UDP},
+	} {
+		if t.val < MinTimeout || t.val > MaxTimeout {
+			c.errf("node.timeouts."+t.key, ErrInvalid, "%s is out of range %s..%s",
+				formatDuration(t.val), formatDuration(MinTimeout), formatDuration(MaxTimeout))
+		}
+	}
+}
+
+func validatePool(p *Pool, idx map[string]*Pool, c *collector) {
+	path := poolPath(p.Name)
+	switch {
+	case !validName(p.Name):
+		c.errf(path, ErrInvalid, "%q is not a valid pool name: use 1 to %d of A-Z a-z 0-9 _ . -", p.Name, MaxNameLen)
+	case idx[p.Name] != p:
+		c.errf(path, ErrDuplicate, "duplicate pool name %q", p.Name)
+		return
+	}
+	if len(p.Backends) == 0 && len(p.Include) == 0 {
+		c.errf(path, ErrEmptyPool, "pool has neither backends nor include: give it at least one")
+	}
+	first := map[netip.Addr]int{}
+	for j, b := range p.Backends {
+		bp := backendPath(p.Name, j)
+		switch ap := join(bp, "address"); {
+		case !b.Addr.IsValid():
+			c.errf(ap, ErrRequired, "required")
+		case unicastProblem(b.Addr) != "":
+			c.errf(ap, ErrInvalid, "%s %s", b.Addr, unicastProblem(b.Addr))
+		default:
+			if k, dup := first[b.Addr]; dup {
+				c.errf(ap, ErrDuplicate, "backend %s is listed twice in pool %q (first at %s)",
+					b.Addr, p.Name, c.where(backendPath(p.Name, k)))
+			} else {
+				first[b.Addr] = j
+			}
+		}
+		if b.Weight > MaxWeight {
+			c.errf(join(bp, "weight"), ErrInvalid, "%d is out of range 0..%d", b.Weight, MaxWeight)
+		}
+		if b.Encap != EncapUnset && !enumValid(encapNames, b.Encap) {
+			c.errf(join(bp, "encap"), ErrInvalid, "%s is not one of %s", b.Encap, enumList(encapNames))
+		}
+	}
+	seen := map[string]int{}
+	for j, inc := range p.Include {
+		ip := index(join(path, "include"), j)
+		if k, dup := seen[inc]; dup {
+			c.errf(ip, ErrDuplicate, "pool %q is included twice (first at %s)", inc, c.where(index(join(path, "include"), k)))
+			continue
+		}
+		seen[inc] = j
+		if _, ok := idx[inc]; !ok {
+			c.errf(ip, ErrUnknownPool, "unknown pool %q%s", inc, knownPools(idx))
+		}
+	}
+}
+
+// checkConflicts reports a backend address reached from one pool through two
+// different pools with different settings. Each pair is reported once, at the
+// occurrence that was dropped.
+func checkConflicts(pools []Pool, idx map[string]*Pool, c *collector) {
+	type pair struct{ a, b string }
+	reported := map[pair]bool{}
+	for i := range pools {
+		root := pools[i].Name
+		if idx[root] != &pools[i] {
+			continue
+		}
+		flatten(idx, root, func(kept, dropped member) {
+			if kept.pool == dropped.pool {
+				return // listed twice in one pool: validatePool reports it
+			}
+			diff := settingsDiff(kept.Backend, dropped.Backend)
+			if diff == "" {
+				return
+			}
+			kp, dp := backendPath(kept.pool, kept.index), backendPath(dropped.pool, dropped.index)
+			key := pair{kp, dp}
+			if kp > dp {
+				key = pair{dp, kp}
+			}
+			if reported[key] {
+				return
+			}
+			reported[key] = true
+			c.errf(dp, ErrConflict,
+				"backend %s conflicts with %s%s, both reached from pool %q: %s (give it the same weight, encap and state everywhere)",
+				dropped.Addr, kp, c.onLine(kp, " (line %d)"), root, diff)
+		})
+	}
+}
+
+// settingsDiff describes how a and b differ as "weight 2 vs 1, ...", or returns
+// "" when they have the same settings.
+func settingsDiff(kept, dropped Backend) string {
+	var d []string
+	if kept.Weight != dropped.Weight {
+		d = append(d, fmt.Sprintf("weight %d vs %d", dropped.Weight, kept.Weight))
+	}
+	if kept.Encap != dropped.Encap {
+		d = append(d, fmt.Sprintf("encap %s vs %s", dropped.Encap, kept.Encap))
+	}
+	if kept.Drain != dropped.Drain {
+		d = append(d, fmt.Sprintf("state %s vs %s", stateName(dropped.Drain), stateName(kept.Drain)))
+	}
+	return strings.Join(d, ", ")
+}
+
+func stateName(drain bool) string {
+	if drain {
+		return "drain"
+	}
+	return "active"
+}
+
+// vipKey identifies what the data plane matches a packet on (SPEC F-DP2).
+type vipKey struct {
+	addr  netip.Addr
+	port  uint16
+	proto Proto
+}
+
+func (k vipKey) String() string {
+	port := "all ports"
+	if k.port != 0 {
+		port = fmt.Sprintf("port %d", k.port)
+	}
+	return fmt.Sprintf("%s %s %s", k.addr, port, k.proto)
+}
+
+func validateServices(cfg *Config, idx map[string]*Pool, c *collector) {
+	names := map[string]int{}
+	vips := map[vipKey]int{}
+	flat := map[string][]member{} // flattened pools, by name
+	resolve := func(name string) []member {
+		m, ok := flat[name]
+		if !ok {
+			m = flatten(idx, name, nil)
+			flat[name] = m
+		}
+		return m
+	}
+	// The first backend of each family that a service uses, for the node
+	// address checks.
+	var used4, used6 *member
+	var used4Path, used6Path string
+
+	for i := range cfg.Services {
+		s := &cfg.Services[i]
+		path := servicePath(i)
+		switch np := join(path, "name"); {
+		case s.Name == "":
+			c.errf(np, ErrRequired, "required")
+		case !validName(s.Name):
+			c.errf(np, ErrInvalid, "%q is not a valid service name: use 1 to %d of A-Z a-z 0-9 _ . -", s.Name, MaxNameLen)
+		default:
+			if j, dup := names[s.Name]; dup {
+				c.errf(np, ErrDuplicate, "duplicate service name %q (first at %s)", s.Name, c.where(servicePath(j)))
+			} else {
+				names[s.Name] = i
+			}
+		}
+		vipOK := false
+		switch vp := join(path, "vip"); {
+		case !s.VIP.IsValid():
+			c.errf(vp, ErrRequired, "required")
+		case unicastProblem(s.VIP) != "":
+			c.errf(vp, ErrInvalid, "%s %s", s.VIP, unicastProblem(s.VIP))
+		default:
+			vipOK = true
+		}
+		switch pp := join(path, "protocol"); {
+		case s.Proto == 0:
+			c.errf(pp, ErrRequired, "required: %s", enumList(protoNames))
+		case !enumValid(protoNames, s.Proto):
+			c.errf(pp, ErrInvalid, "%s is not one of %s", s.Proto, enumList(protoNames))
+		default:
+			if vipOK {
+				k := vipKey{s.VIP, s.Port, s.Proto}
+				if j, dup := vips[k]; dup {
+					c.errf(join(path, "vip"), ErrDuplicate, "duplicate VIP %s: services[%d] %q%s serves it already",
+						k, j, cfg.Services[j].Name, c.onLine(servicePath(j), " (line %d)"))
+				} else {
+					vips[k] = i
+				}
+			}
+		}
+		if !enumValid(schedulerNames, s.Scheduler) {
+			c.errf(join(path, "scheduler"), ErrInvalid, "%s is not one of %s", s.Scheduler, enumList(schedulerNames))
+		}
+		if !enumValid(encapNames, s.Encap) {
+			c.errf(join(path, "encap"), ErrInvalid, "%s is not one of %s", s.Encap, enumList(encapNames))
+		}
+		tableOK := false
+		switch tp, m := join(path, "table_size"), s.TableSize; {
+		case m > MaxTableSize:
+			c.errf(tp, ErrInvalid, "%d exceeds the maximum table size %d (largest prime allowed: %d)",
+				m, MaxTableSize, prevPrime(MaxTableSize))
+		case !isPrime(m):
+			c.errf(tp, ErrInvalid, "%d is not prime (nearest primes: %s)", m, nearestPrimes(m))
+		default:
+			tableOK = true
+		}
+
+		pp := join(path, "pools")
+		if len(s.Pools) == 0 {
+			c.errf(pp, ErrRequired, "required: the pools serving the service, in order of preference")
+			continue
+		}
+		refsOK := true
+		seen := map[string]int{}
+		total := 0
+		for j, name := range s.Pools {
+			rp := index(pp, j)
+			if k, dup := seen[name]; dup {
+				c.errf(rp, ErrDuplicate, "pool %q is listed twice (first at %s)", name, c.where(index(pp, k)))
+				continue
+			}
+			seen[name] = j
+			if _, ok := idx[name]; !ok {
+				c.errf(rp, ErrUnknownPool, "unknown pool %q%s", name, knownPools(idx))
+				refsOK = false
+				continue
+			}
+			members := resolve(name)
+			total += len(members)
+			if tableOK && uint64(len(members)) > uint64(s.TableSize) {
+				c.errf(join(path, "table_size"), ErrInvalid,
+					"%d is smaller than the %d backends of pool %q: use a prime at least 100 times the number of backends (Maglev paper, section 3.4)",
+					s.TableSize, len(members), name)
+			}
+			for k := range members {
+				m := &members[k]
+				if m.Addr.Is4() && used4 == nil {
+					used4, used4Path = m, fmt.Sprintf("services[%d] %q via pool %q", i, s.Name, name)
+				}
+				if m.Addr.Is6() && used6 == nil {
+					used6, used6Path = m, fmt.Sprintf("services[%d] %q via pool %q", i, s.Name, name)
+				}
+			}
+		}
+		if refsOK && total == 0 {
+			c.errf(pp, ErrEmptyService, "service %q has no backend: its pools %s resolve to none",
+				s.Name, strings.Join(s.Pools, ", "))
+		}
+	}
+
+	if used4 != nil && !cfg.Node.Address.IsValid() {
+		c.errf("node.address", ErrRequired,
+			"required: the source address of packets to IPv4 backends, such as %s (%s) used by %s",
+			used4.Addr, c.where(backendPath(used4.pool, used4.index)), used4Path)
+	}
+	if used6 != nil && !cfg.Node.Address6.IsValid() {
+		c.errf("node.address6", ErrRequired,
+			"required: the source address of packets to IPv6 backends, such as %s (%s) used by %s",
+			used6.Addr, c.where(backendPath(used6.pool, used6.index)), used6Path)
+	}
+}
+
+// knownPools lists the pool names for an "unknown pool" message, or returns ""
+// when there are too many to list.
+func knownPools(idx map[string]*Pool) string {
+	if len(idx) == 0 {
+		return " (no pools are defined)"
+	}
+	if len(idx) > 10 {
+		return ""
+	}
+	names := make([]string, 0, len(idx))
+	for n := range idx {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return " (defined: " + strings.Join(names, ", ") + ")"
+}
+
+// unicastProblem returns why a cannot be a VIP, backend or source address, or
+// "" when it can.
+func unicastProblem(a netip.Addr) string {
+	switch {
+	case a.Zone() != "":
+		return "has a zone; zones are not supported"
+	case a.Is4In6():
+		return fmt.Sprintf("is an IPv4-mapped IPv6 address: write it as %s", a.Unmap())
+	case a.IsUnspecified():
+		return "is the unspecified address"
+	case a.IsMulticast():
+		return "is a multicast address"
+	case a.IsLoopback():
+		return "is a loopback address"
+	case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "is the broadcast address"
+	}
+	return ""
+}
+
+// validName reports whether s may name a node, pool or service:
+// [A-Za-z0-9_.-]{1,MaxNameLen}, and neither "." nor ".." (the node name is a
+// directory name in bpffs).
+func validName(s string) bool {
+	if s == "" || len(s) > MaxNameLen || s == "." || s == ".." {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// validIfName reports whether s is a valid Linux interface name (the kernel's
+// dev_valid_name: shorter than IFNAMSIZ, not "." or "..", no '/', ':' or
+// white space), also refusing control characters.
+func validIfName(s string) bool {
+	if s == "" || len(s) > 15 || s == "." || s == ".." {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; b == '/' || b == ':' || b <= ' ' || b == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// formatDuration formats d as time.Duration.String does, without zero
+// trailing units: "2h" rather than "2h0m0s". time.ParseDuration reads it back.
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
