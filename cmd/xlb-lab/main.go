@@ -1,0 +1,147 @@
+// Command xlb-lab builds and removes xlb lab topologies (network namespaces)
+// and runs the demo. See package internal/lab.
+//
+//	xlb-lab up [--nodes N] [--backends M] [--prefix P] [--direct] [--serve]
+//	xlb-lab down [--prefix P]
+//	xlb-lab demo [--bin DIR] [--requests N] [--requests6 N] [--weights 1,1,2] [--keep]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/xlbproject/xlb/internal/lab"
+)
+
+const usage = `usage: xlb-lab <command> [flags]
+
+commands:
+  up     build a lab topology, print its namespaces and addresses, leave it up
+  down   remove leftover labs (every xl????- namespace, or --prefix P)
+  demo   build the single-node lab, run xlbd and xlb-decap, send HTTP traffic,
+         report per-backend shares and packet counters, tear down
+
+run "xlb-lab <command> -h" for the flags of a command; needs root.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	interrupted := ctx.Err() != nil
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(2)
+	}
+	if err != nil {
+		if interrupted {
+			fmt.Fprintf(os.Stderr, "xlb-lab: interrupted: %v\n", err)
+		} else {
+			fmt.Fprintf(os.Stderr, "xlb-lab: %v\n", err)
+		}
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return flag.ErrHelp
+	}
+	switch args[0] {
+	case "up":
+		return up(ctx, args[1:], out)
+	case "down":
+		return down(args[1:], out)
+	case "demo":
+		return demo(ctx, args[1:], out)
+	case "-h", "--help", "help":
+		fmt.Fprint(out, usage)
+		return nil
+	}
+	fmt.Fprint(os.Stderr, usage)
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+func up(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("up", flag.ContinueOnError)
+	nodes := fs.Int("nodes", lab.DefaultNodes, "xlb nodes (VIP routes: multipath over all of them)")
+	backends := fs.Int("backends", lab.DefaultBackends, "backends")
+	prefix := fs.String("prefix", "", "namespace name prefix (default: random xl????-)")
+	direct := fs.Bool("direct", false, "route the VIPs straight to backend b1 (works without xlb)")
+	serve := fs.Bool("serve", false, "run the backends' HTTP/UDP/TCP servers in the foreground until Ctrl-C (the lab stays up afterwards)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg := lab.Config{Prefix: *prefix, Nodes: *nodes, Backends: *backends}
+	if *direct {
+		cfg.Routing = lab.RouteToBackend
+	}
+	l, err := lab.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	lab.PrintTopology(out, l)
+	fmt.Fprintf(out, "\nrun commands inside with: nsenter --net=%s/%sclient -- <command>\n", lab.NetnsDir, l.Prefix)
+	fmt.Fprintf(out, "remove with: xlb-lab down --prefix %s\n", l.Prefix)
+	if !*serve {
+		return nil
+	}
+	all, err := l.StartServers(lab.Ports{})
+	if err != nil {
+		return err
+	}
+	p := lab.DefaultPorts
+	fmt.Fprintf(out, "serving HTTP :%d, UDP echo :%d, TCP line echo :%d on every backend; Ctrl-C stops serving\n", p.HTTP, p.UDP, p.TCP)
+	<-ctx.Done()
+	for _, s := range all {
+		s.Close()
+		fmt.Fprintf(out, "%s: %d HTTP requests, %d UDP datagrams, %d TCP connections on VIPs\n", s.Name, s.HTTPRequests(), s.UDPDatagrams(), s.TCPConns())
+	}
+	return nil
+}
+
+func down(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("down", flag.ContinueOnError)
+	prefix := fs.String("prefix", "", "remove only namespaces with this prefix (default: every xl????- lab)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	names, err := lab.Cleanup(*prefix)
+	for _, n := range names {
+		fmt.Fprintf(out, "removed %s\n", n)
+	}
+	if len(names) == 0 && err == nil {
+		fmt.Fprintf(out, "nothing to remove\n")
+	}
+	return err
+}
+
+func demo(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	var opts lab.DemoOptions
+	fs.StringVar(&opts.BinDir, "bin", "", "directory holding xlbd and xlb-decap (default: next to xlb-lab, or the repository's bin/)")
+	fs.IntVar(&opts.Requests4, "requests", 1000, "HTTP requests to the IPv4 VIP")
+	fs.IntVar(&opts.Requests6, "requests6", 300, "HTTP requests to the IPv6 VIP")
+	weights := fs.String("weights", "1,1,2", "backend weights, one per backend")
+	fs.StringVar(&opts.Prefix, "prefix", "", "namespace name prefix (default: random xl????-)")
+	fs.BoolVar(&opts.Keep, "keep", false, "leave the lab up after a successful demo")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	for _, f := range strings.Split(*weights, ",") {
+		w, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || w < 0 {
+			return fmt.Errorf("--weights: bad weight %q", f)
+		}
+		opts.Weights = append(opts.Weights, w)
+	}
+	return lab.RunDemo(ctx, out, opts)
+}

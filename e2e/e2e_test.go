@@ -1,0 +1,330 @@
+// Package e2e runs xlb end to end in network namespaces: real kernel, real
+// XDP on veth, real TCP and UDP clients and servers, the xlbd and
+// xlb-decap binaries from bin/ (make build). Needs root.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xlbproject/xlb/internal/lab"
+	"github.com/xlbproject/xlb/internal/testenv"
+)
+
+type env struct {
+	lab    *lab.Lab
+	xlbd   *lab.Daemon
+	config string
+	opts   lab.XLBDOptions
+	ports  lab.Ports
+}
+
+// setup builds the single-node lab (3 backends with the given weights),
+// starts the backend servers, xlb-decap on the backends, and xlbd.
+func setup(t *testing.T, weights []int) *env {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.RequireCommands(t, "nsenter", "ip")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l, err := lab.New(ctx, lab.Config{})
+	if err != nil {
+		t.Fatalf("build lab: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := l.Destroy(); err != nil {
+			t.Errorf("destroy lab: %v", err)
+		}
+	})
+	e := &env{lab: l, opts: lab.XLBDOptions{Weights: weights}}
+	if _, err := l.StartServers(e.ports); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.AttachDecap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if e.config, err = l.WriteXLBDConfig(0, e.opts); err != nil {
+		t.Fatal(err)
+	}
+	e.start(t)
+	return e
+}
+
+func (e *env) start(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d, err := e.lab.StartXLBD(ctx, 0, e.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.xlbd = d
+	if err := e.lab.WaitForwarding(ctx, e.http4(), 20*time.Second, d); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *env) http4() netip.AddrPort { return netip.AddrPortFrom(e.lab.VIP4(), lab.DefaultPorts.HTTP) }
+func (e *env) http6() netip.AddrPort { return netip.AddrPortFrom(e.lab.VIP6(), lab.DefaultPorts.HTTP) }
+func (e *env) echo4() netip.AddrPort { return netip.AddrPortFrom(e.lab.VIP4(), lab.DefaultPorts.TCP) }
+func (e *env) udp4() netip.AddrPort  { return netip.AddrPortFrom(e.lab.VIP4(), lab.DefaultPorts.UDP) }
+
+// reload rewrites the config with weights (nil: the backend is left out)
+// and sends SIGHUP, then waits until the log shows the commit.
+func (e *env) reload(t *testing.T, opts lab.XLBDOptions) {
+	t.Helper()
+	before := strings.Count(e.xlbd.Output(), "config committed")
+	if err := os.WriteFile(e.config, e.lab.XLBDConfig(0, opts), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.xlbd.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(e.xlbd.Output(), "config committed") == before {
+		if time.Now().After(deadline) {
+			t.Fatalf("reload not committed; log:\n%s", e.xlbd.Output())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// xlbctl runs xlbctl against the lab's node and returns its output.
+func (e *env) xlbctl(t *testing.T, args ...string) string {
+	t.Helper()
+	bin, err := e.lab.Binary("xlbctl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.lab.Nodes[0].Run(context.Background(), append([]string{bin, "--node", e.lab.NodeName(0)}, args...)...)
+	if err != nil {
+		t.Fatalf("xlbctl %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+func checkShares(t *testing.T, what string, counts map[string]int, weights []int) {
+	t.Helper()
+	total, wsum := 0, 0
+	for _, c := range counts {
+		total += c
+	}
+	for _, w := range weights {
+		wsum += w
+	}
+	for i, w := range weights {
+		name := fmt.Sprintf("b%d", i+1)
+		share := 100 * float64(counts[name]) / float64(total)
+		want := 100 * float64(w) / float64(wsum)
+		t.Logf("%s: %s %d requests, %.1f%% (weight share %.1f%%)", what, name, counts[name], share, want)
+		if math.Abs(share-want) > 3 {
+			t.Errorf("%s: backend %s share %.1f%%, want %.1f%% ± 3", what, name, share, want)
+		}
+	}
+}
+
+func TestHTTPSharesAndDirectReturn(t *testing.T) {
+	weights := []int{1, 1, 2}
+	e := setup(t, weights)
+	ctx := context.Background()
+	before, err := e.lab.NodeStats(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r4 := lab.HTTPLoad(ctx, e.lab.Client.NS, e.http4(), 3000, 16)
+	if r4.Errors > 0 {
+		t.Fatalf("IPv4: %d of %d requests failed: %v", r4.Errors, r4.Requests, r4.FirstErrors)
+	}
+	checkShares(t, "IPv4 VIP", r4.Counts, weights)
+	r6 := lab.HTTPLoad(ctx, e.lab.Client.NS, e.http6(), 1000, 16)
+	if r6.Errors > 0 {
+		t.Fatalf("IPv6: %d of %d requests failed: %v", r6.Errors, r6.Requests, r6.FirstErrors)
+	}
+	checkShares(t, "IPv6 VIP", r6.Counts, weights)
+
+	after, err := e.lab.NodeStats(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := e.xlbctl(t, "-o", "json", "stats")
+	var forwarded, notVIP uint64
+	fmt.Sscanf(extract(out, "forward_tx"), "%d", &forwarded)
+	fmt.Sscanf(extract(out, "pass_not_vip"), "%d", &notVIP)
+	rx := after.RxPackets - before.RxPackets
+	t.Logf("node eth0 received %d packets; forwarder sent %d to backends; %d IP packets not for a VIP", rx, forwarded, notVIP)
+	// Every client->VIP packet is forwarded; replies (as many packets
+	// again) must not reach the node: what it receives beyond the
+	// forwarded packets is only neighbour/router chatter.
+	if forwarded == 0 || rx > forwarded+forwarded/50+50 {
+		t.Fatalf("node received %d packets for %d forwarded: replies pass the node", rx, forwarded)
+	}
+	if notVIP > 50 {
+		t.Fatalf("%d non-VIP IP packets reached the node: replies pass the node", notVIP)
+	}
+}
+
+// extract pulls "key":N out of a flat JSON object.
+func extract(js, key string) string {
+	i := strings.Index(js, `"`+key+`":`)
+	if i < 0 {
+		return ""
+	}
+	s := js[i+len(key)+3:]
+	if j := strings.IndexAny(s, ",}"); j >= 0 {
+		s = s[:j]
+	}
+	return s
+}
+
+func TestPersistenceAcrossReload(t *testing.T) {
+	weights := []int{1, 1, 1}
+	e := setup(t, weights)
+	ctx := context.Background()
+	sess, err := lab.StartTCPSessions(ctx, e.lab.Client.NS, e.echo4(), 100, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+
+	// Remove b2 from the pools.
+	e.reload(t, withoutBackend(e, 1))
+	time.Sleep(2 * time.Second)
+	r := lab.HTTPLoad(ctx, e.lab.Client.NS, e.http4(), 300, 8)
+	if r.Counts["b2"] != 0 || r.Errors > 0 {
+		t.Fatalf("after removing b2: %v, %d errors %v", r.Counts, r.Errors, r.FirstErrors)
+	}
+	// Add it back: from now on no session at all may break.
+	addBack := time.Now()
+	e.reload(t, e.opts)
+	time.Sleep(2 * time.Second)
+	res := sess.Stop()
+	onB2 := map[int]bool{}
+	for i, s := range res.Sessions {
+		if s.Backend == "b2" {
+			onB2[i] = true
+		}
+	}
+	t.Logf("sessions per backend: %v; %d messages", res.Counts(), res.Messages())
+	for _, b := range res.Breaks {
+		if !onB2[b.Session] {
+			t.Errorf("session on a surviving backend broke: %v", b)
+		}
+		if b.At.After(addBack) {
+			t.Errorf("session broke after b2 was added back: %v", b)
+		}
+	}
+	if len(onB2) == 0 || len(onB2) == len(res.Sessions) {
+		t.Fatalf("test needs sessions on b2 and on others: %v", res.Counts())
+	}
+	r = lab.HTTPLoad(ctx, e.lab.Client.NS, e.http4(), 300, 8)
+	if r.Counts["b2"] == 0 {
+		t.Fatalf("b2 gets no new connections after being added back: %v", r.Counts)
+	}
+}
+
+// withoutBackend returns the env's options with backend i left out of both
+// pools.
+func withoutBackend(e *env, i int) lab.XLBDOptions {
+	o := e.opts
+	o.Exclude = []int{i}
+	return o
+}
+
+func TestUDPFlowsStick(t *testing.T) {
+	e := setup(t, []int{1, 1, 2})
+	res, err := lab.UDPFlows(context.Background(), e.lab.Client.NS, e.udp4(), 100, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if split := res.Split(); len(split) > 0 {
+		t.Fatalf("%d flows reached more than one backend, e.g. %+v", len(split), split[0])
+	}
+	if lost := res.Lost(); lost > 0 {
+		t.Fatalf("%d datagrams lost", lost)
+	}
+	t.Logf("100 flows x 50 datagrams: per backend %v", res.Counts())
+}
+
+func TestRestartIsHitless(t *testing.T) {
+	e := setup(t, []int{1, 1, 1})
+	ctx := context.Background()
+	sess, err := lab.StartTCPSessions(ctx, e.lab.Client.NS, e.echo4(), 50, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := e.xlbd.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	// No daemon: the pinned forwarder carries on.
+	if _, err := lab.HTTPGet(ctx, e.lab.Client.NS, e.http4(), 2*time.Second); err != nil {
+		t.Fatalf("forwarding stopped with the daemon: %v", err)
+	}
+	time.Sleep(time.Second)
+	e.start(t)
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := e.xlbd.WaitOutput(wctx, "config committed", 1, 10*time.Second); err != nil {
+		t.Fatalf("new xlbd did not commit: %v\n%s", err, e.xlbd.Output())
+	}
+	if !strings.Contains(e.xlbd.Output(), "adopted pinned forwarder") {
+		t.Fatalf("new xlbd did not adopt the pinned forwarder:\n%s", e.xlbd.Output())
+	}
+	if !strings.Contains(e.xlbd.Output(), "tables_replaced=0") {
+		t.Fatalf("restart rewrote tables:\n%s", e.xlbd.Output())
+	}
+	time.Sleep(time.Second)
+	res := sess.Stop()
+	if len(res.Breaks) > 0 {
+		t.Fatalf("%d breaks across the restart, first: %v", len(res.Breaks), res.Breaks[0])
+	}
+}
+
+func TestBadReloadChangesNothing(t *testing.T) {
+	e := setup(t, []int{1, 1, 1})
+	before := e.xlbctl(t, "services")
+	if err := os.WriteFile(e.config, []byte("node: {interface: eth0}\nservices:\n  - {name: x, vip: 10.200.0.1, port: 80, protocol: tcp, pools: [nope], table_size: 65536}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.xlbd.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(e.xlbd.Output(), "reload rejected") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no rejection logged:\n%s", e.xlbd.Output())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	log := e.xlbd.Output()
+	for _, want := range []string{"services[0].table_size", ".yaml:3:", "not prime"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("rejection does not mention %q:\n%s", want, log)
+		}
+	}
+	if _, err := lab.HTTPGet(context.Background(), e.lab.Client.NS, e.http4(), 2*time.Second); err != nil {
+		t.Fatalf("forwarding broken after a rejected reload: %v", err)
+	}
+	if after := e.xlbctl(t, "services"); stripCounters(after) != stripCounters(before) {
+		t.Fatalf("services changed:\n%s\n---\n%s", before, after)
+	}
+}
+
+// stripCounters keeps the first three columns of xlbctl services rows.
+func stripCounters(s string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(s, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 3 {
+			f = f[:3]
+		}
+		b.WriteString(strings.Join(f, " ") + "\n")
+	}
+	return b.String()
+}

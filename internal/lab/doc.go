@@ -1,0 +1,40 @@
+// Package lab builds network-namespace topologies for xlb: the demo, the
+// integration test bed and the benchmark bed (SPEC F-OPS3).
+//
+// One lab is a set of namespaces named <prefix><role>, where the prefix is
+// unique per lab ("xl" + 4 hex digits + "-", e.g. "xl3fa2-"), so several labs
+// coexist and leftovers are easy to find (Cleanup, `xlb-lab down`):
+//
+//	client ns                router ns                    switch ns          LAN hosts (MTU 1600)
+//	eth0 10.99.0.2  ------  eth0 10.99.0.1
+//	     fd00:99::2              fd00:99::1
+//	(MTU 1500)              eth1 10.100.0.1   ------  port "router"
+//	                             fd00:100::1             br0 --- port "n1" --- eth0 node n1     10.100.0.11   fd00:100::11
+//	                        VIP routes via the nodes         --- port "b1" --- eth0 backend b1  10.100.0.101  fd00:100::101
+//	                        (multipath if several)           --- ...           (VIPs on lo)
+//
+// The router forwards (IPv4 and IPv6, rp_filter 0) and hashes multipath
+// routes by 5-tuple. Nodes and backends route by default via the router.
+// Backends hold the VIPs on lo and never answer ARP for them (arp_ignore 1,
+// arp_announce 2), so replies go straight back to the router: DSR.
+//
+// Every LAN host's eth0 is a veth whose peer is a port of the bridge in the
+// switch namespace. Each switch port runs an XDP program that passes every
+// frame: xlb's XDP program on a node's eth0 sends each encapsulated packet
+// back out with XDP_TX, and a veth hands such frames to the stack promptly
+// only when it runs an XDP program itself (GRO alone enables the receive
+// path, but the frames then wait for the next unrelated packet). GRO is off
+// on the ports, so the switch never merges segments. Transmit checksum
+// offload is off on every lab veth, so packets carry complete checksums as
+// on a real wire (kernel 6.18 completes a partial checksum before an XDP
+// program on a veth sees the packet anyway; this keeps the lab independent
+// of that).
+//
+// Traffic is made in-process: Do runs a function on a thread switched into a
+// namespace, and sockets created there stay in that namespace. Servers
+// (HTTP, UDP echo, TCP line echo) run on the backends and answer with the
+// backend's name; clients (HTTPLoad, UDPFlows, StartTCPSessions) run in the
+// client namespace and report which backend served what.
+//
+// Everything here needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN).
+package lab
