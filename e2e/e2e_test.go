@@ -29,6 +29,11 @@ type env struct {
 // starts the backend servers, xlb-decap on the backends, and xlbd.
 func setup(t *testing.T, weights []int) *env {
 	t.Helper()
+	return setupMode(t, weights, "native")
+}
+
+func setupMode(t *testing.T, weights []int, mode string) *env {
+	t.Helper()
 	testenv.RequireRoot(t)
 	testenv.RequireCommands(t, "nsenter", "ip")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -42,7 +47,7 @@ func setup(t *testing.T, weights []int) *env {
 			t.Errorf("destroy lab: %v", err)
 		}
 	})
-	e := &env{lab: l, opts: lab.XLBDOptions{Weights: weights}}
+	e := &env{lab: l, opts: lab.XLBDOptions{Weights: weights, XDPMode: mode}}
 	if _, err := l.StartServers(e.ports); err != nil {
 		t.Fatal(err)
 	}
@@ -167,6 +172,34 @@ func TestHTTPSharesAndDirectReturn(t *testing.T) {
 	if notVIP > 50 {
 		t.Fatalf("%d non-VIP IP packets reached the node: replies pass the node", notVIP)
 	}
+	// xlbd keeps every backend's next hop resolved (managed neighbour
+	// entries), so no packet needed the fallback gateway or was dropped.
+	for _, k := range []string{"nexthop_fallback", "drop_no_nexthop", "drop_no_backend", "drop_internal"} {
+		if v := extract(out, k); v != "0" {
+			t.Errorf("counter %s = %s, want 0", k, v)
+		}
+	}
+	neigh, err := e.lab.Nodes[0].Run(ctx, "ip", "neigh", "show")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range e.lab.Backends {
+		for _, a := range []netip.Addr{b.Addr4, b.Addr6} {
+			if !hasManagedNeighbour(string(neigh), a) {
+				t.Errorf("no managed neighbour entry for backend %s:\n%s", a, neigh)
+			}
+		}
+	}
+}
+
+func hasManagedNeighbour(table string, a netip.Addr) bool {
+	for _, line := range strings.Split(table, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 0 && f[0] == a.String() && strings.Contains(line, "managed") {
+			return true
+		}
+	}
+	return false
 }
 
 // extract pulls "key":N out of a flat JSON object.
@@ -237,7 +270,16 @@ func withoutBackend(e *env, i int) lab.XLBDOptions {
 }
 
 func TestUDPFlowsStick(t *testing.T) {
-	e := setup(t, []int{1, 1, 2})
+	for _, mode := range []string{"native", "generic"} {
+		t.Run(mode, func(t *testing.T) { testUDPFlowsStick(t, mode) })
+	}
+}
+
+func testUDPFlowsStick(t *testing.T, mode string) {
+	e := setupMode(t, []int{1, 1, 2}, mode)
+	if !strings.Contains(e.xlbd.Output(), "mode="+mode) {
+		t.Fatalf("xlbd not attached in %s mode:\n%s", mode, e.xlbd.Output())
+	}
 	res, err := lab.UDPFlows(context.Background(), e.lab.Client.NS, e.udp4(), 100, 50)
 	if err != nil {
 		t.Fatal(err)
@@ -283,6 +325,27 @@ func TestRestartIsHitless(t *testing.T) {
 	res := sess.Stop()
 	if len(res.Breaks) > 0 {
 		t.Fatalf("%d breaks across the restart, first: %v", len(res.Breaks), res.Breaks[0])
+	}
+	t.Logf("%d sessions, %d messages, 0 breaks across stop + 1 s without a daemon + start", len(res.Sessions), res.Messages())
+
+	// --cleanup detaches: the VIP is no longer forwarded.
+	if err := e.xlbd.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel2 := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel2()
+	if err := e.xlbd.Cleanup(cctx); err != nil {
+		t.Fatal(err)
+	}
+	link, err := e.lab.Nodes[0].Run(ctx, "ip", "link", "show", "eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(link), "xdp") {
+		t.Fatalf("xdp still attached after --cleanup:\n%s", link)
+	}
+	if _, err := lab.HTTPGet(ctx, e.lab.Client.NS, e.http4(), time.Second); err == nil {
+		t.Fatal("VIP still answers after --cleanup")
 	}
 }
 
