@@ -24,18 +24,22 @@ struct {
 	__uint(max_entries, 4096);
 } xlb_vip_addrs SEC(".maps");
 
-/* Maglev tables: slot (vip_info.table_id) -> inner ARRAY of M real ids.
- * A service's table is replaced whole: a new inner map in a free slot, then
- * the vip_info update that points to it. */
+/* Maglev tables: slot (vip_info.table_id) -> inner ARRAY holding the M
+ * real ids of a table, two per 64-bit element: slot 2k in the low 32 bits,
+ * 2k+1 in the high ones (array elements are 8-byte aligned, so pairs halve
+ * the memory). Inner maps are mmapable so
+ * a table is written with one memcpy. A service's table is replaced whole:
+ * a new inner map in a free slot, then the vip_info update that points to
+ * it. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
 	__uint(max_entries, 8192);
 	__type(key, __u32);
 	__array(values, struct {
 		__uint(type, BPF_MAP_TYPE_ARRAY);
-		__uint(map_flags, BPF_F_INNER_MAP);
+		__uint(map_flags, BPF_F_INNER_MAP | BPF_F_MMAPABLE);
 		__type(key, __u32);
-		__type(value, __u32);
+		__type(value, __u64);
 		__uint(max_entries, 1);
 	});
 } xlb_tables SEC(".maps");

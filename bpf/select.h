@@ -161,13 +161,14 @@ static __always_inline __u64 ct_find_remote(__u32 cpu, __u32 bucket, __u64 tag)
 static __always_inline __u32 select_maglev(const struct vip_info *v, __u64 h)
 {
 	__u32 slot = hash_slot(h, v->table_size);
+	__u32 pair = slot >> 1;
 	void *table = bpf_map_lookup_elem(&xlb_tables, &v->table_id);
-	__u32 *rid;
+	__u64 *two;
 
 	if (!table)
 		return 0;
-	rid = bpf_map_lookup_elem(table, &slot);
-	return rid ? *rid : 0;
+	two = bpf_map_lookup_elem(table, &pair);
+	return two ? (__u32)(*two >> ((slot & 1) * 32)) : 0;
 }
 
 struct selection {

@@ -38,8 +38,12 @@ var StatNames = sync.OnceValue(func() []string {
 
 // Stats returns the global counters by name (see StatNames).
 func (d *Datapath) Stats() (map[string]uint64, error) {
+	return readStats(d.objs.XlbStats)
+}
+
+func readStats(m *ebpf.Map) (map[string]uint64, error) {
 	var per []xlbXlbGlobal
-	if err := d.objs.XlbStats.Lookup(uint32(0), &per); err != nil {
+	if err := m.Lookup(uint32(0), &per); err != nil {
 		return nil, fmt.Errorf("read global counters: %w", err)
 	}
 	names := StatNames()

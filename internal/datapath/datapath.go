@@ -70,6 +70,8 @@ type Datapath struct {
 	ifmac   net.HardwareAddr
 	mode    Mode
 	cache   applied
+	// placeholder is the empty table retired slots point to.
+	placeholder *ebpf.Map
 }
 
 func (o *Options) defaults() error {
@@ -173,6 +175,12 @@ func Open(o Options) (*Datapath, error) {
 	d, err := Load(o)
 	if err != nil {
 		return nil, err
+	}
+	if changed, err := EnableForwarding(o.Interface); err != nil {
+		d.Close()
+		return nil, err
+	} else if changed {
+		d.log.Info("enabled IPv4/IPv6 forwarding on the attach interface (bpf_fib_lookup needs it)", "interface", o.Interface)
 	}
 	if err := d.attach(); err != nil {
 		d.Close()
@@ -291,7 +299,9 @@ func (d *Datapath) Close() error {
 		errs = append(errs, d.link.Close())
 	}
 	errs = append(errs, d.objs.Close())
-	d.cache.closeTables()
+	if d.placeholder != nil {
+		errs = append(errs, d.placeholder.Close())
+	}
 	return errors.Join(errs...)
 }
 

@@ -92,3 +92,22 @@ func TestLoadAndApplyEmpty(t *testing.T) {
 		t.Fatalf("stat names from BTF: %v", StatNames())
 	}
 }
+
+// TestVerifierBudget keeps the forwarder far from the verifier's limit of
+// one million processed instructions, so features can be added.
+func TestVerifierBudget(t *testing.T) {
+	d := newTestDatapath(t, Options{})
+	info, err := d.Program().Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, ok := info.VerifiedInstructions()
+	if !ok {
+		testenv.Unavailable(t, "kernel reports no verified instruction count")
+	}
+	insns, _ := info.Instructions()
+	t.Logf("forwarder: %d instructions, verifier processed %d (limit 1000000)", len(insns), n)
+	if n > 200_000 {
+		t.Fatalf("verifier processed %d instructions: split the program (BPF-to-BPF calls or tail calls)", n)
+	}
+}

@@ -116,7 +116,7 @@ func TestForwardFixtures(t *testing.T) {
 		{"v6 ext headers", func() packet.Flow {
 			f := udp(client6, vip6, 53)
 			f.IPv6ExtHeaders = []packet.ExtHeader{
-				{Type: 0, Body: make([]byte, 6)},  // hop-by-hop, PadN
+				{Type: 0, Body: make([]byte, 6)},   // hop-by-hop, PadN
 				{Type: 60, Body: make([]byte, 14)}, // destination options
 				{Type: 44, Body: make([]byte, 6)},  // atomic fragment (offset 0, M 0)
 			}

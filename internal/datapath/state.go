@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -76,15 +77,12 @@ type applied struct {
 	node     xlbNodeInfo
 	services map[VIPKey]*appliedService
 	reals    map[uint32]Real
-	slots    map[uint32]bool // table slots in use
 }
 
 type appliedService struct {
 	Service
 	slot uint32
 }
-
-func (a *applied) closeTables() {}
 
 // Snapshot returns the state currently in the maps (what Open adopted plus
 // what Apply wrote).
@@ -111,11 +109,23 @@ type ApplyStats struct {
 }
 
 // Apply makes the maps hold st. The order keeps every packet on a complete
-// state: reals are written before any table refers to them; a service's new
-// table is filled in a free slot and then published by one update of its
-// VIP entry (one map update: the switch is atomic per service); removed
-// services and reals are cleared last. Capacity is checked first, so a state
-// that does not fit changes nothing.
+// state:
+//
+//  1. reals are written before any table refers to them;
+//  2. every new or changed table is filled (mmap, one copy) into a fresh
+//     inner map and installed in the service's spare slot of xlb_tables
+//     (slot 2*svc_id + generation), all in one batch;
+//  3. each VIP entry is updated to point to its new slot: one map update
+//     per VIP, so each service switches atomically from its complete old
+//     table to its complete new one;
+//  4. removed VIPs are deleted, then the slots no longer referenced are
+//     pointed at an empty placeholder (one batch), which frees the old
+//     tables; reals that left are cleared last.
+//
+// Updates of a map-of-maps wait for an RCU grace period in the kernel, so
+// they are batched: a commit costs at most two grace periods whatever the
+// number of services. Capacity is checked first, so a state that does not
+// fit changes nothing.
 func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 	start := time.Now()
 	var stats ApplyStats
@@ -143,13 +153,94 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 		d.cache.reals[id] = r
 		stats.RealsWritten++
 	}
+
+	// 2. New tables, installed in spare slots.
+	type pending struct {
+		key   VIPKey
+		svc   *Service
+		slot  uint32
+		inner *ebpf.Map
+	}
+	var (
+		tables []pending
+		retire []uint32
+	)
+	defer func() {
+		for _, p := range tables {
+			p.inner.Close()
+		}
+	}()
 	for key, s := range st.Services {
-		n, err := d.applyService(key, s, &stats)
+		cur := d.cache.services[key]
+		if cur != nil && cur.SvcID == s.SvcID && slices.Equal(cur.Table, s.Table) {
+			continue
+		}
+		slot := 2 * s.SvcID
+		if cur != nil && cur.slot == slot {
+			slot++
+		}
+		inner, err := newTable(s.Table)
 		if err != nil {
 			return stats, fmt.Errorf("service %s: %w", key, err)
 		}
-		stats.TableEntries += n
+		tables = append(tables, pending{key, s, slot, inner})
+		if cur != nil && len(cur.Table) == len(s.Table) {
+			for i := range s.Table {
+				if cur.Table[i] != s.Table[i] {
+					stats.TableEntries++
+				}
+			}
+		} else {
+			stats.TableEntries += len(s.Table)
+		}
 	}
+	if len(tables) > 0 {
+		keys := make([]uint32, len(tables))
+		fds := make([]uint32, len(tables))
+		for i, p := range tables {
+			keys[i], fds[i] = p.slot, uint32(p.inner.FD())
+		}
+		if _, err := d.objs.XlbTables.BatchUpdate(keys, fds, nil); err != nil {
+			return stats, fmt.Errorf("install %d tables: %w", len(tables), err)
+		}
+		stats.TablesReplaced = len(tables)
+	}
+
+	// 3. Publish: one VIP entry update per service.
+	newSlot := map[VIPKey]uint32{}
+	for _, p := range tables {
+		newSlot[p.key] = p.slot
+	}
+	for key, s := range st.Services {
+		cur := d.cache.services[key]
+		slot, changed := newSlot[key]
+		if !changed {
+			slot = cur.slot
+		}
+		if cur != nil && !changed && cur.Encap == s.Encap {
+			continue
+		}
+		if cur == nil {
+			if err := d.resetSvcStats(s.SvcID); err != nil {
+				return stats, err
+			}
+			stats.ServicesAdded++
+		}
+		vk := vipKey(key)
+		vi := xlbVipInfo{SvcId: s.SvcID, TableId: slot, TableSize: uint32(len(s.Table)), Encap: uint8(s.Encap)}
+		if err := d.objs.XlbVips.Put(&vk, &vi); err != nil {
+			return stats, fmt.Errorf("publish vip %s: %w", key, err)
+		}
+		if cur != nil && changed {
+			retire = append(retire, cur.slot)
+		}
+		d.cache.services[key] = &appliedService{
+			Service: Service{SvcID: s.SvcID, Encap: s.Encap, Table: slices.Clone(s.Table)},
+			slot:    slot,
+		}
+	}
+
+	// 4. Removed VIPs, then free what nothing refers to any more.
 	for key, s := range d.cache.services {
 		if _, ok := st.Services[key]; ok {
 			continue
@@ -158,9 +249,12 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 		if err := d.objs.XlbVips.Delete(&vk); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			return stats, fmt.Errorf("delete vip %s: %w", key, err)
 		}
-		d.releaseSlot(s.slot)
+		retire = append(retire, s.slot)
 		delete(d.cache.services, key)
 		stats.ServicesRemoved++
+	}
+	if err := d.retireSlots(retire); err != nil {
+		return stats, err
 	}
 	if err := d.syncVIPAddrs(); err != nil {
 		return stats, err
@@ -189,10 +283,15 @@ func (d *Datapath) checkCapacity(st *State) error {
 			return fmt.Errorf("real id %d out of range 1..%d", id, d.opts.MaxReals-1)
 		}
 	}
+	ids := map[uint32]VIPKey{}
 	for key, s := range st.Services {
 		if s.SvcID == 0 || s.SvcID >= d.opts.MaxServices {
 			return fmt.Errorf("service %s: id %d out of range 1..%d", key, s.SvcID, d.opts.MaxServices-1)
 		}
+		if other, dup := ids[s.SvcID]; dup {
+			return fmt.Errorf("services %s and %s share id %d", key, other, s.SvcID)
+		}
+		ids[s.SvcID] = key
 		if len(s.Table) == 0 {
 			return fmt.Errorf("service %s: empty table", key)
 		}
@@ -209,97 +308,52 @@ func (d *Datapath) checkCapacity(st *State) error {
 	return nil
 }
 
-// applyService publishes one service; it returns the number of table
-// entries that changed.
-func (d *Datapath) applyService(key VIPKey, s *Service, stats *ApplyStats) (int, error) {
-	cur := d.cache.services[key]
-	changed := 0
-	slot := uint32(0)
-	newTable := cur == nil || !slices.Equal(cur.Table, s.Table)
-	if newTable {
-		if cur != nil && len(cur.Table) == len(s.Table) {
-			for i := range s.Table {
-				if cur.Table[i] != s.Table[i] {
-					changed++
-				}
-			}
-		} else {
-			changed = len(s.Table)
-		}
-		var err error
-		if slot, err = d.writeTable(s.Table); err != nil {
-			return 0, err
-		}
-		stats.TablesReplaced++
-	} else {
-		slot = cur.slot
-	}
-	if cur == nil {
-		if err := d.resetSvcStats(s.SvcID); err != nil {
-			return 0, err
-		}
-		stats.ServicesAdded++
-	}
-	if cur == nil || newTable || cur.Encap != s.Encap || cur.SvcID != s.SvcID {
-		vk := vipKey(key)
-		vi := xlbVipInfo{SvcId: s.SvcID, TableId: slot, TableSize: uint32(len(s.Table)), Encap: uint8(s.Encap)}
-		if err := d.objs.XlbVips.Put(&vk, &vi); err != nil {
-			if newTable {
-				d.releaseSlot(slot)
-			}
-			return 0, fmt.Errorf("publish vip: %w", err)
-		}
-	}
-	if cur != nil && newTable {
-		d.releaseSlot(cur.slot)
-	}
-	d.cache.services[key] = &appliedService{
-		Service: Service{SvcID: s.SvcID, Encap: s.Encap, Table: slices.Clone(s.Table)},
-		slot:    slot,
-	}
-	return changed, nil
-}
-
-// writeTable creates an inner table holding t in a free slot.
-func (d *Datapath) writeTable(t []uint32) (uint32, error) {
-	var slot uint32
-	found := false
-	for i := uint32(0); i < 2*d.opts.MaxServices; i++ {
-		if !d.cache.slots[i] {
-			slot, found = i, true
-			break
-		}
-	}
-	if !found {
-		return 0, errors.New("no free table slot")
-	}
+// newTable returns an inner map holding t: two real ids per 64-bit element,
+// written through the mmapped array in one copy.
+func newTable(t []uint32) (*ebpf.Map, error) {
 	inner, err := ebpf.NewMap(&ebpf.MapSpec{
-		Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: uint32(len(t)),
-		Flags: unix.BPF_F_INNER_MAP,
+		Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: uint32(len(t)+1) / 2,
+		Flags: unix.BPF_F_INNER_MAP | unix.BPF_F_MMAPABLE,
 	})
 	if err != nil {
-		return 0, fmt.Errorf("create table of %d entries: %w", len(t), err)
+		return nil, fmt.Errorf("create table of %d entries: %w", len(t), err)
 	}
-	defer inner.Close()
-	keys := make([]uint32, len(t))
-	for i := range keys {
-		keys[i] = uint32(i)
+	mem, err := inner.Memory()
+	if err != nil {
+		inner.Close()
+		return nil, fmt.Errorf("map table: %w", err)
 	}
-	if _, err := inner.BatchUpdate(keys, t, nil); err != nil {
-		return 0, fmt.Errorf("fill table: %w", err)
+	buf := make([]byte, 8*((len(t)+1)/2))
+	for i, v := range t {
+		binary.NativeEndian.PutUint32(buf[4*i:], v)
 	}
-	if err := d.objs.XlbTables.Put(slot, inner); err != nil {
-		return 0, fmt.Errorf("install table in slot %d: %w", slot, err)
+	if _, err := mem.WriteAt(buf, 0); err != nil {
+		inner.Close()
+		return nil, fmt.Errorf("fill table: %w", err)
 	}
-	d.cache.slots[slot] = true
-	return slot, nil
+	return inner, nil
 }
 
-func (d *Datapath) releaseSlot(slot uint32) {
-	if err := d.objs.XlbTables.Delete(slot); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		d.log.Warn("release table slot", "slot", slot, "error", err)
+// retireSlots points slots at an empty placeholder table (arrays cannot
+// delete elements in a batch), which releases the tables they held.
+func (d *Datapath) retireSlots(slots []uint32) error {
+	if len(slots) == 0 {
+		return nil
 	}
-	delete(d.cache.slots, slot)
+	if d.placeholder == nil {
+		var err error
+		if d.placeholder, err = newTable([]uint32{0}); err != nil {
+			return err
+		}
+	}
+	fds := make([]uint32, len(slots))
+	for i := range fds {
+		fds[i] = uint32(d.placeholder.FD())
+	}
+	if _, err := d.objs.XlbTables.BatchUpdate(slots, fds, nil); err != nil {
+		return fmt.Errorf("release %d old tables: %w", len(slots), err)
+	}
+	return nil
 }
 
 func (d *Datapath) resetSvcStats(id uint32) error {
@@ -351,7 +405,7 @@ func (d *Datapath) syncVIPAddrs() error {
 
 // loadApplied reads what earlier daemons left in pinned maps.
 func (d *Datapath) loadApplied() error {
-	d.cache = applied{services: map[VIPKey]*appliedService{}, reals: map[uint32]Real{}, slots: map[uint32]bool{}}
+	d.cache = applied{services: map[VIPKey]*appliedService{}, reals: map[uint32]Real{}}
 	if err := d.objs.XlbNode.Lookup(uint32(0), &d.cache.node); err != nil {
 		return err
 	}
@@ -372,12 +426,15 @@ func (d *Datapath) loadApplied() error {
 		}
 		table := make([]uint32, vi.TableSize)
 		var (
-			ik, iv uint32
+			ik uint32
+			iv uint64
 		)
 		iit := inner.Iterate()
 		for iit.Next(&ik, &iv) {
-			if ik < uint32(len(table)) {
-				table[ik] = iv
+			for j, rid := range [2]uint32{uint32(iv), uint32(iv >> 32)} {
+				if i := 2*int(ik) + j; i < len(table) {
+					table[i] = rid
+				}
 			}
 		}
 		inner.Close()
@@ -387,7 +444,6 @@ func (d *Datapath) loadApplied() error {
 		d.cache.services[key] = &appliedService{
 			Service: Service{SvcID: vi.SvcId, Encap: Encap(vi.Encap), Table: table}, slot: vi.TableId,
 		}
-		d.cache.slots[vi.TableId] = true
 	}
 	if err := it.Err(); err != nil {
 		return err
@@ -409,8 +465,8 @@ func (d *Datapath) loadApplied() error {
 // Helpers converting between Go types and the ABI structs.
 
 func addrBytes(a netip.Addr) (b [16]uint8, family uint8) {
-	if a.Is4() || a.Is4In6() {
-		v := a.Unmap().As4()
+	if a.Is4() {
+		v := a.As4()
 		copy(b[:], v[:])
 		return b, uint8(xlbXlbFamilyXLB_AF_INET)
 	}
@@ -508,4 +564,3 @@ func nodeFromInfo(ni xlbNodeInfo) Node {
 	}
 	return n
 }
-

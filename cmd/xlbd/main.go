@@ -1,0 +1,104 @@
+// Command xlbd is the xlb daemon: it loads and attaches the XDP forwarder,
+// commits the config to it, and reloads on SIGHUP. SIGTERM stops the daemon
+// and leaves the forwarder running on its last committed state; the next
+// xlbd adopts it. `xlbd --cleanup` detaches and removes everything.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/xlbproject/xlb/internal/config"
+	"github.com/xlbproject/xlb/internal/controller"
+	"github.com/xlbproject/xlb/internal/datapath"
+)
+
+func main() {
+	var (
+		cfgPath  = flag.String("config", "/etc/xlb/xlb.yaml", "config file")
+		pinDir   = flag.String("pin-dir", "", "bpffs directory of this instance (default "+datapath.BPFFSRoot+"/<node.name>)")
+		cleanup  = flag.Bool("cleanup", false, "detach the forwarder of this instance, remove its pins, and exit")
+		check    = flag.Bool("check-config", false, "validate the config and exit")
+		logLevel = flag.String("log-level", "info", "debug | info | warn | error")
+	)
+	flag.Parse()
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(os.Stderr, "xlbd: --log-level: %v\n", err)
+		os.Exit(2)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	slog.SetDefault(log)
+
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "xlbd: %v\n", err)
+		os.Exit(2)
+	}
+	if *check {
+		fmt.Printf("%s: ok (%d services, %d pools)\n", *cfgPath, len(cfg.Services), len(cfg.Pools))
+		return
+	}
+	if *pinDir == "" {
+		*pinDir = filepath.Join(datapath.BPFFSRoot, cfg.Node.Name)
+	}
+	if *cleanup {
+		if err := datapath.Cleanup(*pinDir); err != nil {
+			log.Error("cleanup failed", "pin_dir", *pinDir, "error", err)
+			os.Exit(1)
+		}
+		log.Info("forwarder detached and pins removed", "pin_dir", *pinDir)
+		return
+	}
+	if err := run(log, cfg, *cfgPath, *pinDir); err != nil {
+		log.Error("xlbd stopped", "error", err)
+		os.Exit(1)
+	}
+}
+
+func run(log *slog.Logger, cfg *config.Config, path, pinDir string) error {
+	opts := datapath.Options{
+		Interface:        cfg.Node.Interface,
+		PinDir:           pinDir,
+		Mode:             datapath.Mode(cfg.Node.XDPMode.String()),
+		ConntrackEntries: cfg.Node.ConntrackEntries,
+		Logger:           log,
+	}
+	dp, err := datapath.Open(opts)
+	if err != nil {
+		if errors.Is(err, datapath.ErrIncompatible) {
+			return fmt.Errorf("%w", err)
+		}
+		return err
+	}
+	defer dp.Close()
+	lim := controller.Limits{MaxServices: 4096, MaxReals: 65536}
+	ctl := controller.New(dp, path, lim, log)
+	if err := ctl.Commit(cfg); err != nil {
+		return fmt.Errorf("initial config: %w (the forwarder keeps its previous state)", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	reload := make(chan struct{}, 1)
+	go func() {
+		for range hup {
+			select {
+			case reload <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	log.Info("xlbd running", "interface", cfg.Node.Interface, "mode", dp.Mode(), "pin_dir", pinDir, "config", path)
+	ctl.Run(ctx, reload)
+	log.Info("xlbd stopping; the forwarder keeps running on the last committed state", "pin_dir", pinDir)
+	return nil
+}

@@ -1,0 +1,195 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/xlbproject/xlb/internal/config"
+	"github.com/xlbproject/xlb/internal/datapath"
+	"github.com/xlbproject/xlb/internal/maglev"
+)
+
+// Limits are the data plane capacities the planner allocates ids within.
+type Limits struct {
+	MaxServices uint32 // service ids are 1 .. MaxServices-1
+	MaxReals    uint32 // real ids are 1 .. MaxReals-1
+}
+
+// PlanStats summarise a plan.
+type PlanStats struct {
+	Services, Reals, TablesBuilt int
+}
+
+type realKey struct {
+	svc  uint32
+	addr netip.Addr
+}
+
+// Plan computes, without I/O, the complete data plane state for desired.
+// Ids are kept from prev (the state in the maps): a VIP keeps its service
+// id and a (service, backend) pair its real id for as long as both exist,
+// so tracked connections stay valid across commits and restarts. New ids
+// are taken round-robin after the highest in use, so an id freed by one
+// commit is not handed to another backend straight away (a tracked flow of
+// the old backend must not land on the new one).
+//
+// Every backend of every pool of a service gets an active real: tracked
+// flows continue on any backend still configured. The Maglev table is built
+// from the active pool's backends that take new flows (weight > 0, not
+// draining), named by their canonical address string (maglev.Backend.Name).
+func Plan(desired *config.Desired, prev *datapath.State, lim Limits) (*datapath.State, PlanStats, error) {
+	var stats PlanStats
+	st := &datapath.State{
+		Node: datapath.Node{
+			Addr4: desired.Node.Address, Addr6: desired.Node.Address6,
+			GatewayMAC: desired.Node.GatewayMAC,
+			Timeouts: datapath.Timeouts{
+				TCPSyn: desired.Node.Timeouts.TCPSyn, TCP: desired.Node.Timeouts.TCP,
+				TCPFin: desired.Node.Timeouts.TCPFin, UDP: desired.Node.Timeouts.UDP,
+			},
+		},
+		Services: map[datapath.VIPKey]*datapath.Service{},
+		Reals:    map[uint32]datapath.Real{},
+	}
+	if prev == nil {
+		prev = &datapath.State{}
+	}
+
+	svcIDs := newAllocator(lim.MaxServices)
+	for _, s := range prev.Services {
+		svcIDs.keep(s.SvcID)
+	}
+	realIDs := newAllocator(lim.MaxReals)
+	prevReal := map[realKey]uint32{}
+	for id, r := range prev.Reals {
+		prevReal[realKey{r.SvcID, r.Addr}] = id
+		realIDs.keep(id)
+	}
+
+	// Keep ids of surviving VIPs first, so new VIPs never take them.
+	keys := make([]datapath.VIPKey, len(desired.Services))
+	ids := make([]uint32, len(desired.Services))
+	for i, s := range desired.Services {
+		keys[i] = datapath.VIPKey{Addr: s.VIP, Port: s.Port, Proto: uint8(s.Proto)}
+		if p, ok := prev.Services[keys[i]]; ok {
+			ids[i] = p.SvcID
+		}
+	}
+	liveReals := map[uint32]bool{}
+	for i, s := range desired.Services {
+		if ids[i] == 0 {
+			id, err := svcIDs.next()
+			if err != nil {
+				return nil, stats, fmt.Errorf("service %s: %w", s.Name, err)
+			}
+			ids[i] = id
+		}
+		svc := &datapath.Service{SvcID: ids[i], Encap: encapOf(s.Encap)}
+		byAddr := map[netip.Addr]uint32{}
+		for _, p := range s.Pools {
+			for _, b := range p.Backends {
+				if _, dup := byAddr[b.Addr]; dup {
+					continue
+				}
+				rk := realKey{svc.SvcID, b.Addr}
+				rid, ok := prevReal[rk]
+				if !ok || liveReals[rid] {
+					var err error
+					if rid, err = realIDs.next(); err != nil {
+						return nil, stats, fmt.Errorf("service %s, backend %s: %w", s.Name, b.Addr, err)
+					}
+				}
+				liveReals[rid] = true
+				byAddr[b.Addr] = rid
+				st.Reals[rid] = datapath.Real{Addr: b.Addr, SvcID: svc.SvcID, Active: true, Encap: encapOf(b.Encap)}
+			}
+		}
+		table, err := buildTable(&s, byAddr)
+		if err != nil {
+			return nil, stats, fmt.Errorf("service %s: %w", s.Name, err)
+		}
+		svc.Table = table
+		stats.TablesBuilt++
+		st.Services[keys[i]] = svc
+	}
+	stats.Services = len(st.Services)
+	stats.Reals = len(st.Reals)
+	return st, stats, nil
+}
+
+// buildTable returns the service's Maglev table as real ids; all zero (drop)
+// when no backend takes new flows.
+func buildTable(s *config.DesiredService, ids map[netip.Addr]uint32) ([]uint32, error) {
+	pool, _ := s.ActivePool()
+	var bs []maglev.Backend
+	var rids []uint32
+	for _, b := range pool.Backends {
+		if b.Drain || b.Weight == 0 {
+			continue
+		}
+		bs = append(bs, maglev.Backend{Name: b.Addr.String(), Weight: b.Weight})
+	}
+	out := make([]uint32, s.TableSize)
+	if len(bs) == 0 {
+		return out, nil
+	}
+	t, err := maglev.Build(bs, s.TableSize)
+	if err != nil {
+		return nil, err
+	}
+	rids = make([]uint32, len(t.Backends))
+	for i, b := range t.Backends {
+		rids[i] = ids[netip.MustParseAddr(b.Name)]
+	}
+	for i, e := range t.Entries {
+		out[i] = rids[e]
+	}
+	return out, nil
+}
+
+func encapOf(e config.Encap) datapath.Encap {
+	switch e {
+	case config.EncapGRE:
+		return datapath.EncapGRE
+	case config.EncapIPIP:
+		return datapath.EncapIPIP
+	}
+	return datapath.EncapDefault
+}
+
+// ErrExhausted is wrapped when no id is free.
+var ErrExhausted = errors.New("no free id (raise the capacity)")
+
+// allocator hands out ids 1..max-1, round-robin after the highest kept.
+type allocator struct {
+	max    uint32
+	used   map[uint32]bool
+	cursor uint32
+}
+
+func newAllocator(max uint32) *allocator {
+	return &allocator{max: max, used: map[uint32]bool{}, cursor: 1}
+}
+
+func (a *allocator) keep(id uint32) {
+	a.used[id] = true
+	if id >= a.cursor {
+		a.cursor = id + 1
+	}
+}
+
+func (a *allocator) next() (uint32, error) {
+	for i := uint32(0); i < a.max; i++ {
+		id := a.cursor
+		if id == 0 || id >= a.max {
+			id = 1
+		}
+		a.cursor = id + 1
+		if !a.used[id] {
+			a.used[id] = true
+			return id, nil
+		}
+	}
+	return 0, ErrExhausted
+}

@@ -1,0 +1,157 @@
+package controller
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/xlbproject/xlb/internal/config"
+	"github.com/xlbproject/xlb/internal/datapath"
+)
+
+const baseConfig = `
+node: {name: t, interface: eth0, address: 10.0.0.11, address6: "fd00::11"}
+pools:
+  web:
+    backends:
+      - {address: 10.0.1.1, weight: 1}
+      - {address: 10.0.1.2, weight: 1}
+      - {address: 10.0.1.3, weight: 2}
+  spare:
+    backends: [{address: 10.0.2.1}]
+services:
+  - {name: web, vip: 10.200.0.1, port: 80, protocol: tcp, pools: [web, spare], table_size: 7919}
+  - {name: dns, vip: 10.200.0.1, port: 53, protocol: udp, pools: [web], table_size: 251, encap: ipip}
+`
+
+func mustPlan(t *testing.T, yaml string, prev *datapath.State) *datapath.State {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yaml), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _, err := Plan(cfg.Desired(), prev, Limits{MaxServices: 64, MaxReals: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func key(addr string, port uint16, proto uint8) datapath.VIPKey {
+	return datapath.VIPKey{Addr: netip.MustParseAddr(addr), Port: port, Proto: proto}
+}
+
+func realsOf(st *datapath.State, svc uint32) map[netip.Addr]uint32 {
+	m := map[netip.Addr]uint32{}
+	for id, r := range st.Reals {
+		if r.SvcID == svc {
+			m[r.Addr] = id
+		}
+	}
+	return m
+}
+
+func TestPlanBasics(t *testing.T) {
+	st := mustPlan(t, baseConfig, nil)
+	web := st.Services[key("10.200.0.1", 80, 6)]
+	dns := st.Services[key("10.200.0.1", 53, 17)]
+	if web == nil || dns == nil || web.SvcID == dns.SvcID {
+		t.Fatalf("services: %+v", st.Services)
+	}
+	if len(web.Table) != 7919 || len(dns.Table) != 251 || dns.Encap != datapath.EncapIPIP {
+		t.Fatalf("tables %d %d encap %d", len(web.Table), len(dns.Table), dns.Encap)
+	}
+	// web's reals: the three active-pool backends and the spare (tracked
+	// flows may continue there), but the spare gets no table entries.
+	reals := realsOf(st, web.SvcID)
+	if len(reals) != 4 {
+		t.Fatalf("web reals: %v", reals)
+	}
+	counts := map[uint32]int{}
+	for _, rid := range web.Table {
+		counts[rid]++
+	}
+	if counts[reals[netip.MustParseAddr("10.0.2.1")]] != 0 {
+		t.Fatal("spare pool backend got table entries while the first pool is usable")
+	}
+	heavy := counts[reals[netip.MustParseAddr("10.0.1.3")]]
+	light := counts[reals[netip.MustParseAddr("10.0.1.1")]]
+	if heavy < 2*light-2 || heavy > 2*light+2 {
+		t.Fatalf("weights 1:2 gave %d:%d entries", light, heavy)
+	}
+}
+
+func TestPlanKeepsIDs(t *testing.T) {
+	st1 := mustPlan(t, baseConfig, nil)
+	st2 := mustPlan(t, baseConfig, st1)
+	for k, s := range st1.Services {
+		if st2.Services[k].SvcID != s.SvcID {
+			t.Fatalf("%s changed id", k)
+		}
+	}
+	for id, r := range st1.Reals {
+		if st2.Reals[id] != r {
+			t.Fatalf("real %d changed: %+v -> %+v", id, r, st2.Reals[id])
+		}
+	}
+	// Remove a backend: the others keep their ids; the removed id is gone;
+	// then add it back: it gets a fresh id, not one in use.
+	removed := `
+node: {name: t, interface: eth0, address: 10.0.0.11}
+pools:
+  web:
+    backends:
+      - {address: 10.0.1.1, weight: 1}
+      - {address: 10.0.1.3, weight: 2}
+  spare:
+    backends: [{address: 10.0.2.1}]
+services:
+  - {name: web, vip: 10.200.0.1, port: 80, protocol: tcp, pools: [web, spare], table_size: 7919}
+  - {name: dns, vip: 10.200.0.1, port: 53, protocol: udp, pools: [web], table_size: 251, encap: ipip}
+`
+	st3 := mustPlan(t, removed, st2)
+	web := st1.Services[key("10.200.0.1", 80, 6)].SvcID
+	before, after := realsOf(st1, web), realsOf(st3, web)
+	for a, id := range after {
+		if before[a] != id {
+			t.Fatalf("backend %s moved from real %d to %d", a, before[a], id)
+		}
+	}
+	gone := before[netip.MustParseAddr("10.0.1.2")]
+	if _, ok := st3.Reals[gone]; ok {
+		t.Fatal("removed backend still has a real")
+	}
+	st4 := mustPlan(t, baseConfig, st3)
+	back := realsOf(st4, web)[netip.MustParseAddr("10.0.1.2")]
+	if back == 0 || back == gone {
+		t.Fatalf("re-added backend got id %d (old %d): ids must not be reused at once", back, gone)
+	}
+}
+
+func TestPlanNoUsableBackend(t *testing.T) {
+	st := mustPlan(t, `
+node: {name: t, interface: eth0, address: 10.0.0.11}
+pools:
+  p: {backends: [{address: 10.0.1.1, state: drain}]}
+services:
+  - {name: s, vip: 10.200.0.1, port: 80, protocol: tcp, pools: [p], table_size: 251}
+`, nil)
+	s := st.Services[key("10.200.0.1", 80, 6)]
+	for _, e := range s.Table {
+		if e != 0 {
+			t.Fatal("draining-only service has table entries")
+		}
+	}
+	if len(st.Reals) != 1 {
+		t.Fatal("draining backend must keep its real for tracked flows")
+	}
+}
+
+func TestPlanExhausted(t *testing.T) {
+	cfg, err := config.Parse([]byte(baseConfig), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Plan(cfg.Desired(), nil, Limits{MaxServices: 64, MaxReals: 4}); err == nil {
+		t.Fatal("expected exhaustion with 3 real ids for 8 reals")
+	}
+}

@@ -1,0 +1,74 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// NextHop is where the kernel sends packets for a backend.
+type NextHop struct {
+	Backend netip.Addr
+	Via     netip.Addr // the neighbour: a gateway, or the backend itself
+	Link    int        // outgoing ifindex
+}
+
+// ResolveNextHop asks the kernel FIB for the next hop toward a.
+func ResolveNextHop(a netip.Addr) (NextHop, error) {
+	routes, err := netlink.RouteGet(net.IP(a.AsSlice()))
+	if err != nil {
+		return NextHop{}, fmt.Errorf("route to %s: %w", a, err)
+	}
+	if len(routes) == 0 {
+		return NextHop{}, fmt.Errorf("no route to %s", a)
+	}
+	r := routes[0]
+	nh := NextHop{Backend: a, Via: a, Link: r.LinkIndex}
+	if gw, ok := netip.AddrFromSlice(r.Gw); ok && r.Gw != nil {
+		nh.Via = gw.Unmap()
+		if a.Is6() && !a.Is4In6() {
+			nh.Via = gw
+		}
+	}
+	return nh, nil
+}
+
+// KeepNeighbour makes the kernel keep the neighbour entry of nh resolved
+// (a "managed" entry, Linux >= 5.16: the kernel re-resolves it by itself),
+// so bpf_fib_lookup finds a MAC for the first packet of a flow. An entry
+// that already exists in a usable state, or was configured by hand, is left
+// alone.
+func KeepNeighbour(nh NextHop) error {
+	family := unix.AF_INET
+	if nh.Via.Is6() && !nh.Via.Is4In6() {
+		family = unix.AF_INET6
+	}
+	ip := net.IP(nh.Via.AsSlice())
+	existing, err := netlink.NeighList(nh.Link, family)
+	if err != nil {
+		return fmt.Errorf("list neighbours: %w", err)
+	}
+	for _, n := range existing {
+		if !n.IP.Equal(ip) {
+			continue
+		}
+		if n.FlagsExt&netlink.NTF_EXT_MANAGED != 0 || n.State&(netlink.NUD_PERMANENT|netlink.NUD_NOARP) != 0 {
+			return nil
+		}
+	}
+	err = netlink.NeighSet(&netlink.Neigh{
+		LinkIndex: nh.Link,
+		Family:    family,
+		IP:        ip,
+		Flags:     netlink.NTF_EXT_LEARNED,
+		FlagsExt:  netlink.NTF_EXT_MANAGED,
+	})
+	if err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("managed neighbour %s: %w", nh.Via, err)
+	}
+	return nil
+}

@@ -1,0 +1,115 @@
+package datapath
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"github.com/cilium/ebpf"
+)
+
+// Pinned is a read-only view of a running instance's maps, for tools that
+// inspect the data plane without owning it (xlbctl).
+type Pinned struct {
+	maps map[string]*ebpf.Map
+}
+
+// OpenPinned opens the maps pinned under pinDir read-only.
+func OpenPinned(pinDir string) (*Pinned, error) {
+	p := &Pinned{maps: map[string]*ebpf.Map{}}
+	for _, name := range []string{"xlb_vips", "xlb_reals", "xlb_svc_stats", "xlb_real_stats", "xlb_stats"} {
+		m, err := ebpf.LoadPinnedMap(filepath.Join(pinDir, name), &ebpf.LoadPinOptions{ReadOnly: true})
+		if err != nil {
+			p.Close()
+			return nil, fmt.Errorf("open %s under %s: %w (is xlbd running with this node name?)", name, pinDir, err)
+		}
+		p.maps[name] = m
+	}
+	return p, nil
+}
+
+// Close releases the maps.
+func (p *Pinned) Close() {
+	for _, m := range p.maps {
+		m.Close()
+	}
+}
+
+// ServiceView is one VIP as the data plane holds it.
+type ServiceView struct {
+	Key       VIPKey
+	SvcID     uint32
+	TableSize uint32
+	Encap     Encap
+	Counters  Counters
+	Reals     []RealView
+}
+
+// RealView is one real with its counters.
+type RealView struct {
+	ID       uint32
+	Real     Real
+	Counters Counters
+}
+
+// Services lists the VIPs with their reals and counters, ordered by key.
+func (p *Pinned) Services() ([]ServiceView, error) {
+	var (
+		k  xlbVipKey
+		vi xlbVipInfo
+	)
+	bySvc := map[uint32]*ServiceView{}
+	var out []*ServiceView
+	it := p.maps["xlb_vips"].Iterate()
+	for it.Next(&k, &vi) {
+		c, err := sumCounters(p.maps["xlb_svc_stats"], vi.SvcId)
+		if err != nil {
+			return nil, err
+		}
+		sv := &ServiceView{Key: keyFromVip(k), SvcID: vi.SvcId, TableSize: vi.TableSize, Encap: Encap(vi.Encap), Counters: c}
+		bySvc[vi.SvcId] = sv
+		out = append(out, sv)
+	}
+	if err := it.Err(); err != nil {
+		return nil, err
+	}
+	var (
+		id uint32
+		ri xlbRealInfo
+	)
+	rit := p.maps["xlb_reals"].Iterate()
+	for rit.Next(&id, &ri) {
+		sv, ok := bySvc[ri.SvcId]
+		if ri.SvcId == 0 || !ok {
+			continue
+		}
+		c, err := sumCounters(p.maps["xlb_real_stats"], id)
+		if err != nil {
+			return nil, err
+		}
+		sv.Reals = append(sv.Reals, RealView{ID: id, Real: realFromInfo(ri), Counters: c})
+	}
+	if err := rit.Err(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b *ServiceView) int {
+		if c := a.Key.Addr.Compare(b.Key.Addr); c != 0 {
+			return c
+		}
+		if a.Key.Port != b.Key.Port {
+			return int(a.Key.Port) - int(b.Key.Port)
+		}
+		return int(a.Key.Proto) - int(b.Key.Proto)
+	})
+	res := make([]ServiceView, len(out))
+	for i, s := range out {
+		slices.SortFunc(s.Reals, func(a, b RealView) int { return a.Real.Addr.Compare(b.Real.Addr) })
+		res[i] = *s
+	}
+	return res, nil
+}
+
+// Stats returns the global counters by name.
+func (p *Pinned) Stats() (map[string]uint64, error) {
+	return readStats(p.maps["xlb_stats"])
+}

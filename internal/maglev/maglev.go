@@ -1,0 +1,199 @@
+package maglev
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// TableVersion is the version of the table population contract: h1 and h2
+// (MakePerm), the ordering of backends (Build) and the quota and turn rule
+// (Populate). Any change that alters a table for the same input is a new
+// version, because every node must compute identical tables.
+const TableVersion = 1
+
+const (
+	// DefaultTableSize is the table size used when a service sets none
+	// (the paper's default, section 5.3).
+	DefaultTableSize = 65537
+	// MaxTableSize bounds the table size of one service (16 MiB of int32
+	// entries). The largest valid size is the prime 4194301.
+	MaxTableSize = 1 << 22
+)
+
+// Errors returned (wrapped) by Populate and Build.
+var (
+	ErrNotPrime         = errors.New("table size is not prime")
+	ErrTableTooLarge    = errors.New("table size too large")
+	ErrNoBackends       = errors.New("no backend with a positive weight")
+	ErrDuplicateBackend = errors.New("duplicate backend name")
+	ErrInvalidBackend   = errors.New("invalid backend")
+	ErrInvalidPerm      = errors.New("invalid permutation")
+)
+
+// Backend is one entry of a service's backend set. Name is its stable
+// identity (for example the address string): it alone determines the
+// backend's permutation, so a backend keeps its preferences across restarts,
+// nodes and config reorderings. Weight 0 means the backend takes no entries.
+type Backend struct {
+	Name   string
+	Weight uint32
+}
+
+// Perm is one backend's preference list over the M slots of a table,
+// permutation[j] = (Offset + j*Skip) mod M, and its weight. Offset must be
+// < M and Skip in [1, M); since M is prime every such permutation visits
+// every slot.
+type Perm struct {
+	Offset, Skip, Weight uint32
+}
+
+// Prefixes of the h1 and h2 inputs; the "v1" is TableVersion.
+const (
+	offsetPrefix = "xlb-maglev-v1/offset/"
+	skipPrefix   = "xlb-maglev-v1/skip/"
+)
+
+// MakePerm returns the permutation of the backend called name in a table of
+// m slots (m prime, as Build checks), with weight w. It is TableVersion 1:
+//
+//	h1 = fmix64(FNV-1a-64("xlb-maglev-v1/offset/" + name))
+//	h2 = fmix64(FNV-1a-64("xlb-maglev-v1/skip/" + name))
+//	offset = h1 mod m
+//	skip   = h2 mod (m-1) + 1
+//
+// FNV-1a-64 is the standard one (offset basis 0xcbf29ce484222325, prime
+// 0x100000001b3) over the bytes of the string; fmix64 is the MurmurHash3
+// finalizer, the same one that ends the flow hash. The distinct prefixes make
+// h1 and h2 independent, as section 3.4 asks of its two hash functions.
+func MakePerm(name string, w, m uint32) Perm {
+	h1 := fmix64(fnv1a64(offsetPrefix, name))
+	h2 := fmix64(fnv1a64(skipPrefix, name))
+	return Perm{
+		Offset: uint32(h1 % uint64(m)),
+		Skip:   uint32(h2%uint64(m-1)) + 1,
+		Weight: w,
+	}
+}
+
+// fnv1a64 is FNV-1a 64 of prefix followed by s, without allocating.
+func fnv1a64(prefix, s string) uint64 {
+	const (
+		basis = 0xcbf29ce484222325
+		prime = 0x100000001b3
+	)
+	h := uint64(basis)
+	for i := 0; i < len(prefix); i++ {
+		h ^= uint64(prefix[i])
+		h *= prime
+	}
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= prime
+	}
+	return h
+}
+
+// checkSize validates a table size: prime and at most MaxTableSize.
+func checkSize(m uint32) error {
+	if m > MaxTableSize {
+		return fmt.Errorf("table size %d: %w (at most %d; 655373 is a large prime that fits)",
+			m, ErrTableTooLarge, MaxTableSize)
+	}
+	if !IsPrime(m) {
+		return fmt.Errorf("table size %d: %w (use a prime such as 65537 or 655373)", m, ErrNotPrime)
+	}
+	return nil
+}
+
+// Table is the Maglev lookup table of one service.
+type Table struct {
+	M uint32
+	// Backends are the input backends sorted by Name (byte-wise); Entries
+	// index into this slice.
+	Backends []Backend
+	// Entries holds M indexes into Backends, none negative.
+	Entries []int32
+}
+
+// Build computes the table of m entries for backends. The backends are
+// first stably sorted by Name (byte-wise, locale-independent), so the order
+// in which the config lists them never changes the table; each backend's
+// permutation comes from its Name alone (MakePerm).
+//
+// Build wraps ErrTableTooLarge or ErrNotPrime for a bad m,
+// ErrInvalidBackend for an empty Name, ErrDuplicateBackend if two backends
+// share a Name, and ErrNoBackends if there is no backend or every weight
+// is 0.
+func Build(backends []Backend, m uint32) (*Table, error) {
+	if err := checkSize(m); err != nil {
+		return nil, err
+	}
+	sorted := slices.Clone(backends)
+	slices.SortStableFunc(sorted, func(a, b Backend) int { return strings.Compare(a.Name, b.Name) })
+	perms := make([]Perm, len(sorted))
+	for i, b := range sorted {
+		if b.Name == "" {
+			return nil, fmt.Errorf("backend with weight %d: empty name: %w", b.Weight, ErrInvalidBackend)
+		}
+		if i > 0 && b.Name == sorted[i-1].Name {
+			return nil, fmt.Errorf("backend %q: %w (each backend may appear once per service)",
+				b.Name, ErrDuplicateBackend)
+		}
+		perms[i] = MakePerm(b.Name, b.Weight, m)
+	}
+	entries, err := Populate(perms, m)
+	if err != nil {
+		return nil, err
+	}
+	return &Table{M: m, Backends: sorted, Entries: entries}, nil
+}
+
+// Counts returns the number of entries of each backend, indexed like
+// t.Backends.
+func (t *Table) Counts() []int {
+	c := make([]int, len(t.Backends))
+	for _, e := range t.Entries {
+		c[e]++
+	}
+	return c
+}
+
+// Lookup returns the index in t.Backends of the backend that serves flow
+// hash h: t.Entries[Slot(h, t.M)].
+func (t *Table) Lookup(h uint64) int {
+	return int(t.Entries[Slot(h, t.M)])
+}
+
+// Diff returns the number of slots whose backend, compared by Name, differs
+// between old and new: the entries a switch from old to new moves. A nil old
+// table or one of another size counts every slot of new as changed.
+func Diff(old, new *Table) int {
+	if old == nil || old.M != new.M {
+		return int(new.M)
+	}
+	n := 0
+	for i, e := range new.Entries {
+		if old.Backends[old.Entries[i]].Name != new.Backends[e].Name {
+			n++
+		}
+	}
+	return n
+}
+
+// DiffEntries returns the number of positions at which the raw entry arrays
+// a and b differ, counting every position that only one of them has: the
+// entries to write when a kernel map holding a is rewritten to hold b.
+func DiffEntries(a, b []int32) int {
+	if len(a) > len(b) {
+		a, b = b, a
+	}
+	n := len(b) - len(a)
+	for i, e := range a {
+		if b[i] != e {
+			n++
+		}
+	}
+	return n
+}
