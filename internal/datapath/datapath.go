@@ -72,6 +72,7 @@ type Datapath struct {
 	cache   applied
 	// placeholder is the empty table retired slots point to.
 	placeholder *ebpf.Map
+	probeTurn   int
 }
 
 func (o *Options) defaults() error {

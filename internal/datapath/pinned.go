@@ -92,15 +92,7 @@ func (p *Pinned) Services() ([]ServiceView, error) {
 	if err := rit.Err(); err != nil {
 		return nil, err
 	}
-	slices.SortFunc(out, func(a, b *ServiceView) int {
-		if c := a.Key.Addr.Compare(b.Key.Addr); c != 0 {
-			return c
-		}
-		if a.Key.Port != b.Key.Port {
-			return int(a.Key.Port) - int(b.Key.Port)
-		}
-		return int(a.Key.Proto) - int(b.Key.Proto)
-	})
+	slices.SortFunc(out, func(a, b *ServiceView) int { return a.Key.Compare(b.Key) })
 	res := make([]ServiceView, len(out))
 	for i, s := range out {
 		slices.SortFunc(s.Reals, func(a, b RealView) int { return a.Real.Addr.Compare(b.Real.Addr) })

@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -30,6 +31,17 @@ type VIPKey struct {
 	Addr  netip.Addr
 	Port  uint16
 	Proto uint8 // 6 TCP, 17 UDP
+}
+
+// Compare orders keys by address, port, protocol.
+func (k VIPKey) Compare(o VIPKey) int {
+	if c := k.Addr.Compare(o.Addr); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(k.Port, o.Port); c != 0 {
+		return c
+	}
+	return cmp.Compare(k.Proto, o.Proto)
 }
 
 func (k VIPKey) String() string {

@@ -1,0 +1,96 @@
+package datapath
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// inNewNetns runs fn on a locked thread in a fresh network namespace.
+func inNewNetns(t *testing.T, fn func()) {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orig.Close()
+	ns, err := netns.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		netns.Set(orig)
+		ns.Close()
+	}()
+	fn()
+}
+
+// TestOpenSelfCheck attaches to a veth in a fresh netns, checks that the
+// self-check passes with a probe forwarded through the FIB, and fails once
+// the link is detached.
+func TestOpenSelfCheck(t *testing.T) {
+	newTestDatapath(t, Options{}) // root and bpffs checks
+	inNewNetns(t, func() {
+		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "xlbt0", HardwareAddr: net.HardwareAddr{2, 0, 0, 0, 0, 0x11}}, PeerName: "xlbt1"}
+		if err := netlink.LinkAdd(veth); err != nil {
+			t.Fatal(err)
+		}
+		link, _ := netlink.LinkByName("xlbt0")
+		peer, _ := netlink.LinkByName("xlbt1")
+		netlink.LinkSetUp(link)
+		netlink.LinkSetUp(peer)
+		addr, _ := netlink.ParseAddr("10.0.0.11/24")
+		netlink.AddrAdd(link, addr)
+		if err := netlink.NeighSet(&netlink.Neigh{LinkIndex: link.Attrs().Index, IP: net.ParseIP("10.0.0.101"),
+			HardwareAddr: net.HardwareAddr{2, 0, 0, 0, 0, 0x65}, State: netlink.NUD_PERMANENT, Family: netlink.FAMILY_V4}); err != nil {
+			t.Fatal(err)
+		}
+		// Load once to get a private pin dir (removed at cleanup), then
+		// Open adopts those pinned maps and attaches.
+		d := newTestDatapath(t, Options{Interface: "xlbt0"})
+		d.Close()
+		o := d.opts
+		dp, err := Open(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { dp.Close(); Cleanup(o.PinDir) }()
+		if dp.Mode() != ModeNative {
+			t.Fatalf("veth: mode %s, want native", dp.Mode())
+		}
+		if err := dp.SelfCheck(); err != nil {
+			t.Fatalf("self-check without VIPs: %v", err)
+		}
+		be := netip.MustParseAddr("10.0.0.101")
+		st := &State{Node: Node{Addr4: netip.MustParseAddr("10.0.0.11"), Timeouts: defaultT},
+			Services: map[VIPKey]*Service{{vip4, 80, 6}: {SvcID: 1, Encap: EncapGRE, Table: []uint32{1, 1, 1, 1, 1, 1, 1}}},
+			Reals:    map[uint32]Real{1: {Addr: be, SvcID: 1, Active: true}}}
+		if _, err := dp.Apply(st); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 3; i++ {
+			if err := dp.SelfCheck(); err != nil {
+				t.Fatalf("self-check: %v", err)
+			}
+		}
+		stats, _ := dp.Stats()
+		if stats["forward_tx"] == 0 || stats["nexthop_fallback"] != 0 {
+			t.Fatalf("probe not forwarded through the FIB: %v", stats)
+		}
+		if err := dp.link.Detach(); err != nil {
+			t.Fatal(err)
+		}
+		err = dp.SelfCheck()
+		if !errors.Is(err, ErrSelfCheck) || !strings.Contains(err.Error(), "no longer attached") {
+			t.Fatalf("self-check after detach: %v", err)
+		}
+	})
+}
