@@ -1,7 +1,7 @@
 // Command xlb-lab builds and removes xlb lab topologies (network namespaces)
 // and runs the demo. See package internal/lab.
 //
-//	xlb-lab up [--nodes N] [--backends M] [--prefix P] [--direct] [--serve]
+//	xlb-lab up [--nodes N] [--backends M] [--prefix P] [--direct | --bgp [--speakers]] [--serve]
 //	xlb-lab down [--prefix P]
 //	xlb-lab demo [--bin DIR] [--requests N] [--requests6 N] [--weights 1,1,2] [--keep]
 package main
@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/xlbproject/xlb/internal/lab"
 )
@@ -25,6 +26,7 @@ const usage = `usage: xlb-lab <command> [flags]
 
 commands:
   up     build a lab topology, print its namespaces and addresses, leave it up
+         (--bgp: BIRD on the router peers with the nodes, ECMP for the VIPs)
   down   remove leftover labs (every xl????- namespace, or --prefix P)
   demo   build the single-node lab, run xlbd and xlb-decap, send HTTP traffic,
          report per-backend shares and packet counters, tear down
@@ -76,17 +78,31 @@ func up(ctx context.Context, args []string, out io.Writer) error {
 	backends := fs.Int("backends", lab.DefaultBackends, "backends")
 	prefix := fs.String("prefix", "", "namespace name prefix (default: random xl????-)")
 	direct := fs.Bool("direct", false, "route the VIPs straight to backend b1 (works without xlb)")
+	bgp := fs.Bool("bgp", false, "no static VIP routes: run BIRD on the router, peering with every node (router AS 65000, nodes AS 65001), ECMP into the kernel")
+	speakers := fs.Bool("speakers", false, "with --bgp: run a stand-in BGP speaker (BIRD) on every node that announces the VIPs, as xlbd will")
 	serve := fs.Bool("serve", false, "run the backends' HTTP/UDP/TCP servers in the foreground until Ctrl-C (the lab stays up afterwards)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	cfg := lab.Config{Prefix: *prefix, Nodes: *nodes, Backends: *backends}
-	if *direct {
+	switch {
+	case *direct && *bgp:
+		return errors.New("--direct and --bgp exclude each other")
+	case *speakers && !*bgp:
+		return errors.New("--speakers needs --bgp")
+	case *direct:
 		cfg.Routing = lab.RouteToBackend
+	case *bgp:
+		cfg.Routing = lab.RouteNone
 	}
 	l, err := lab.New(ctx, cfg)
 	if err != nil {
 		return err
+	}
+	if *bgp {
+		if err := startBGP(ctx, l, *speakers, out); err != nil {
+			return errors.Join(err, l.Destroy())
+		}
 	}
 	lab.PrintTopology(out, l)
 	fmt.Fprintf(out, "\nrun commands inside with: nsenter --net=%s/%sclient -- <command>\n", lab.NetnsDir, l.Prefix)
@@ -105,6 +121,35 @@ func up(ctx context.Context, args []string, out io.Writer) error {
 		s.Close()
 		fmt.Fprintf(out, "%s: %d HTTP requests, %d UDP datagrams, %d TCP connections on VIPs\n", s.Name, s.HTTPRequests(), s.UDPDatagrams(), s.TCPConns())
 	}
+	return nil
+}
+
+// startBGP starts the router's BIRD and, with speakers, a stand-in speaker
+// on every node, and waits for the ECMP routes.
+func startBGP(ctx context.Context, l *lab.Lab, speakers bool, out io.Writer) error {
+	r, err := l.StartBIRD(ctx, lab.BIRDOptions{})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "BIRD runs in %s: config %s, log %s\n  birdc -s %s show protocols\n",
+		l.Router.Name, r.Config, r.LogPath, r.Socket)
+	if !speakers {
+		return nil
+	}
+	for i := range l.Nodes {
+		if _, err := l.StartNodeBIRD(ctx, i, lab.NodeBIRDOptions{}); err != nil {
+			return err
+		}
+	}
+	if err := r.WaitEstablished(ctx, 15*time.Second); err != nil {
+		return err
+	}
+	for _, p := range l.VIPPrefixes() {
+		if _, err := l.WaitRoute(ctx, p, l.NodeNextHops(p.Addr()), 10*time.Second); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "stand-in speakers (BIRD) on %d nodes announce the VIPs; the router has a %d-way route for each\n", len(l.Nodes), len(l.Nodes))
 	return nil
 }
 

@@ -30,6 +30,14 @@
 // program on a veth sees the packet anyway; this keeps the lab independent
 // of that).
 //
+// With Config.Routing RouteNone the router has no VIP routes of its own:
+// StartBIRD runs BIRD 2 there, peering by eBGP with every node (router AS
+// 65000, nodes AS 65001, an IPv4 and an IPv6 session per node, hold time
+// 3 s, graceful restart helper) and merging equal routes into one
+// multipath kernel route per VIP (bird.go). Until xlbd speaks BGP,
+// StartNodeBIRD runs a stand-in speaker on a node. KernelRoute, WaitRoute
+// and KeepsRoute read the router's FIB; SetLinkUp pulls a host's cable.
+//
 // Traffic is made in-process: Do runs a function on a thread switched into a
 // namespace, and sockets created there stay in that namespace. Servers
 // (HTTP, UDP echo, TCP line echo) run on the backends and answer with the

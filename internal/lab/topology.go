@@ -154,6 +154,10 @@ type Lab struct {
 	gone     bool
 	// xlbdConfig is the latest config each node's xlbd was started with.
 	xlbdConfig map[int]string
+	// routerBIRD is the router's latest BIRD (StartBIRD), for diagnostics;
+	// birds the latest BIRD started in each host.
+	routerBIRD *BIRD
+	birds      map[*Host]*BIRD
 }
 
 // New builds the lab described by cfg. On failure everything it created is
