@@ -54,10 +54,16 @@ const (
 // Config built by hand should be checked with Validate before use.
 type Config struct {
 	Node Node
+	// HealthChecks are the named health checks in file order; names are
+	// unique (SPEC F-CTL1).
+	HealthChecks []HealthCheck
 	// Pools are in file order; names are unique.
 	Pools []Pool
 	// Services are in file order; names and (VIP, port, protocol) are unique.
 	Services []Service
+	// BGP configures the embedded BGP speaker (SPEC F-CTL3); nil when the
+	// file has no bgp section (no route is announced).
+	BGP *BGP
 }
 
 // Node holds the settings of the machine running xlb.
@@ -103,6 +109,10 @@ type Pool struct {
 	// Include names other pools whose backends belong to this pool too,
 	// in file order.
 	Include []string
+	// HealthCheck names the health check of the pool's backends; "" for
+	// none. It applies to the pool's own backends and to those of included
+	// pools that set none of their own (see Desired).
+	HealthCheck string
 }
 
 // Backend is one service endpoint.
@@ -118,6 +128,11 @@ type Backend struct {
 	// Drain means the backend takes no new flows but keeps the flows it is
 	// tracked for (SPEC F-CTL5).
 	Drain bool
+	// HealthCheck names the health check deciding whether the backend is
+	// healthy. In a Config it is the backend's own override ("": its
+	// pool's). In a Desired it is the check in effect after inheritance
+	// ("": the backend is not checked and counts as healthy).
+	HealthCheck string
 }
 
 // Service is one VIP, port and protocol, as written in the file.
@@ -137,6 +152,14 @@ type Service struct {
 	TableSize uint32
 	// Encap is the encapsulation towards backends (never EncapUnset).
 	Encap Encap
+	// MinHealthy is the share of a pool's backends, 0..1, that must be
+	// usable for the pool to be chosen (SPEC F-CFG3); 0 means "at least
+	// one". See DesiredService.ActivePoolWith.
+	MinHealthy float64
+	// WithdrawWhenDown asks BGP to withdraw the VIP while no pool of the
+	// service has a usable backend (unless another service on the same
+	// address still wants it announced).
+	WithdrawWhenDown bool
 }
 
 // Proto is an IP protocol number.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -307,6 +308,103 @@ func (d *decoder) duration(n *yaml.Node, path string) (time.Duration, bool) {
 	return v, true
 }
 
+// int decodes a decimal integer between min and max (which may be negative).
+func (d *decoder) int(n *yaml.Node, path string, min, max int64) (int64, bool) {
+	s, ok := d.scalar(n, path, "an integer")
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	switch {
+	case n.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle) != 0 || !isDecimal(strings.TrimPrefix(s, "-")):
+		d.c.at(pos(n), path, ErrInvalid, "must be a decimal integer, not %q", s)
+		return 0, false
+	case err != nil || v < min || v > max:
+		d.c.at(pos(n), path, ErrInvalid, "%s is out of range %d..%d", s, min, max)
+		return 0, false
+	}
+	return v, true
+}
+
+// fraction decodes a decimal number between 0 and 1, such as 0.5 or 1.
+func (d *decoder) fraction(n *yaml.Node, path string) (float64, bool) {
+	s, ok := d.scalar(n, path, "a number between 0 and 1")
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	switch {
+	case n.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle) != 0 || !isDecimalFloat(s) || err != nil:
+		d.c.at(pos(n), path, ErrInvalid, "must be a decimal number between 0 and 1, such as 0.5, not %q", s)
+		return 0, false
+	case v < 0 || v > 1:
+		d.c.at(pos(n), path, ErrInvalid, "%s is out of range 0..1", s)
+		return 0, false
+	}
+	return v, true
+}
+
+// isDecimalFloat reports whether s is written with digits, one point and an
+// optional exponent only (no hex floats, no .inf or .nan).
+func isDecimalFloat(s string) bool {
+	mant, exp, hasExp := strings.Cut(strings.ToLower(s), "e")
+	mant = strings.TrimLeft(mant, "+-")
+	whole, frac, _ := strings.Cut(mant, ".")
+	if whole == "" && frac == "" || whole != "" && !isDecimal(whole) || frac != "" && !isDecimal(frac) {
+		return false
+	}
+	return !hasExp || isDecimal(strings.TrimLeft(exp, "+-"))
+}
+
+// boolean decodes an unquoted true or false.
+func (d *decoder) boolean(n *yaml.Node, path string) (bool, bool) {
+	s, ok := d.scalar(n, path, "true or false")
+	if !ok {
+		return false, false
+	}
+	v, err := strconv.ParseBool(s)
+	if err != nil || n.Tag != "!!bool" {
+		d.c.at(pos(n), path, ErrInvalid, "must be true or false, not %q", s)
+		return false, false
+	}
+	return v, true
+}
+
+// bytes decodes a string as its UTF-8 bytes, or a !!binary scalar (base64)
+// as the bytes it encodes, for payloads that are not text. An empty value
+// gives nil.
+func (d *decoder) bytes(n *yaml.Node, path string) ([]byte, bool) {
+	s, ok := d.scalar(n, path, "a string or a !!binary (base64) value")
+	if !ok {
+		return nil, false
+	}
+	if n.Tag != "!!binary" {
+		if s == "" {
+			return nil, true
+		}
+		return []byte(s), true
+	}
+	b, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(s), ""))
+	if err != nil {
+		d.c.at(pos(n), path, ErrInvalid, "!!binary value is not base64: %v", err)
+		return nil, false
+	}
+	if len(b) == 0 {
+		return nil, true
+	}
+	return b, true
+}
+
+// strList decodes a list of strings.
+func (d *decoder) strList(n *yaml.Node, path string) []string {
+	var out []string
+	for i, item := range d.seq(n, path) {
+		s, _ := d.str(item, index(path, i))
+		out = append(out, s)
+	}
+	return out
+}
+
 func (d *decoder) addr(n *yaml.Node, path string) (netip.Addr, bool) {
 	s, ok := d.scalar(n, path, "an IP address")
 	if !ok {
@@ -369,7 +467,7 @@ func describe(n *yaml.Node) string {
 // mapping (there is then nothing worth validating).
 func (d *decoder) config(root *yaml.Node) *Config {
 	cfg := &Config{}
-	top := d.fields(root, "", "node", "pools", "services")
+	top := d.fields(root, "", "node", "health_checks", "pools", "services", "bgp")
 	if top == nil {
 		return nil
 	}
@@ -378,6 +476,9 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	} else {
 		d.c.at(pos(root), "node", ErrRequired, "required (at least node.interface)")
 	}
+	if n := top["health_checks"]; n != nil {
+		cfg.HealthChecks = d.healthChecks(n)
+	}
 	if n := top["pools"]; n != nil {
 		cfg.Pools = d.pools(n)
 	}
@@ -385,6 +486,9 @@ func (d *decoder) config(root *yaml.Node) *Config {
 		for i, item := range d.seq(n, "services") {
 			cfg.Services = append(cfg.Services, d.service(item, servicePath(i)))
 		}
+	}
+	if n := top["bgp"]; n != nil {
+		cfg.BGP = d.bgp(n, cfg.Node)
 	}
 	return cfg
 }
@@ -476,9 +580,12 @@ func (d *decoder) pools(n *yaml.Node) []Pool {
 
 func (d *decoder) pool(name string, n *yaml.Node, path string) Pool {
 	p := Pool{Name: name}
-	f := d.fields(n, path, "backends", "include")
+	f := d.fields(n, path, "backends", "include", "health_check")
 	if f == nil {
 		return p
+	}
+	if v := f["health_check"]; v != nil {
+		p.HealthCheck, _ = d.str(v, join(path, "health_check"))
 	}
 	if v := f["backends"]; v != nil {
 		items := d.seq(v, join(path, "backends"))
@@ -499,9 +606,12 @@ func (d *decoder) pool(name string, n *yaml.Node, path string) Pool {
 
 func (d *decoder) backend(n *yaml.Node, path string) Backend {
 	b := Backend{Weight: DefaultWeight}
-	f := d.fields(n, path, "address", "weight", "encap", "state")
+	f := d.fields(n, path, "address", "weight", "encap", "state", "health_check")
 	if f == nil {
 		return b
+	}
+	if v := f["health_check"]; v != nil {
+		b.HealthCheck, _ = d.str(v, join(path, "health_check"))
 	}
 	if v := f["address"]; v != nil {
 		b.Addr, _ = d.addr(v, join(path, "address"))
@@ -533,9 +643,16 @@ var stateNames = []enumName[backendState]{{"active", stateActive}, {"drain", sta
 
 func (d *decoder) service(n *yaml.Node, path string) Service {
 	s := Service{Scheduler: SchedulerMaglev, TableSize: DefaultTableSize, Encap: EncapGRE}
-	f := d.fields(n, path, "name", "vip", "port", "protocol", "pools", "scheduler", "table_size", "encap")
+	f := d.fields(n, path, "name", "vip", "port", "protocol", "pools", "scheduler", "table_size", "encap",
+		"min_healthy", "withdraw_when_down")
 	if f == nil {
 		return s
+	}
+	if v := f["min_healthy"]; v != nil {
+		s.MinHealthy, _ = d.fraction(v, join(path, "min_healthy"))
+	}
+	if v := f["withdraw_when_down"]; v != nil {
+		s.WithdrawWhenDown, _ = d.boolean(v, join(path, "withdraw_when_down"))
 	}
 	if v := f["name"]; v != nil {
 		s.Name, _ = d.str(v, join(path, "name"))

@@ -1,11 +1,12 @@
 // Package config reads, validates and resolves the xlb configuration file
 // (SPEC F-CFG).
 //
-// The file is one YAML document with three top-level keys: node (settings of
-// this machine), pools (named sets of backends that may include other pools)
-// and services (a VIP, port and protocol served from an ordered list of
-// pools). examples/xlb.yaml at the repository root is a commented example of
-// every field.
+// The file is one YAML document with these top-level keys: node (settings of
+// this machine), health_checks (named probes), pools (named sets of backends
+// that may include other pools, each with an optional health check), services
+// (a VIP, port and protocol served from an ordered list of pools) and bgp
+// (the embedded speaker and its peers; optional). examples/xlb.yaml at the
+// repository root is a commented example of every field.
 //
 // Reading happens in two steps. Parse decodes the YAML node tree field by field
 // (so that every problem is reported with its field path and line), fills in
@@ -14,6 +15,10 @@
 // problem found is reported at once, as an ErrorList.
 //
 // A Config is the validated file in typed form. Desired turns it into the
-// desired state of the data plane (services with their pools flattened) without
-// any I/O; the controller then makes the kernel match it.
+// desired state of the data plane (services with their pools flattened, each
+// backend with the health check in effect for it) without any I/O; the
+// controller then makes the kernel match it. Health is state outside the
+// file: Desired.HealthTargets lists what to probe, once per (address, check),
+// and DesiredService.ActivePoolWith and UsableBackends take the prober's
+// verdict as a predicate.
 package config

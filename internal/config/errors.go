@@ -32,6 +32,8 @@ var (
 	ErrInvalid = errors.New("invalid value")
 	// ErrUnknownPool is a reference to a pool that is not defined.
 	ErrUnknownPool = errors.New("unknown pool")
+	// ErrUnknownCheck is a reference to a health check that is not defined.
+	ErrUnknownCheck = errors.New("unknown health check")
 	// ErrPoolCycle is a pool that includes itself, directly or not.
 	ErrPoolCycle = errors.New("pool cycle")
 	// ErrEmptyPool is a pool with neither backends nor include.
@@ -39,7 +41,7 @@ var (
 	// ErrEmptyService is a service whose pools resolve to no backend.
 	ErrEmptyService = errors.New("empty service")
 	// ErrConflict is one backend address reached twice through included
-	// pools with different weight, encap or state.
+	// pools with different weight, encap, state or health check.
 	ErrConflict = errors.New("conflicting backend")
 )
 
@@ -259,3 +261,7 @@ func poolPath(name string) string { return keyed("pools", name) }
 func servicePath(i int) string { return index("services", i) }
 
 func backendPath(pool string, i int) string { return index(join(poolPath(pool), "backends"), i) }
+
+func checkPath(name string) string { return keyed("health_checks", name) }
+
+func peerPath(i int) string { return index("bgp.peers", i) }

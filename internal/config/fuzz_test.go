@@ -36,6 +36,10 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(head + svc))
 	f.Add([]byte(head + "  a: {include: [b]}\n  b: {include: [a]}\n"))
 	f.Add([]byte(""))
+	f.Add([]byte(checksConfig))
+	f.Add([]byte(head + "  a: {health_check: c1, include: [p]}\n  b: {include: [a, p]}\nhealth_checks:\n  c1: {type: tcp, port: 80}\n"))
+	f.Add([]byte(head + "health_checks:\n  u: {type: udp, port: 53, payload: !!binary /wABAg==, expect: \"\\t\\0\"}\n"))
+	f.Add([]byte(head + "bgp: {asn: 65001, listen_port: 0, peers: [{address: \"fe80::1%eth0\", asn: 65000, hold_time: 0s}]}\n"))
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data, "fuzz.yaml")
@@ -69,8 +73,16 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse(Marshal(c)) != c\n got %+v\nwant %+v", again, c)
 		}
 		d := c.Desired()
+		down := func(b Backend) bool { return b.Addr.Is6() }
 		for i := range d.Services {
 			d.Services[i].ActiveBackends()
+			d.Services[i].UsableBackends(down)
+		}
+		d.AnnouncedVIPs(down)
+		for _, tg := range d.HealthTargets() {
+			if _, ok := d.HealthChecks[tg.Check.Name]; !ok {
+				t.Fatalf("target %v has a check Desired lacks", tg.Key())
+			}
 		}
 	})
 }

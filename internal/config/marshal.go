@@ -2,7 +2,9 @@ package config
 
 import (
 	"bytes"
+	"encoding/base64"
 	"strconv"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -48,6 +50,9 @@ func (c *Config) Marshal() ([]byte, error) {
 				if b.Drain {
 					bn.Content = append(bn.Content, str("state"), str("drain"))
 				}
+				if b.HealthCheck != "" {
+					bn.Content = append(bn.Content, str("health_check"), str(b.HealthCheck))
+				}
 				bn.Style = yaml.FlowStyle
 				backends.Content = append(backends.Content, bn)
 			}
@@ -55,6 +60,9 @@ func (c *Config) Marshal() ([]byte, error) {
 		}
 		if len(p.Include) > 0 {
 			pool.Content = append(pool.Content, str("include"), list(p.Include))
+		}
+		if p.HealthCheck != "" {
+			pool.Content = append(pool.Content, str("health_check"), str(p.HealthCheck))
 		}
 		pools.Content = append(pools.Content, str(p.Name), pool)
 	}
@@ -70,15 +78,27 @@ func (c *Config) Marshal() ([]byte, error) {
 			"scheduler", str(s.Scheduler.String()),
 			"table_size", integer(uint64(s.TableSize)),
 			"encap", str(s.Encap.String()),
+			"min_healthy", float(s.MinHealthy),
+			"withdraw_when_down", boolean(s.WithdrawWhenDown),
 		))
 	}
 
 	doc := mapping("node", node)
+	if len(c.HealthChecks) > 0 {
+		checks := mapping()
+		for i := range c.HealthChecks {
+			checks.Content = append(checks.Content, str(c.HealthChecks[i].Name), checkNode(&c.HealthChecks[i]))
+		}
+		doc.Content = append(doc.Content, str("health_checks"), checks)
+	}
 	if len(c.Pools) > 0 {
 		doc.Content = append(doc.Content, str("pools"), pools)
 	}
 	if len(c.Services) > 0 {
 		doc.Content = append(doc.Content, str("services"), services)
+	}
+	if c.BGP != nil {
+		doc.Content = append(doc.Content, str("bgp"), bgpNode(c.BGP))
 	}
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
@@ -98,6 +118,25 @@ func str(s string) *yaml.Node {
 
 func integer(v uint64) *yaml.Node {
 	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.FormatUint(v, 10)}
+}
+
+func boolean(v bool) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(v)}
+}
+
+// float writes v with the fewest digits that read back as v.
+func float(v float64) *yaml.Node {
+	s := strconv.FormatFloat(v, 'g', -1, 64)
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!float", Value: s}
+}
+
+// bytesNode writes b as a string when it is valid UTF-8 and as !!binary
+// (base64) otherwise.
+func bytesNode(b []byte) *yaml.Node {
+	if utf8.Valid(b) {
+		return str(string(b))
+	}
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!binary", Value: base64.StdEncoding.EncodeToString(b)}
 }
 
 func list(items []string) *yaml.Node {

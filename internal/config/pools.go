@@ -28,28 +28,50 @@ func poolIndex(pools []Pool) map[string]*Pool {
 
 // flatten returns the backends reachable from pool root in depth-first order:
 // a pool's own backends in file order, then each included pool's in include
-// order. Each pool is visited once however often it is included (so cycles
-// terminate), unknown pools and invalid addresses are skipped, and an address
-// seen again is dropped: the first occurrence wins. again, when not nil, is
-// called for every dropped occurrence with the one that was kept.
+// order. Unknown pools and invalid addresses are skipped, and an address seen
+// again is dropped: the first occurrence wins. again, when not nil, is called
+// for every dropped occurrence with the one that was kept.
+//
+// Each member's HealthCheck is the check in effect: the backend's own, else
+// its pool's, else the one its pool inherits from the pool that included it
+// (recursively). A pool is visited once per check it inherits (so cycles
+// terminate) and at most twice; a pool with a check of its own inherits
+// nothing, so it is visited once. A pool without a check reached through
+// includes that hand it different checks yields its backends twice (the
+// first two checks only: that is enough to report the conflict and bounds
+// the walk): again sees the same backend (same pool and index) with two
+// checks.
 func flatten(idx map[string]*Pool, root string, again func(kept, dropped member)) []member {
+	type visit struct{ pool, inherited string }
 	var out []member
 	byAddr := map[netip.Addr]int{} // address -> index in out
-	visited := map[string]bool{}
-	stack := []string{root}
+	visited := map[visit]bool{}
+	visits := map[string]int{} // per pool
+	stack := []visit{{pool: root}}
 	for len(stack) > 0 {
-		name := stack[len(stack)-1]
+		v := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		p, ok := idx[name]
-		if !ok || visited[name] {
+		p, ok := idx[v.pool]
+		if !ok {
 			continue
 		}
-		visited[name] = true
+		check := v.inherited
+		if p.HealthCheck != "" {
+			check, v.inherited = p.HealthCheck, ""
+		}
+		if visited[v] || visits[v.pool] == 2 {
+			continue
+		}
+		visited[v] = true
+		visits[v.pool]++
 		for i, b := range p.Backends {
 			if !b.Addr.IsValid() {
 				continue
 			}
-			m := member{Backend: b, pool: name, index: i}
+			m := member{Backend: b, pool: v.pool, index: i}
+			if m.HealthCheck == "" {
+				m.HealthCheck = check
+			}
 			if j, dup := byAddr[b.Addr]; dup {
 				if again != nil {
 					again(out[j], m)
@@ -62,8 +84,8 @@ func flatten(idx map[string]*Pool, root string, again func(kept, dropped member)
 		// Pushed in reverse so that the first include is visited next,
 		// which gives the same order as the recursive walk.
 		for i := len(p.Include) - 1; i >= 0; i-- {
-			if !visited[p.Include[i]] {
-				stack = append(stack, p.Include[i])
+			if next := (visit{p.Include[i], check}); !visited[next] {
+				stack = append(stack, next)
 			}
 		}
 	}

@@ -24,9 +24,11 @@ func (c *Config) Validate() error {
 // already reported are not reported again (see collector.failed).
 func validate(cfg *Config, c *collector) {
 	validateNode(&cfg.Node, c)
+	checks := checkIndex(cfg.HealthChecks)
+	validateHealthChecks(cfg.HealthChecks, checks, c)
 	idx := poolIndex(cfg.Pools)
 	for i := range cfg.Pools {
-		validatePool(&cfg.Pools[i], idx, c)
+		validatePool(&cfg.Pools[i], idx, checks, c)
 	}
 	for _, cyc := range findCycles(cfg.Pools, idx) {
 		c.errf(index(join(poolPath(cyc.from), "include"), cyc.index), ErrPoolCycle,
@@ -34,6 +36,7 @@ func validate(cfg *Config, c *collector) {
 	}
 	checkConflicts(cfg.Pools, idx, c)
 	validateServices(cfg, idx, c)
+	validateBGP(cfg.BGP, c)
 }
 
 func validateNode(n *Node, c *collector) {
@@ -94,7 +97,7 @@ func validateNode(n *Node, c *collector) {
 	}
 }
 
-func validatePool(p *Pool, idx map[string]*Pool, c *collector) {
+func validatePool(p *Pool, idx map[string]*Pool, checks map[string]*HealthCheck, c *collector) {
 	path := poolPath(p.Name)
 	switch {
 	case !validName(p.Name):
@@ -105,6 +108,9 @@ func validatePool(p *Pool, idx map[string]*Pool, c *collector) {
 	}
 	if len(p.Backends) == 0 && len(p.Include) == 0 {
 		c.errf(path, ErrEmptyPool, "pool has neither backends nor include: give it at least one")
+	}
+	if p.HealthCheck != "" {
+		checkRef(p.HealthCheck, join(path, "health_check"), checks, c)
 	}
 	first := map[netip.Addr]int{}
 	for j, b := range p.Backends {
@@ -128,6 +134,9 @@ func validatePool(p *Pool, idx map[string]*Pool, c *collector) {
 		if b.Encap != EncapUnset && !enumValid(encapNames, b.Encap) {
 			c.errf(join(bp, "encap"), ErrInvalid, "%s is not one of %s", b.Encap, enumList(encapNames))
 		}
+		if b.HealthCheck != "" {
+			checkRef(b.HealthCheck, join(bp, "health_check"), checks, c)
+		}
 	}
 	seen := map[string]int{}
 	for j, inc := range p.Include {
@@ -143,6 +152,26 @@ func validatePool(p *Pool, idx map[string]*Pool, c *collector) {
 	}
 }
 
+// checkRef reports a reference to a health check that is not defined.
+func checkRef(name, path string, checks map[string]*HealthCheck, c *collector) {
+	if _, ok := checks[name]; ok {
+		return
+	}
+	known := ""
+	switch n := len(checks); {
+	case n == 0:
+		known = " (no health_checks are defined)"
+	case n <= 10:
+		names := make([]string, 0, n)
+		for k := range checks {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		known = " (defined: " + strings.Join(names, ", ") + ")"
+	}
+	c.errf(path, ErrUnknownCheck, "unknown health check %q%s", name, known)
+}
+
 // checkConflicts reports a backend address reached from one pool through two
 // different pools with different settings. Each pair is reported once, at the
 // occurrence that was dropped.
@@ -155,6 +184,23 @@ func checkConflicts(pools []Pool, idx map[string]*Pool, c *collector) {
 			continue
 		}
 		flatten(idx, root, func(kept, dropped member) {
+			if kept.pool == dropped.pool && kept.index == dropped.index {
+				// One backend reached through two include paths that
+				// hand its pool different health checks.
+				if kept.HealthCheck == dropped.HealthCheck {
+					return
+				}
+				pp := poolPath(kept.pool)
+				key := pair{pp, root}
+				if reported[key] {
+					return
+				}
+				reported[key] = true
+				c.errf(pp, ErrConflict,
+					"pool %q sets no health_check and inherits two from pool %q through different includes (%s and %s): set health_check on pool %q",
+					kept.pool, root, checkName(kept.HealthCheck), checkName(dropped.HealthCheck), kept.pool)
+				return
+			}
 			if kept.pool == dropped.pool {
 				return // listed twice in one pool: validatePool reports it
 			}
@@ -172,7 +218,7 @@ func checkConflicts(pools []Pool, idx map[string]*Pool, c *collector) {
 			}
 			reported[key] = true
 			c.errf(dp, ErrConflict,
-				"backend %s conflicts with %s%s, both reached from pool %q: %s (give it the same weight, encap and state everywhere)",
+				"backend %s conflicts with %s%s, both reached from pool %q: %s (give it the same weight, encap, state and health check everywhere)",
 				dropped.Addr, kp, c.onLine(kp, " (line %d)"), root, diff)
 		})
 	}
@@ -191,7 +237,17 @@ func settingsDiff(kept, dropped Backend) string {
 	if kept.Drain != dropped.Drain {
 		d = append(d, fmt.Sprintf("state %s vs %s", stateName(dropped.Drain), stateName(kept.Drain)))
 	}
+	if kept.HealthCheck != dropped.HealthCheck {
+		d = append(d, fmt.Sprintf("health check %s vs %s", checkName(dropped.HealthCheck), checkName(kept.HealthCheck)))
+	}
 	return strings.Join(d, ", ")
+}
+
+func checkName(name string) string {
+	if name == "" {
+		return "none"
+	}
+	return name
 }
 
 func stateName(drain bool) string {
@@ -278,6 +334,9 @@ func validateServices(cfg *Config, idx map[string]*Pool, c *collector) {
 		}
 		if !enumValid(encapNames, s.Encap) {
 			c.errf(join(path, "encap"), ErrInvalid, "%s is not one of %s", s.Encap, enumList(encapNames))
+		}
+		if !(s.MinHealthy >= 0 && s.MinHealthy <= 1) { // also catches NaN
+			c.errf(join(path, "min_healthy"), ErrInvalid, "%v is out of range 0..1", s.MinHealthy)
 		}
 		tableOK := false
 		switch tp, m := join(path, "table_size"), s.TableSize; {
