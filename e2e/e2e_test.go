@@ -5,6 +5,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/netip"
@@ -23,6 +24,7 @@ type env struct {
 	config string
 	opts   lab.XLBDOptions
 	ports  lab.Ports
+	edit   func(string) string
 }
 
 // setup builds the single-node lab (3 backends with the given weights),
@@ -33,6 +35,12 @@ func setup(t *testing.T, weights []int) *env {
 }
 
 func setupMode(t *testing.T, weights []int, mode string) *env {
+	t.Helper()
+	return setupWith(t, weights, mode, nil)
+}
+
+// setupWith is setup with the generated config passed through edit.
+func setupWith(t *testing.T, weights []int, mode string, edit func(string) string) *env {
 	t.Helper()
 	testenv.RequireRoot(t)
 	testenv.RequireCommands(t, "nsenter", "ip")
@@ -56,6 +64,12 @@ func setupMode(t *testing.T, weights []int, mode string) *env {
 	}
 	if e.config, err = l.WriteXLBDConfig(0, e.opts); err != nil {
 		t.Fatal(err)
+	}
+	e.edit = edit
+	if edit != nil {
+		if err := os.WriteFile(e.config, []byte(edit(string(l.XLBDConfig(0, e.opts)))), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	e.start(t)
 	return e
@@ -85,7 +99,11 @@ func (e *env) udp4() netip.AddrPort  { return netip.AddrPortFrom(e.lab.VIP4(), l
 func (e *env) reload(t *testing.T, opts lab.XLBDOptions) {
 	t.Helper()
 	before := strings.Count(e.xlbd.Output(), "config committed")
-	if err := os.WriteFile(e.config, e.lab.XLBDConfig(0, opts), 0o644); err != nil {
+	cfg := string(e.lab.XLBDConfig(0, opts))
+	if e.edit != nil {
+		cfg = e.edit(cfg)
+	}
+	if err := os.WriteFile(e.config, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.xlbd.Reload(); err != nil {
@@ -393,4 +411,96 @@ func stripCounters(s string) string {
 		b.WriteString(strings.Join(f, " ") + "\n")
 	}
 	return b.String()
+}
+
+// waitActive polls xlbctl until every real of backend a is (in)active in
+// the data plane.
+func (e *env) waitActive(t *testing.T, a netip.Addr, active bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var svcs []struct {
+			Reals []struct {
+				Real struct {
+					Addr   netip.Addr
+					Active bool
+				}
+			}
+		}
+		if err := json.Unmarshal([]byte(e.xlbctl(t, "-o", "json", "services")), &svcs); err != nil {
+			t.Fatal(err)
+		}
+		n, match := 0, 0
+		for _, s := range svcs {
+			for _, r := range s.Reals {
+				if r.Real.Addr == a {
+					n++
+					if r.Real.Active == active {
+						match++
+					}
+				}
+			}
+		}
+		if n > 0 && n == match {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("backend %s not active=%v in the data plane:\n%s", a, active, e.xlbd.Output())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// withHTTPCheck adds an HTTP health check (the backends' own address, port
+// 80) to both pools of a generated config.
+func withHTTPCheck(cfg string) string {
+	cfg = strings.Replace(cfg, "pools:\n", "health_checks:\n  web: {type: http, port: 80, path: /, expect_status: 200, interval: 300ms, timeout: 200ms, rise: 1, fall: 1}\npools:\n", 1)
+	for _, p := range []string{lab.Pool4, lab.Pool6} {
+		cfg = strings.Replace(cfg, "  "+p+":\n", "  "+p+":\n    health_check: web\n", 1)
+	}
+	return cfg
+}
+
+// TestHealthCheckFailover: a backend that fails its HTTP check leaves the
+// tables within about one interval (its tracked flows reselect; flows of the
+// others are untouched), and comes back when it recovers.
+func TestHealthCheckFailover(t *testing.T) {
+	e := setupWith(t, []int{1, 1, 1}, "native", withHTTPCheck)
+	ctx := context.Background()
+	sess, err := lab.StartTCPSessions(ctx, e.lab.Client.NS, e.echo4(), 60, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2 := e.lab.Servers()[1]
+	b2.SetHTTPStatus(503)
+	downAt := time.Now()
+	e.waitActive(t, e.lab.Backends[1].Addr4, false)
+	t.Logf("b2 marked down after %v", time.Since(downAt).Round(time.Millisecond))
+	if d := time.Since(downAt); d > time.Second {
+		t.Errorf("state change took %v, want within ~one interval (300ms) plus the probe timeout", d)
+	}
+	fresh, err := lab.StartTCPSessions(ctx, e.lab.Client.NS, e.echo4(), 60, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := fresh.Stop().Counts()["b2"]; n != 0 {
+		t.Fatalf("%d new connections reached the failed backend\n%s\n%s", n, e.xlbd.Output(), e.xlbctl(t, "services"))
+	}
+	time.Sleep(time.Second)
+	b2.SetHTTPStatus(200)
+	e.waitActive(t, e.lab.Backends[1].Addr4, true)
+	time.Sleep(500 * time.Millisecond)
+	res := sess.Stop()
+	for _, b := range res.Breaks {
+		if res.Sessions[b.Session].Backend != "b2" {
+			t.Errorf("session on a healthy backend broke: %v", b)
+		}
+	}
+	again, err := lab.StartTCPSessions(ctx, e.lab.Client.NS, e.echo4(), 60, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := again.Stop().Counts()["b2"]; n == 0 {
+		t.Fatal("the recovered backend gets no new connections")
+	}
 }

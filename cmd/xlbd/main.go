@@ -1,7 +1,9 @@
 // Command xlbd is the xlb daemon: it loads and attaches the XDP forwarder,
-// commits the config to it, and reloads on SIGHUP. SIGTERM stops the daemon
-// and leaves the forwarder running on its last committed state; the next
-// xlbd adopts it. `xlbd --cleanup` detaches and removes everything.
+// commits the config to it, health-checks the backends, and reloads on
+// SIGHUP. SIGUSR1 drains the node (BGP graceful shutdown), SIGUSR2 undrains.
+// SIGTERM stops the daemon and leaves the forwarder running on its last
+// committed state; the next xlbd adopts it. `xlbd --cleanup` detaches and
+// removes everything.
 package main
 
 import (
@@ -80,25 +82,29 @@ func run(log *slog.Logger, cfg *config.Config, path, pinDir string) error {
 	}
 	defer dp.Close()
 	lim := controller.Limits{MaxServices: 4096, MaxReals: 65536}
-	ctl := controller.New(dp, path, lim, log)
+	ctl := controller.New(dp, controller.Options{Path: path, Limits: lim, Log: log})
 	if err := ctl.Commit(cfg); err != nil {
 		return fmt.Errorf("initial config: %w (the forwarder keeps its previous state)", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	reload := make(chan struct{}, 1)
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+	requests := make(chan controller.Request, 4)
 	go func() {
-		for range hup {
-			select {
-			case reload <- struct{}{}:
-			default:
+		for s := range sigs {
+			switch s {
+			case syscall.SIGHUP:
+				requests <- controller.RequestReload
+			case syscall.SIGUSR1:
+				requests <- controller.RequestDrain
+			case syscall.SIGUSR2:
+				requests <- controller.RequestUndrain
 			}
 		}
 	}()
 	log.Info("xlbd running", "interface", cfg.Node.Interface, "mode", dp.Mode(), "pin_dir", pinDir, "config", path)
-	ctl.Run(ctx, reload)
+	ctl.Run(ctx, requests)
 	log.Info("xlbd stopping; the forwarder keeps running on the last committed state", "pin_dir", pinDir)
 	return nil
 }

@@ -1,6 +1,7 @@
 // Package controller owns every change to the data plane: one reconcile
-// loop turns a validated config into a planned state (Plan, pure) and
-// commits it through the datapath, on start and on every reload.
+// loop turns a validated config, the backends' health and the forwarder's
+// self-check into a planned state (Plan, pure), commits it through the
+// datapath and tells the BGP speaker what to announce.
 package controller
 
 import (
@@ -13,43 +14,97 @@ import (
 
 	"github.com/xlbproject/xlb/internal/config"
 	"github.com/xlbproject/xlb/internal/datapath"
+	"github.com/xlbproject/xlb/internal/health"
 )
 
-// NeighbourInterval is how often backends' next hops are re-checked.
-const NeighbourInterval = 10 * time.Second
+// Intervals of the loop's periodic work.
+const (
+	NeighbourInterval = 10 * time.Second
+	SelfCheckInterval = time.Second
+)
 
 // ErrRestartRequired is wrapped when a reload changes a setting that only a
 // restart can apply.
 var ErrRestartRequired = errors.New("setting cannot change without a restart")
 
+// Announcer is the BGP speaker as the controller sees it.
+type Announcer interface {
+	// SetAnnounced makes exactly these prefixes announced.
+	SetAnnounced(prefixes []netip.Prefix) error
+	// GracefulShutdown announces with GRACEFUL_SHUTDOWN, waits, withdraws.
+	GracefulShutdown(ctx context.Context) error
+	// Undrain ends a graceful shutdown: announcements resume.
+	Undrain() error
+}
+
 // Controller commits configs to one datapath. Its methods are called from
 // one goroutine (Run's); Commit before Run is fine.
 type Controller struct {
-	log    *slog.Logger
-	dp     *datapath.Datapath
-	limits Limits
-	path   string
-	cfg    *config.Config
-	state  *datapath.State
+	log     *slog.Logger
+	dp      *datapath.Datapath
+	limits  Limits
+	path    string
+	mon     *health.Monitor
+	bgp     Announcer
+	cfg     *config.Config
+	desired *config.Desired
+	state   *datapath.State
+
+	forwarderOK bool // last self-check passed
+	drained     bool // node drain requested
 }
 
-// New returns a controller for dp that reloads its config from path.
-func New(dp *datapath.Datapath, path string, lim Limits, log *slog.Logger) *Controller {
-	return &Controller{log: log, dp: dp, limits: lim, path: path, state: dp.Snapshot()}
+// Options configure New.
+type Options struct {
+	Path   string // config file, reread by Reload
+	Limits Limits
+	Log    *slog.Logger
+	BGP    Announcer // nil: no BGP
+	// HealthInitial is how targets of the first config start (default:
+	// healthy, so a restart does not empty the tables).
+	HealthInitial health.Initial
 }
 
-// Commit validates that cfg can be applied to the running node, plans it
-// and applies it. On error the running state is unchanged, except for a
-// failure inside the kernel (reported), where each service is still on a
-// complete table, old or new.
+// New returns a controller for dp.
+func New(dp *datapath.Datapath, o Options) *Controller {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	return &Controller{
+		log: o.Log, dp: dp, limits: o.Limits, path: o.Path, bgp: o.BGP,
+		mon:         health.New(health.Options{Logger: o.Log, Initial: o.HealthInitial}),
+		state:       dp.Snapshot(),
+		forwarderOK: true,
+	}
+}
+
+// Commit validates that cfg can be applied to the running node, updates
+// the health targets, plans and applies it. On error the running state is
+// unchanged, except for a failure inside the kernel (reported), where each
+// service is still on a complete table, old or new.
 func (c *Controller) Commit(cfg *config.Config) error {
 	if c.cfg != nil {
 		if err := immutable(c.cfg.Node, cfg.Node); err != nil {
 			return err
 		}
 	}
+	d := cfg.Desired()
+	if err := c.mon.Update(d.HealthTargets()); err != nil {
+		return fmt.Errorf("health checks: %w", err)
+	}
+	if err := c.apply(d, "config committed"); err != nil {
+		return err
+	}
+	c.cfg = cfg
+	c.keepNeighbours()
+	return nil
+}
+
+// apply plans d with the current health and commits it.
+func (c *Controller) apply(d *config.Desired, what string) error {
 	start := time.Now()
-	st, ps, err := Plan(cfg.Desired(), c.state, c.limits)
+	snap := c.mon.Snapshot()
+	st, ps, err := Plan(d, c.state, c.limits, snap.Healthy)
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
@@ -59,14 +114,31 @@ func (c *Controller) Commit(cfg *config.Config) error {
 		c.state = c.dp.Snapshot()
 		return fmt.Errorf("apply: %w", err)
 	}
-	c.cfg, c.state = cfg, st
-	c.log.Info("config committed",
+	c.desired, c.state = d, st
+	c.log.Info(what,
 		"services", ps.Services, "reals", ps.Reals,
 		"tables_replaced", as.TablesReplaced, "table_entries_changed", as.TableEntries,
 		"reals_written", as.RealsWritten, "services_added", as.ServicesAdded, "services_removed", as.ServicesRemoved,
 		"plan", planned.Round(time.Microsecond), "apply", as.Duration.Round(time.Microsecond))
-	c.keepNeighbours()
+	c.announce()
 	return nil
+}
+
+// announce tells the speaker which VIPs to announce: none while the
+// forwarder fails its self-check; while drained, the speaker handles it.
+func (c *Controller) announce() {
+	if c.bgp == nil || c.desired == nil || c.drained {
+		return
+	}
+	var prefixes []netip.Prefix
+	if c.forwarderOK {
+		for _, a := range c.desired.AnnouncedVIPs(c.mon.Snapshot().Healthy) {
+			prefixes = append(prefixes, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	if err := c.bgp.SetAnnounced(prefixes); err != nil {
+		c.log.Error("bgp announcements not updated", "error", err)
+	}
 }
 
 func immutable(old, new config.Node) error {
@@ -93,23 +165,109 @@ func (c *Controller) Reload() error {
 	return c.Commit(cfg)
 }
 
-// Run serves reload requests and keeps neighbours resolved until ctx ends.
-func (c *Controller) Run(ctx context.Context, reload <-chan struct{}) {
-	tick := time.NewTicker(NeighbourInterval)
-	defer tick.Stop()
+// Request is work for the loop from outside it (signals, later the API).
+type Request int
+
+// Requests.
+const (
+	RequestReload Request = iota
+	RequestDrain
+	RequestUndrain
+)
+
+// Run serves requests, health changes and the periodic checks until ctx
+// ends.
+func (c *Controller) Run(ctx context.Context, requests <-chan Request) {
+	go c.mon.Run(ctx)
+	neigh := time.NewTicker(NeighbourInterval)
+	defer neigh.Stop()
+	self := time.NewTicker(SelfCheckInterval)
+	defer self.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-reload:
-			if err := c.Reload(); err != nil {
-				c.log.Error("reload rejected; still running the previous config", "config", c.path, "error", err)
+		case r := <-requests:
+			c.handle(ctx, r)
+		case ch, ok := <-c.mon.Changes():
+			if !ok {
+				return
 			}
-		case <-tick.C:
+			c.healthChanged(ch)
+		case <-self.C:
+			c.selfCheck()
+		case <-neigh.C:
 			c.keepNeighbours()
 		}
 	}
 }
+
+func (c *Controller) handle(ctx context.Context, r Request) {
+	switch r {
+	case RequestReload:
+		if err := c.Reload(); err != nil {
+			c.log.Error("reload rejected; still running the previous config", "config", c.path, "error", err)
+		}
+	case RequestDrain:
+		if c.bgp == nil || c.drained {
+			return
+		}
+		c.drained = true
+		c.log.Info("node drain: announcing with GRACEFUL_SHUTDOWN, then withdrawing")
+		if err := c.bgp.GracefulShutdown(ctx); err != nil {
+			c.log.Error("node drain", "error", err)
+		}
+	case RequestUndrain:
+		if c.bgp == nil || !c.drained {
+			return
+		}
+		c.drained = false
+		if err := c.bgp.Undrain(); err != nil {
+			c.log.Error("node undrain", "error", err)
+		}
+		c.announce()
+		c.log.Info("node undrained: announcing again")
+	}
+}
+
+// healthChanged re-plans after one or more health transitions (all that
+// are pending are taken at once).
+func (c *Controller) healthChanged(first health.Change) {
+	// The monitor logs each transition; take every pending one at once.
+	_ = first
+	for more := true; more; {
+		select {
+		case _, ok := <-c.mon.Changes():
+			more = ok
+		default:
+			more = false
+		}
+	}
+	if c.desired == nil {
+		return
+	}
+	if err := c.apply(c.desired, "health change committed"); err != nil {
+		c.log.Error("health change not applied", "error", err)
+	}
+}
+
+func (c *Controller) selfCheck() {
+	err := c.dp.SelfCheck()
+	ok := err == nil
+	if ok == c.forwarderOK {
+		return
+	}
+	c.forwarderOK = ok
+	if !ok {
+		c.log.Error("forwarder self-check failed: withdrawing every VIP", "error", err)
+	} else {
+		c.log.Info("forwarder self-check passes again: announcing")
+	}
+	c.announce()
+}
+
+// ForwarderOK reports the last self-check result.
+func (c *Controller) ForwarderOK() bool { return c.forwarderOK }
 
 // keepNeighbours keeps the next hop of every backend resolved, so the
 // forwarder's FIB lookup has a MAC for the first packet of any flow.
@@ -132,3 +290,6 @@ func (c *Controller) keepNeighbours() {
 
 // State returns the last committed state.
 func (c *Controller) State() *datapath.State { return c.state }
+
+// Health returns the health monitor (for listings).
+func (c *Controller) Health() *health.Monitor { return c.mon }

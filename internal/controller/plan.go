@@ -34,11 +34,18 @@ type realKey struct {
 // commit is not handed to another backend straight away (a tracked flow of
 // the old backend must not land on the new one).
 //
-// Every backend of every pool of a service gets an active real: tracked
-// flows continue on any backend still configured. The Maglev table is built
-// from the active pool's backends that take new flows (weight > 0, not
-// draining), named by their canonical address string (maglev.Backend.Name).
-func Plan(desired *config.Desired, prev *datapath.State, lim Limits) (*datapath.State, PlanStats, error) {
+// Every backend of every pool of a service gets a real, active while the
+// backend is healthy: tracked flows continue on any healthy backend still
+// configured (draining ones included) and reselect away from a failed one.
+// The Maglev table is built from the usable backends of the active pool
+// (healthy, weight > 0, not draining; config.DesiredService.UsableBackends),
+// named by their canonical address string (maglev.Backend.Name). A backend
+// without a health check is always healthy; a nil healthy counts every
+// backend healthy.
+func Plan(desired *config.Desired, prev *datapath.State, lim Limits, healthy func(config.Backend) bool) (*datapath.State, PlanStats, error) {
+	if healthy == nil {
+		healthy = func(config.Backend) bool { return true }
+	}
 	var stats PlanStats
 	st := &datapath.State{
 		Node: datapath.Node{
@@ -102,10 +109,10 @@ func Plan(desired *config.Desired, prev *datapath.State, lim Limits) (*datapath.
 				}
 				liveReals[rid] = true
 				byAddr[b.Addr] = rid
-				st.Reals[rid] = datapath.Real{Addr: b.Addr, SvcID: svc.SvcID, Active: true, Encap: encapOf(b.Encap)}
+				st.Reals[rid] = datapath.Real{Addr: b.Addr, SvcID: svc.SvcID, Active: b.HealthCheck == "" || healthy(b), Encap: encapOf(b.Encap)}
 			}
 		}
-		table, err := buildTable(&s, byAddr)
+		table, err := buildTable(s.UsableBackends(healthy), s.TableSize, byAddr)
 		if err != nil {
 			return nil, stats, fmt.Errorf("service %s: %w", s.Name, err)
 		}
@@ -118,27 +125,22 @@ func Plan(desired *config.Desired, prev *datapath.State, lim Limits) (*datapath.
 	return st, stats, nil
 }
 
-// buildTable returns the service's Maglev table as real ids; all zero (drop)
-// when no backend takes new flows.
-func buildTable(s *config.DesiredService, ids map[netip.Addr]uint32) ([]uint32, error) {
-	pool, _ := s.ActivePool()
-	var bs []maglev.Backend
-	var rids []uint32
-	for _, b := range pool.Backends {
-		if b.Drain || b.Weight == 0 {
-			continue
-		}
-		bs = append(bs, maglev.Backend{Name: b.Addr.String(), Weight: b.Weight})
-	}
-	out := make([]uint32, s.TableSize)
-	if len(bs) == 0 {
+// buildTable returns the Maglev table over usable as real ids; all zero
+// (drop) when there is no usable backend.
+func buildTable(usable []config.Backend, m uint32, ids map[netip.Addr]uint32) ([]uint32, error) {
+	out := make([]uint32, m)
+	if len(usable) == 0 {
 		return out, nil
 	}
-	t, err := maglev.Build(bs, s.TableSize)
+	bs := make([]maglev.Backend, len(usable))
+	for i, b := range usable {
+		bs[i] = maglev.Backend{Name: b.Addr.String(), Weight: b.Weight}
+	}
+	t, err := maglev.Build(bs, m)
 	if err != nil {
 		return nil, err
 	}
-	rids = make([]uint32, len(t.Backends))
+	rids := make([]uint32, len(t.Backends))
 	for i, b := range t.Backends {
 		rids[i] = ids[netip.MustParseAddr(b.Name)]
 	}

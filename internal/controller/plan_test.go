@@ -2,6 +2,7 @@ package controller
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/xlbproject/xlb/internal/config"
@@ -29,7 +30,7 @@ func mustPlan(t *testing.T, yaml string, prev *datapath.State) *datapath.State {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, _, err := Plan(cfg.Desired(), prev, Limits{MaxServices: 64, MaxReals: 1024})
+	st, _, err := Plan(cfg.Desired(), prev, Limits{MaxServices: 64, MaxReals: 1024}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +152,45 @@ func TestPlanExhausted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := Plan(cfg.Desired(), nil, Limits{MaxServices: 64, MaxReals: 4}); err == nil {
+	if _, _, err := Plan(cfg.Desired(), nil, Limits{MaxServices: 64, MaxReals: 4}, nil); err == nil {
 		t.Fatal("expected exhaustion with 3 real ids for 8 reals")
+	}
+}
+
+func TestPlanHealth(t *testing.T) {
+	checked := strings.Replace(baseConfig, "pools:\n  web:\n", "health_checks:\n  tcp80: {type: tcp, port: 80}\npools:\n  web:\n    health_check: tcp80\n", 1)
+	checked = strings.Replace(checked, "  spare:\n", "  spare:\n    health_check: tcp80\n", 1)
+	cfg, err := config.Parse([]byte(checked), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := netip.MustParseAddr("10.0.1.3")
+	healthy := func(b config.Backend) bool { return b.Addr != down }
+	st, _, err := Plan(cfg.Desired(), nil, Limits{MaxServices: 64, MaxReals: 1024}, healthy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := st.Services[key("10.200.0.1", 80, 6)]
+	rid := realsOf(st, web.SvcID)[down]
+	if st.Reals[rid].Active {
+		t.Fatal("a failed backend's real must be inactive: its tracked flows reselect")
+	}
+	for _, e := range web.Table {
+		if e == rid {
+			t.Fatal("a failed backend holds table entries")
+		}
+	}
+	// Every backend of the first pool down: fail over to the spare pool.
+	allDown := func(b config.Backend) bool { return b.Addr == netip.MustParseAddr("10.0.2.1") }
+	st, _, err = Plan(cfg.Desired(), st, Limits{MaxServices: 64, MaxReals: 1024}, allDown)
+	if err != nil {
+		t.Fatal(err)
+	}
+	web = st.Services[key("10.200.0.1", 80, 6)]
+	spare := realsOf(st, web.SvcID)[netip.MustParseAddr("10.0.2.1")]
+	for _, e := range web.Table {
+		if e != spare {
+			t.Fatalf("failover: entry %d, want the spare's real %d", e, spare)
+		}
 	}
 }
