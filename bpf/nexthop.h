@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* nexthop.h: the Ethernet next hop of an encapsulated packet, from the
- * kernel FIB (bpf_fib_lookup), else the configured fallback gateway. */
+/* nexthop.h: the Ethernet next hop of an encapsulated packet: the one the
+ * control plane cached in the real (resolved from the kernel FIB and
+ * neighbour table, kept fresh by xlbd), else bpf_fib_lookup per packet,
+ * else the configured fallback gateway. */
 #pragma once
 
 #include <linux/bpf.h>
@@ -24,6 +26,20 @@ static __always_inline int nexthop_forward(struct xdp_md *ctx, const struct real
 	if ((void *)(eth + 1) > data_end) {
 		stats_count(XLB_STAT_DROP_INTERNAL);
 		return XDP_DROP;
+	}
+	if (r->flags & XLB_REAL_F_NEXTHOP) {
+		if (tot_len > r->mtu) {
+			stats_count(XLB_STAT_DROP_TOO_BIG);
+			return XDP_DROP;
+		}
+		__builtin_memcpy(eth->h_dest, r->dmac, ETH_ALEN);
+		__builtin_memcpy(eth->h_source, r->smac, ETH_ALEN);
+		if (r->ifindex == ctx->ingress_ifindex) {
+			stats_count(XLB_STAT_FORWARD_TX);
+			return XDP_TX;
+		}
+		stats_count(XLB_STAT_FORWARD_REDIRECT);
+		return bpf_redirect(r->ifindex, 0);
 	}
 	fib.ifindex = ctx->ingress_ifindex;
 	fib.tot_len = tot_len;

@@ -41,6 +41,10 @@ enum xlb_real_flags {
 	 * its service (or, later, fails its health check): tracked flows then
 	 * reselect through the Maglev table. */
 	XLB_REAL_F_ACTIVE = 1,
+	/* dmac/smac/ifindex/mtu hold the backend's next hop as the control
+	 * plane resolved it from the kernel FIB and neighbour table; without
+	 * it the forwarder asks bpf_fib_lookup for every packet. */
+	XLB_REAL_F_NEXTHOP = 2,
 };
 
 /* xlb_reals value: one per (service, backend) pair. Id 0 is never used. */
@@ -51,6 +55,11 @@ struct real_info {
 	__u8 flags;   /* enum xlb_real_flags */
 	__u8 encap;   /* enum xlb_encap, NONE = the service's */
 	__u8 pad;
+	/* Cached next hop (XLB_REAL_F_NEXTHOP). */
+	__u8 dmac[6];
+	__u8 smac[6];
+	__u32 ifindex; /* egress interface */
+	__u32 mtu;     /* of the egress interface: larger outer packets are dropped */
 };
 
 enum xlb_node_flags {

@@ -166,6 +166,9 @@ type Options struct {
 	// bpf_fib_lookup returns at once and the fallback gateway is used (to
 	// see what the route and neighbour lookup costs; see MeasureBreakdown).
 	NoFIB bool
+	// FIBPerPacket leaves the reals without a cached next hop, so the
+	// forwarder calls bpf_fib_lookup for every packet (xlbd caches them).
+	FIBPerPacket bool
 	// Stop makes bench_lru answer XDP_TX after this stage (not for
 	// TableXLB, whose program is the forwarder's, nor with NewFlowFull,
 	// whose pre-fill needs the whole job). Runs are then checked for the

@@ -76,13 +76,17 @@ type benchNodeInfo struct {
 }
 
 type benchRealInfo struct {
-	_      structs.HostLayout
-	Addr   [16]uint8
-	SvcId  uint32
-	Family uint8
-	Flags  uint8
-	Encap  uint8
-	Pad    uint8
+	_       structs.HostLayout
+	Addr    [16]uint8
+	SvcId   uint32
+	Family  uint8
+	Flags   uint8
+	Encap   uint8
+	Pad     uint8
+	Dmac    [6]uint8
+	Smac    [6]uint8
+	Ifindex uint32
+	Mtu     uint32
 }
 
 type benchVipInfo struct {

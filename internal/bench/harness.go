@@ -92,6 +92,15 @@ func newHarness(o Options, specs []targetSpec, ifindex int, fib bool) (h *harnes
 	if err != nil {
 		return nil, err
 	}
+	if fib && !o.FIBPerPacket {
+		// As xlbd does: cache each backend's resolved next hop in its real.
+		for id, r := range st.Reals {
+			if r.NextHop, err = datapath.LookupNextHop(r.Addr); err != nil {
+				return nil, fmt.Errorf("next hop of %s: %w", r.Addr, err)
+			}
+			st.Reals[id] = r
+		}
+	}
 	if _, err := h.dp.Apply(st); err != nil {
 		return nil, fmt.Errorf("apply state: %w", err)
 	}
@@ -182,6 +191,9 @@ func (h *harness) loadBench(t Table, stop Stage) (*benchObjects, error) {
 }
 
 func (h *harness) close() {
+	if h == nil {
+		return
+	}
 	for _, t := range h.targets {
 		if t.objs != nil {
 			t.objs.Close()

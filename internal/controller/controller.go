@@ -20,6 +20,7 @@ import (
 // Intervals of the loop's periodic work.
 const (
 	NeighbourInterval = 10 * time.Second
+	NextHopInterval   = time.Second
 	SelfCheckInterval = time.Second
 )
 
@@ -52,6 +53,9 @@ type Controller struct {
 
 	forwarderOK bool // last self-check passed
 	drained     bool // node drain requested
+	// nexthops are the backends' resolved next hops, cached in the reals
+	// so the forwarder needs no FIB lookup per packet.
+	nexthops map[netip.Addr]datapath.NextHopCache
 }
 
 // Options configure New.
@@ -75,6 +79,7 @@ func New(dp *datapath.Datapath, o Options) *Controller {
 		mon:         health.New(health.Options{Logger: o.Log, Initial: o.HealthInitial}),
 		state:       dp.Snapshot(),
 		forwarderOK: true,
+		nexthops:    map[netip.Addr]datapath.NextHopCache{},
 	}
 }
 
@@ -97,7 +102,60 @@ func (c *Controller) Commit(cfg *config.Config) error {
 	}
 	c.cfg = cfg
 	c.keepNeighbours()
+	c.refreshNextHops()
 	return nil
+}
+
+// fillNextHops copies the cached next hops into st's reals.
+func (c *Controller) fillNextHops(st *datapath.State) {
+	for id, r := range st.Reals {
+		r.NextHop = c.nexthops[r.Addr]
+		st.Reals[id] = r
+	}
+}
+
+// refreshNextHops resolves every backend's next hop again and rewrites the
+// reals whose next hop changed (a neighbour resolved, a MAC or route
+// changed). A backend whose neighbour is unresolved gets none: the
+// forwarder falls back to bpf_fib_lookup.
+func (c *Controller) refreshNextHops() {
+	changed := false
+	seen := map[netip.Addr]bool{}
+	for _, r := range c.state.Reals {
+		if seen[r.Addr] {
+			continue
+		}
+		seen[r.Addr] = true
+		nh, err := datapath.LookupNextHop(r.Addr)
+		if err != nil {
+			c.log.Debug("next hop not resolved", "backend", r.Addr, "error", err)
+		}
+		if c.nexthops[r.Addr] != nh {
+			c.nexthops[r.Addr] = nh
+			changed = true
+		}
+	}
+	for a := range c.nexthops {
+		if !seen[a] {
+			delete(c.nexthops, a)
+		}
+	}
+	if !changed {
+		return
+	}
+	st := &datapath.State{Node: c.state.Node, Services: c.state.Services, Reals: map[uint32]datapath.Real{}}
+	for id, r := range c.state.Reals {
+		st.Reals[id] = r
+	}
+	c.fillNextHops(st)
+	as, err := c.dp.Apply(st)
+	if err != nil {
+		c.log.Error("next hops not written", "error", err)
+		c.state = c.dp.Snapshot()
+		return
+	}
+	c.state = st
+	c.log.Debug("next hops refreshed", "reals_written", as.RealsWritten)
 }
 
 // apply plans d with the current health and commits it.
@@ -109,6 +167,7 @@ func (c *Controller) apply(d *config.Desired, what string) error {
 		return fmt.Errorf("plan: %w", err)
 	}
 	planned := time.Since(start)
+	c.fillNextHops(st)
 	as, err := c.dp.Apply(st)
 	if err != nil {
 		c.state = c.dp.Snapshot()
@@ -181,6 +240,8 @@ func (c *Controller) Run(ctx context.Context, requests <-chan Request) {
 	go c.mon.Run(ctx)
 	neigh := time.NewTicker(NeighbourInterval)
 	defer neigh.Stop()
+	nexthop := time.NewTicker(NextHopInterval)
+	defer nexthop.Stop()
 	self := time.NewTicker(SelfCheckInterval)
 	defer self.Stop()
 	for {
@@ -198,6 +259,8 @@ func (c *Controller) Run(ctx context.Context, requests <-chan Request) {
 			c.selfCheck()
 		case <-neigh.C:
 			c.keepNeighbours()
+		case <-nexthop.C:
+			c.refreshNextHops()
 		}
 	}
 }

@@ -207,3 +207,36 @@ func TestVerdictsForOtherPackets(t *testing.T) {
 		t.Fatalf("counters: %v", st)
 	}
 }
+
+// TestCachedNextHop: a real with a resolved next hop is sent with its MACs
+// without a FIB lookup (XDP_TX on the ingress interface, XDP_REDIRECT to
+// another), and an outer packet larger than its MTU is dropped.
+func TestCachedNextHop(t *testing.T) {
+	d := newTestDatapath(t, Options{})
+	st := fixtureState()
+	dmac, smac := [6]byte{2, 0, 0, 0, 0, 0xbb}, [6]byte{2, 0, 0, 0, 0, 0xaa}
+	r := st.Reals[1]
+	r.NextHop = NextHopCache{DMAC: dmac, SMAC: smac, Ifindex: 7, MTU: 1500}
+	st.Reals[1] = r
+	if _, err := d.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	f := packet.Flow{Src: client4, Dst: vip4, SrcPort: 40000, DstPort: 80, Proto: packet.ProtoTCP, TCPFlags: packet.SYN}
+	// The test run has no ingress interface (ifindex 0 != 7): redirect.
+	ret, out := run(t, d.Program(), f.Frame())
+	if ret != xdpRedirect {
+		t.Fatalf("verdict %d, want XDP_REDIRECT", ret)
+	}
+	if !bytes.Equal(out[0:6], dmac[:]) || !bytes.Equal(out[6:12], smac[:]) {
+		t.Fatalf("MACs % x, want the cached ones", out[:12])
+	}
+	big := f
+	big.Payload = make([]byte, 1480)
+	if ret, _ := run(t, d.Program(), big.Frame()); ret != xdpDrop {
+		t.Fatalf("oversized outer packet: verdict %d, want XDP_DROP", ret)
+	}
+	st2, _ := d.Stats()
+	if st2["drop_too_big"] != 1 || st2["forward_redirect"] != 1 || st2["nexthop_fallback"] != 0 {
+		t.Fatalf("counters: %v", st2)
+	}
+}

@@ -72,3 +72,37 @@ func KeepNeighbour(nh NextHop) error {
 	}
 	return nil
 }
+
+// LookupNextHop returns the resolved next hop toward backend a: the egress
+// interface's index, MAC and MTU, and the neighbour's MAC. It returns the
+// zero NextHopCache (and no error) while the neighbour is unresolved.
+func LookupNextHop(a netip.Addr) (NextHopCache, error) {
+	nh, err := ResolveNextHop(a)
+	if err != nil {
+		return NextHopCache{}, err
+	}
+	link, err := netlink.LinkByIndex(nh.Link)
+	if err != nil {
+		return NextHopCache{}, fmt.Errorf("link %d: %w", nh.Link, err)
+	}
+	family := unix.AF_INET
+	if nh.Via.Is6() && !nh.Via.Is4In6() {
+		family = unix.AF_INET6
+	}
+	neighs, err := netlink.NeighList(nh.Link, family)
+	if err != nil {
+		return NextHopCache{}, fmt.Errorf("list neighbours: %w", err)
+	}
+	ip := net.IP(nh.Via.AsSlice())
+	const usable = netlink.NUD_REACHABLE | netlink.NUD_STALE | netlink.NUD_DELAY | netlink.NUD_PROBE | netlink.NUD_PERMANENT
+	for _, n := range neighs {
+		if !n.IP.Equal(ip) || n.State&usable == 0 || len(n.HardwareAddr) != 6 || len(link.Attrs().HardwareAddr) != 6 {
+			continue
+		}
+		c := NextHopCache{Ifindex: uint32(nh.Link), MTU: uint32(link.Attrs().MTU)}
+		copy(c.DMAC[:], n.HardwareAddr)
+		copy(c.SMAC[:], link.Attrs().HardwareAddr)
+		return c, nil
+	}
+	return NextHopCache{}, nil
+}

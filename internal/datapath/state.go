@@ -59,10 +59,19 @@ type Service struct {
 
 // Real is one backend of one service.
 type Real struct {
-	Addr   netip.Addr
-	SvcID  uint32
-	Active bool  // may keep its tracked flows
-	Encap  Encap // EncapDefault: the service's
+	Addr    netip.Addr
+	SvcID   uint32
+	Active  bool  // may keep its tracked flows
+	Encap   Encap // EncapDefault: the service's
+	NextHop NextHopCache
+}
+
+// NextHopCache is a backend's resolved next hop; the zero value means none
+// (the forwarder then asks bpf_fib_lookup for each packet).
+type NextHopCache struct {
+	DMAC, SMAC [6]byte
+	Ifindex    uint32
+	MTU        uint32
 }
 
 // Timeouts are the conntrack idle timeouts.
@@ -507,14 +516,22 @@ func realInfo(r Real) xlbRealInfo {
 	if r.Active {
 		ri.Flags |= uint8(xlbXlbRealFlagsXLB_REAL_F_ACTIVE)
 	}
+	if nh := r.NextHop; nh.Ifindex != 0 {
+		ri.Flags |= uint8(xlbXlbRealFlagsXLB_REAL_F_NEXTHOP)
+		ri.Dmac, ri.Smac, ri.Ifindex, ri.Mtu = nh.DMAC, nh.SMAC, nh.Ifindex, nh.MTU
+	}
 	return ri
 }
 
 func realFromInfo(ri xlbRealInfo) Real {
-	return Real{
+	r := Real{
 		Addr: addrFrom(ri.Addr, ri.Family), SvcID: ri.SvcId,
 		Active: ri.Flags&uint8(xlbXlbRealFlagsXLB_REAL_F_ACTIVE) != 0, Encap: Encap(ri.Encap),
 	}
+	if ri.Flags&uint8(xlbXlbRealFlagsXLB_REAL_F_NEXTHOP) != 0 {
+		r.NextHop = NextHopCache{DMAC: ri.Dmac, SMAC: ri.Smac, Ifindex: ri.Ifindex, MTU: ri.Mtu}
+	}
+	return r
 }
 
 // Ticks converts a duration to conntrack ticks (2^28 ns), saturating at

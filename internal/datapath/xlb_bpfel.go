@@ -32,13 +32,17 @@ type xlbNodeInfo struct {
 }
 
 type xlbRealInfo struct {
-	_      structs.HostLayout
-	Addr   [16]uint8
-	SvcId  uint32
-	Family uint8
-	Flags  uint8
-	Encap  uint8
-	Pad    uint8
+	_       structs.HostLayout
+	Addr    [16]uint8
+	SvcId   uint32
+	Family  uint8
+	Flags   uint8
+	Encap   uint8
+	Pad     uint8
+	Dmac    [6]uint8
+	Smac    [6]uint8
+	Ifindex uint32
+	Mtu     uint32
 }
 
 type xlbVipInfo struct {
@@ -106,7 +110,8 @@ const (
 type xlbXlbRealFlags uint32
 
 const (
-	xlbXlbRealFlagsXLB_REAL_F_ACTIVE xlbXlbRealFlags = 1
+	xlbXlbRealFlagsXLB_REAL_F_ACTIVE  xlbXlbRealFlags = 1
+	xlbXlbRealFlagsXLB_REAL_F_NEXTHOP xlbXlbRealFlags = 2
 )
 
 type xlbXlbStat uint32
