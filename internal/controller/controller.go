@@ -46,6 +46,7 @@ type Controller struct {
 	limits  Limits
 	path    string
 	mon     *health.Monitor
+	planner *Planner
 	bgp     Announcer
 	cfg     *config.Config
 	desired *config.Desired
@@ -77,6 +78,7 @@ func New(dp *datapath.Datapath, o Options) *Controller {
 	return &Controller{
 		log: o.Log, dp: dp, limits: o.Limits, path: o.Path, bgp: o.BGP,
 		mon:         health.New(health.Options{Logger: o.Log, Initial: o.HealthInitial}),
+		planner:     NewPlanner(o.Limits),
 		state:       dp.Snapshot(),
 		forwarderOK: true,
 		nexthops:    map[netip.Addr]datapath.NextHopCache{},
@@ -162,7 +164,7 @@ func (c *Controller) refreshNextHops() {
 func (c *Controller) apply(d *config.Desired, what string) error {
 	start := time.Now()
 	snap := c.mon.Snapshot()
-	st, ps, err := Plan(d, c.state, c.limits, snap.Healthy)
+	st, ps, err := c.planner.Plan(d, c.state, snap.Healthy)
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
@@ -175,8 +177,8 @@ func (c *Controller) apply(d *config.Desired, what string) error {
 	}
 	c.desired, c.state = d, st
 	c.log.Info(what,
-		"services", ps.Services, "reals", ps.Reals,
-		"tables_replaced", as.TablesReplaced, "table_entries_changed", as.TableEntries,
+		"services", ps.Services, "reals", ps.Reals, "tables_built", ps.TablesBuilt,
+		"tables_replaced", as.TablesReplaced, "tables_patched", as.TablesPatched, "table_entries_changed", as.TableEntries,
 		"reals_written", as.RealsWritten, "services_added", as.ServicesAdded, "services_removed", as.ServicesRemoved,
 		"plan", planned.Round(time.Microsecond), "apply", as.Duration.Round(time.Microsecond))
 	c.announce()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/xlbproject/xlb/internal/config"
 	"github.com/xlbproject/xlb/internal/datapath"
@@ -43,6 +44,27 @@ type realKey struct {
 // without a health check is always healthy; a nil healthy counts every
 // backend healthy.
 func Plan(desired *config.Desired, prev *datapath.State, lim Limits, healthy func(config.Backend) bool) (*datapath.State, PlanStats, error) {
+	p := NewPlanner(lim)
+	return p.Plan(desired, prev, healthy)
+}
+
+// Planner is Plan with memory: it reuses the table of a service whose
+// table size, usable backends, weights and real ids are unchanged since
+// its last plan (the same slice, which lets the datapath skip comparing
+// it), so a change to one service costs one Maglev population.
+type Planner struct {
+	lim    Limits
+	tables map[string][]uint32
+}
+
+// NewPlanner returns a Planner with an empty table cache.
+func NewPlanner(lim Limits) *Planner { return &Planner{lim: lim, tables: map[string][]uint32{}} }
+
+// Plan is the package-level Plan, reusing cached tables.
+func (p *Planner) Plan(desired *config.Desired, prev *datapath.State, healthy func(config.Backend) bool) (*datapath.State, PlanStats, error) {
+	lim := p.lim
+	used := map[string][]uint32{}
+	defer func() { p.tables = used }()
 	if healthy == nil {
 		healthy = func(config.Backend) bool { return true }
 	}
@@ -112,17 +134,33 @@ func Plan(desired *config.Desired, prev *datapath.State, lim Limits, healthy fun
 				st.Reals[rid] = datapath.Real{Addr: b.Addr, SvcID: svc.SvcID, Active: b.HealthCheck == "" || healthy(b), Encap: encapOf(b.Encap)}
 			}
 		}
-		table, err := buildTable(s.UsableBackends(healthy), s.TableSize, byAddr)
-		if err != nil {
-			return nil, stats, fmt.Errorf("service %s: %w", s.Name, err)
+		usable := s.UsableBackends(healthy)
+		tk := tableKey(s.TableSize, usable, byAddr)
+		table, ok := p.tables[tk]
+		if !ok {
+			var err error
+			if table, err = buildTable(usable, s.TableSize, byAddr); err != nil {
+				return nil, stats, fmt.Errorf("service %s: %w", s.Name, err)
+			}
+			stats.TablesBuilt++
 		}
+		used[tk] = table
 		svc.Table = table
-		stats.TablesBuilt++
 		st.Services[keys[i]] = svc
 	}
 	stats.Services = len(st.Services)
 	stats.Reals = len(st.Reals)
 	return st, stats, nil
+}
+
+// tableKey identifies a table by everything it is computed from.
+func tableKey(m uint32, usable []config.Backend, ids map[netip.Addr]uint32) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d", m)
+	for _, u := range usable {
+		fmt.Fprintf(&b, "|%s/%d/%d", u.Addr, u.Weight, ids[u.Addr])
+	}
+	return b.String()
 }
 
 // buildTable returns the Maglev table over usable as real ids; all zero

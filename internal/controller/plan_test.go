@@ -194,3 +194,37 @@ func TestPlanHealth(t *testing.T) {
 		}
 	}
 }
+
+func TestPlannerReusesTables(t *testing.T) {
+	cfg, err := config.Parse([]byte(baseConfig), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPlanner(Limits{MaxServices: 64, MaxReals: 1024})
+	st1, ps, err := p.Plan(cfg.Desired(), nil, nil)
+	if err != nil || ps.TablesBuilt != 2 {
+		t.Fatalf("first plan built %d tables (%v)", ps.TablesBuilt, err)
+	}
+	st2, ps, err := p.Plan(cfg.Desired(), st1, nil)
+	if err != nil || ps.TablesBuilt != 0 {
+		t.Fatalf("unchanged plan built %d tables (%v)", ps.TablesBuilt, err)
+	}
+	k := key("10.200.0.1", 80, 6)
+	if &st1.Services[k].Table[0] != &st2.Services[k].Table[0] {
+		t.Fatal("an unchanged table must be the same slice")
+	}
+	down := netip.MustParseAddr("10.0.1.2")
+	_, ps, err = p.Plan(cfg.Desired(), st2, func(b config.Backend) bool { return b.Addr != down })
+	if err != nil || ps.TablesBuilt != 0 {
+		// Unchecked backends are always healthy: nothing changes.
+		t.Fatalf("plan with an unchecked backend 'down' built %d tables (%v)", ps.TablesBuilt, err)
+	}
+	weighted := strings.Replace(baseConfig, "{address: 10.0.1.3, weight: 2}", "{address: 10.0.1.3, weight: 3}", 1)
+	cfg2, err := config.Parse([]byte(weighted), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ps, err = p.Plan(cfg2.Desired(), st2, nil); err != nil || ps.TablesBuilt != 2 {
+		t.Fatalf("weight change in a pool both services use built %d tables (%v)", ps.TablesBuilt, err)
+	}
+}

@@ -71,7 +71,7 @@ type Datapath struct {
 	mode    Mode
 	cache   applied
 	// placeholder is the empty table retired slots point to.
-	placeholder *ebpf.Map
+	placeholder *liveTable
 	probeTurn   int
 }
 
@@ -301,7 +301,12 @@ func (d *Datapath) Close() error {
 	}
 	errs = append(errs, d.objs.Close())
 	if d.placeholder != nil {
-		errs = append(errs, d.placeholder.Close())
+		d.placeholder.close()
+	}
+	for _, s := range d.cache.services {
+		if s.table != nil {
+			s.table.close()
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"bytes"
+	"slices"
 	"encoding/binary"
 	"net/netip"
 	"testing"
@@ -238,5 +239,59 @@ func TestCachedNextHop(t *testing.T) {
 	st2, _ := d.Stats()
 	if st2["drop_too_big"] != 1 || st2["forward_redirect"] != 1 || st2["nexthop_fallback"] != 0 {
 		t.Fatalf("counters: %v", st2)
+	}
+}
+
+// TestTablePatchAndAdopt: a table change of the same size is patched in
+// place (no new inner map), packets follow it, and a second Load on the
+// same pins reads back exactly the applied state.
+func TestTablePatchAndAdopt(t *testing.T) {
+	d := newTestDatapath(t, Options{})
+	st := fixtureState()
+	st.Reals[7] = Real{Addr: netip.MustParseAddr("10.0.1.7"), SvcID: 1, Active: true}
+	if _, err := d.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	key := VIPKey{vip4, 80, 6}
+	next := *st.Services[key]
+	next.Table = []uint32{7, 7, 7, 7, 7, 7, 7}
+	st.Services[key] = &next
+	as, err := d.Apply(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if as.TablesPatched != 1 || as.TablesReplaced != 0 || as.TableEntries != 7 {
+		t.Fatalf("apply stats %+v, want one table patched in place", as)
+	}
+	f := packet.Flow{Src: client4, Dst: vip4, SrcPort: 4242, DstPort: 80, Proto: packet.ProtoTCP, TCPFlags: packet.SYN}
+	_, out := run(t, d.Program(), f.Frame())
+	tun, err := packet.ParseTunnel(out)
+	if err != nil || tun.Backend != netip.MustParseAddr("10.0.1.7") {
+		t.Fatalf("after patch: %v %v", tun, err)
+	}
+	// Adopt: a new Load on the same pins sees the same state.
+	o := d.opts
+	d2, err := Load(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d2.Close()
+	got, want := d2.Snapshot(), d.Snapshot()
+	if len(got.Services) != len(want.Services) || len(got.Reals) != len(want.Reals) {
+		t.Fatalf("adopted %d services %d reals, want %d %d", len(got.Services), len(got.Reals), len(want.Services), len(want.Reals))
+	}
+	for k, s := range want.Services {
+		g := got.Services[k]
+		if g == nil || g.SvcID != s.SvcID || !slices.Equal(g.Table, s.Table) || g.Encap != s.Encap {
+			t.Fatalf("service %s adopted as %+v, want %+v", k, g, s)
+		}
+	}
+	for id, r := range want.Reals {
+		if got.Reals[id] != r {
+			t.Fatalf("real %d adopted as %+v, want %+v", id, got.Reals[id], r)
+		}
+	}
+	if as, err := d2.Apply(st); err != nil || as.TablesPatched+as.TablesReplaced+as.RealsWritten != 0 {
+		t.Fatalf("re-applying the adopted state wrote %+v (%v)", as, err)
 	}
 }

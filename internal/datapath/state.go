@@ -9,8 +9,11 @@ import (
 	"math/bits"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -102,7 +105,8 @@ type applied struct {
 
 type appliedService struct {
 	Service
-	slot uint32
+	slot  uint32
+	table *liveTable // the inner map in slot, mapped for in-place updates
 }
 
 // Snapshot returns the state currently in the maps (what Open adopted plus
@@ -122,7 +126,8 @@ func (d *Datapath) Snapshot() *State {
 // ApplyStats says what an Apply wrote.
 type ApplyStats struct {
 	RealsWritten    int
-	TablesReplaced  int
+	TablesReplaced  int // new inner maps swapped in
+	TablesPatched   int // tables changed in place
 	TableEntries    int // entries of the replaced tables that differ from the old ones
 	ServicesAdded   int
 	ServicesRemoved int
@@ -133,9 +138,13 @@ type ApplyStats struct {
 // state:
 //
 //  1. reals are written before any table refers to them;
-//  2. every new or changed table is filled (mmap, one copy) into a fresh
-//     inner map and installed in the service's spare slot of xlb_tables
-//     (slot 2*svc_id + generation), all in one batch;
+//  2. a changed table of the same size is patched in place: each changed
+//     64-bit element (two slots) is one atomic store into the mmapped
+//     inner map, so a packet reads either the old or the new backend of
+//     its slot, both valid (no map-of-maps update, no grace period);
+//     a new table, or one whose size changed, is filled (mmap, one copy)
+//     into a fresh inner map and installed in the service's spare slot of
+//     xlb_tables (slot 2*svc_id + generation), all in one batch;
 //  3. each VIP entry is updated to point to its new slot: one map update
 //     per VIP, so each service switches atomically from its complete old
 //     table to its complete new one;
@@ -180,20 +189,32 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 		key   VIPKey
 		svc   *Service
 		slot  uint32
-		inner *ebpf.Map
+		inner *liveTable
 	}
 	var (
 		tables []pending
 		retire []uint32
+		old    []*liveTable
 	)
 	defer func() {
 		for _, p := range tables {
-			p.inner.Close()
+			if p.inner != nil {
+				p.inner.close()
+			}
+		}
+		for _, t := range old {
+			t.close()
 		}
 	}()
 	for key, s := range st.Services {
 		cur := d.cache.services[key]
-		if cur != nil && cur.SvcID == s.SvcID && slices.Equal(cur.Table, s.Table) {
+		if cur != nil && cur.SvcID == s.SvcID && sameTable(cur.Table, s.Table) {
+			continue
+		}
+		if cur != nil && cur.SvcID == s.SvcID && len(cur.Table) == len(s.Table) && cur.table != nil {
+			stats.TableEntries += cur.table.patch(cur.Table, s.Table)
+			stats.TablesPatched++
+			cur.Table = s.Table
 			continue
 		}
 		slot := 2 * s.SvcID
@@ -205,21 +226,13 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 			return stats, fmt.Errorf("service %s: %w", key, err)
 		}
 		tables = append(tables, pending{key, s, slot, inner})
-		if cur != nil && len(cur.Table) == len(s.Table) {
-			for i := range s.Table {
-				if cur.Table[i] != s.Table[i] {
-					stats.TableEntries++
-				}
-			}
-		} else {
-			stats.TableEntries += len(s.Table)
-		}
+		stats.TableEntries += len(s.Table)
 	}
 	if len(tables) > 0 {
 		keys := make([]uint32, len(tables))
 		fds := make([]uint32, len(tables))
 		for i, p := range tables {
-			keys[i], fds[i] = p.slot, uint32(p.inner.FD())
+			keys[i], fds[i] = p.slot, uint32(p.inner.m.FD())
 		}
 		if _, err := d.objs.XlbTables.BatchUpdate(keys, fds, nil); err != nil {
 			return stats, fmt.Errorf("install %d tables: %w", len(tables), err)
@@ -229,8 +242,11 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 
 	// 3. Publish: one VIP entry update per service.
 	newSlot := map[VIPKey]uint32{}
-	for _, p := range tables {
+	newLive := map[VIPKey]*liveTable{}
+	for i, p := range tables {
 		newSlot[p.key] = p.slot
+		newLive[p.key] = p.inner
+		tables[i].inner = nil // owned by the cache from here on
 	}
 	for key, s := range st.Services {
 		cur := d.cache.services[key]
@@ -238,7 +254,15 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 		if !changed {
 			slot = cur.slot
 		}
-		if cur != nil && !changed && cur.Encap == s.Encap {
+		if cur != nil && !changed {
+			if cur.Encap != s.Encap {
+				vk := vipKey(key)
+				vi := xlbVipInfo{SvcId: s.SvcID, TableId: cur.slot, TableSize: uint32(len(s.Table)), Encap: uint8(s.Encap)}
+				if err := d.objs.XlbVips.Put(&vk, &vi); err != nil {
+					return stats, fmt.Errorf("publish vip %s: %w", key, err)
+				}
+				cur.Encap = s.Encap
+			}
 			continue
 		}
 		if cur == nil {
@@ -254,10 +278,14 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 		}
 		if cur != nil && changed {
 			retire = append(retire, cur.slot)
+			if cur.table != nil {
+				old = append(old, cur.table)
+			}
 		}
 		d.cache.services[key] = &appliedService{
-			Service: Service{SvcID: s.SvcID, Encap: s.Encap, Table: slices.Clone(s.Table)},
+			Service: Service{SvcID: s.SvcID, Encap: s.Encap, Table: s.Table},
 			slot:    slot,
+			table:   newLive[key],
 		}
 	}
 
@@ -271,6 +299,9 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 			return stats, fmt.Errorf("delete vip %s: %w", key, err)
 		}
 		retire = append(retire, s.slot)
+		if s.table != nil {
+			old = append(old, s.table)
+		}
 		delete(d.cache.services, key)
 		stats.ServicesRemoved++
 	}
@@ -329,9 +360,38 @@ func (d *Datapath) checkCapacity(st *State) error {
 	return nil
 }
 
-// newTable returns an inner map holding t: two real ids per 64-bit element,
-// written through the mmapped array in one copy.
-func newTable(t []uint32) (*ebpf.Map, error) {
+// sameTable reports whether a and b hold the same entries; tables the
+// planner did not rebuild share their backing array, which is checked first.
+func sameTable(a, b []uint32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 || &a[0] == &b[0] {
+		return true
+	}
+	return slices.Equal(a, b)
+}
+
+// liveTable is an inner Maglev table kept open and mapped into this
+// process: two real ids per 64-bit element, slot 2k in the low half.
+type liveTable struct {
+	m   *ebpf.Map
+	mem []byte
+}
+
+// mapTable maps inner (an mmapable array of 8-byte elements).
+func mapTable(inner *ebpf.Map) (*liveTable, error) {
+	size := int(inner.MaxEntries()) * 8
+	page := os.Getpagesize()
+	mem, err := unix.Mmap(inner.FD(), 0, (size+page-1)/page*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap table: %w", err)
+	}
+	return &liveTable{m: inner, mem: mem[:size]}, nil
+}
+
+// newTable returns a new inner map holding t.
+func newTable(t []uint32) (*liveTable, error) {
 	inner, err := ebpf.NewMap(&ebpf.MapSpec{
 		Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: uint32(len(t)+1) / 2,
 		Flags: unix.BPF_F_INNER_MAP | unix.BPF_F_MMAPABLE,
@@ -339,20 +399,54 @@ func newTable(t []uint32) (*ebpf.Map, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create table of %d entries: %w", len(t), err)
 	}
-	mem, err := inner.Memory()
+	lt, err := mapTable(inner)
 	if err != nil {
 		inner.Close()
-		return nil, fmt.Errorf("map table: %w", err)
+		return nil, err
 	}
-	buf := make([]byte, 8*((len(t)+1)/2))
 	for i, v := range t {
-		binary.NativeEndian.PutUint32(buf[4*i:], v)
+		binary.NativeEndian.PutUint32(lt.mem[4*i:], v)
 	}
-	if _, err := mem.WriteAt(buf, 0); err != nil {
-		inner.Close()
-		return nil, fmt.Errorf("fill table: %w", err)
+	return lt, nil
+}
+
+// patch writes the elements of t that differ from old (the table's current
+// content), each with one atomic 64-bit store, and returns the number of
+// entries that changed.
+func (lt *liveTable) patch(old, t []uint32) int {
+	n := 0
+	for k := 0; 2*k < len(t); k++ {
+		lo, hi := t[2*k], uint32(0)
+		olo, ohi := old[2*k], uint32(0)
+		if 2*k+1 < len(t) {
+			hi, ohi = t[2*k+1], old[2*k+1]
+		}
+		if lo == olo && hi == ohi {
+			continue
+		}
+		if lo != olo {
+			n++
+		}
+		if hi != ohi {
+			n++
+		}
+		atomic.StoreUint64((*uint64)(unsafe.Pointer(&lt.mem[8*k])), uint64(lo)|uint64(hi)<<32)
 	}
-	return inner, nil
+	return n
+}
+
+// read returns the table's m entries.
+func (lt *liveTable) read(m int) []uint32 {
+	t := make([]uint32, m)
+	for i := range t {
+		t[i] = binary.NativeEndian.Uint32(lt.mem[4*i:])
+	}
+	return t
+}
+
+func (lt *liveTable) close() {
+	unix.Munmap(lt.mem[:cap(lt.mem)])
+	lt.m.Close()
 }
 
 // retireSlots points slots at an empty placeholder table (arrays cannot
@@ -362,14 +456,15 @@ func (d *Datapath) retireSlots(slots []uint32) error {
 		return nil
 	}
 	if d.placeholder == nil {
-		var err error
-		if d.placeholder, err = newTable([]uint32{0}); err != nil {
+		lt, err := newTable([]uint32{0})
+		if err != nil {
 			return err
 		}
+		d.placeholder = lt
 	}
 	fds := make([]uint32, len(slots))
 	for i := range fds {
-		fds[i] = uint32(d.placeholder.FD())
+		fds[i] = uint32(d.placeholder.m.FD())
 	}
 	if _, err := d.objs.XlbTables.BatchUpdate(slots, fds, nil); err != nil {
 		return fmt.Errorf("release %d old tables: %w", len(slots), err)
@@ -445,25 +540,14 @@ func (d *Datapath) loadApplied() error {
 		if err != nil {
 			return fmt.Errorf("open table of %s: %w", key, err)
 		}
-		table := make([]uint32, vi.TableSize)
-		var (
-			ik uint32
-			iv uint64
-		)
-		iit := inner.Iterate()
-		for iit.Next(&ik, &iv) {
-			for j, rid := range [2]uint32{uint32(iv), uint32(iv >> 32)} {
-				if i := 2*int(ik) + j; i < len(table) {
-					table[i] = rid
-				}
-			}
+		lt, err := mapTable(inner)
+		if err != nil {
+			inner.Close()
+			return fmt.Errorf("table of %s: %w", key, err)
 		}
-		inner.Close()
-		if err := iit.Err(); err != nil {
-			return err
-		}
+		table := lt.read(int(vi.TableSize))
 		d.cache.services[key] = &appliedService{
-			Service: Service{SvcID: vi.SvcId, Encap: Encap(vi.Encap), Table: table}, slot: vi.TableId,
+			Service: Service{SvcID: vi.SvcId, Encap: Encap(vi.Encap), Table: table}, slot: vi.TableId, table: lt,
 		}
 	}
 	if err := it.Err(); err != nil {
