@@ -91,3 +91,11 @@ struct {
 	__type(value, struct xlb_global);
 	__uint(max_entries, 1);
 } xlb_stats SEC(".maps");
+
+/* 0 -> flood defence state, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct flood_state);
+	__uint(max_entries, 1);
+} xlb_flood SEC(".maps");

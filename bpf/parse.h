@@ -70,18 +70,22 @@ static __always_inline __be16 parse_l2(void *data, void *data_end, struct pkt *p
 	return proto;
 }
 
-static __always_inline int parse_l4(void *l4, void *data_end, struct pkt *p)
+/* parse_l4 reads the TCP or UDP header at l4; room is what the IP
+ * datagram has left from l4 on (the header must lie inside the datagram,
+ * not only inside the frame). */
+static __always_inline int parse_l4(void *l4, void *data_end, __u32 room, struct pkt *p)
 {
 	if (p->proto == IPPROTO_TCP) {
 		struct tcphdr *tcp = l4;
 
-		if ((void *)(tcp + 1) > data_end || tcp->doff < 5)
+		if ((void *)(tcp + 1) > data_end || room < sizeof(*tcp) || tcp->doff < 5 ||
+		    tcp->doff * 4 > room)
 			return PARSE_BAD_L4;
 		p->tcp_flags = ((__u8 *)tcp)[13];
 	} else if (p->proto == IPPROTO_UDP) {
 		struct udphdr *udp = l4;
 
-		if ((void *)(udp + 1) > data_end)
+		if ((void *)(udp + 1) > data_end || room < sizeof(*udp))
 			return PARSE_BAD_L4;
 	} else {
 		return PARSE_OTHER_PROTO;
@@ -111,7 +115,7 @@ static __always_inline int parse_ipv4(void *data, void *data_end, struct pkt *p)
 	p->l3_len = tot;
 	if (ip->frag_off & bpf_htons(IP_MF | IP_OFFSET))
 		return PARSE_FRAGMENT;
-	return parse_l4((void *)ip + hlen, data_end, p);
+	return parse_l4((void *)ip + hlen, data_end, tot - hlen, p);
 }
 
 static __always_inline int parse_ipv6(void *data, void *data_end, struct pkt *p)
@@ -158,7 +162,9 @@ static __always_inline int parse_ipv6(void *data, void *data_end, struct pkt *p)
 	    next == NEXTHDR_AUTH || next == NEXTHDR_FRAGMENT)
 		return PARSE_BAD_L3; /* chain longer than MAX_EXT_HDRS */
 	p->proto = next;
-	return parse_l4(cur, data_end, p);
+	if (cur - (void *)ip6 > tot)
+		return PARSE_BAD_L3; /* extension headers beyond the payload */
+	return parse_l4(cur, data_end, tot - (__u32)(cur - (void *)ip6), p);
 }
 
 /* parse_packet returns an enum parse_result. */

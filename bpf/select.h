@@ -171,6 +171,34 @@ static __always_inline __u32 select_maglev(const struct vip_info *v, __u64 h)
 	return two ? (__u32)(*two >> ((slot & 1) * 32)) : 0;
 }
 
+/* flood_over_limit counts a new SYN flow of this CPU and tells whether it
+ * is over the node's limit for the current tick (SPEC F-DP11; IPVS
+ * drop_entry in spirit: under a SYN flood, stop creating state). */
+static __always_inline int flood_over_limit(const struct node_info *n, __u64 now)
+{
+	__u32 zero = 0;
+	struct flood_state *f;
+
+	if (!n->flood_syn_limit)
+		return 0;
+	f = bpf_map_lookup_elem(&xlb_flood, &zero);
+	if (!f)
+		return 0;
+	if (f->tick != now) {
+		if (f->count <= n->flood_syn_limit)
+			f->active = 0;
+		f->tick = now;
+		f->count = 0;
+	}
+	if (++f->count <= n->flood_syn_limit)
+		return 0;
+	if (!f->active) {
+		f->active = 1;
+		stats_count(XLB_STAT_FLOOD_ACTIVATIONS);
+	}
+	return 1;
+}
+
 struct selection {
 	struct real_info *real;
 	__u32 rid;
@@ -247,6 +275,11 @@ static __always_inline int select_backend(const struct pkt *p, const struct vip_
 		return XLB_STAT_DROP_NO_BACKEND;
 	sel->real = r;
 	sel->new_flow = 1;
+	if (p->proto == IPPROTO_TCP && (p->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN &&
+	    flood_over_limit(n, now)) {
+		stats_count(XLB_STAT_FLOOD_UNTRACKED);
+		return 0;
+	}
 	ct_store(b, tag, ct_make(tag, sel->rid, ct_next_state(p, XLB_CT_FREE), now), now);
 	return 0;
 }

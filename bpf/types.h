@@ -89,6 +89,17 @@ struct node_info {
 	__u16 timeout_tcp;
 	__u16 timeout_tcp_fin;
 	__u16 timeout_udp;
+	/* Flood defence: new SYN flows a CPU may track per conntrack tick;
+	 * beyond it, new SYN flows are forwarded by Maglev alone, untracked, so
+	 * they cannot evict established entries. 0: no limit. */
+	__u32 flood_syn_limit;
+};
+
+/* xlb_flood value (per CPU): new SYN flows tracked in the current tick. */
+struct flood_state {
+	__u64 tick;
+	__u32 count;
+	__u32 active; /* over the limit in this or the previous tick */
 };
 
 /* Per-service and per-real counters (per CPU; the daemon sums them). */
@@ -119,6 +130,8 @@ enum xlb_stat {
 	XLB_STAT_DROP_NO_SOURCE,    /* no node address of the backend's family */
 	XLB_STAT_DROP_ENCAP,        /* headroom could not be grown */
 	XLB_STAT_DROP_INTERNAL,     /* a map lookup that cannot fail did */
+	XLB_STAT_FLOOD_ACTIVATIONS, /* a CPU went over flood_syn_limit */
+	XLB_STAT_FLOOD_UNTRACKED,   /* new SYN flows not tracked (flood mode) */
 	XLB_STAT__MAX,
 };
 

@@ -44,6 +44,13 @@ type benchCtBucket struct {
 	Way [8]uint64
 }
 
+type benchFloodState struct {
+	_      structs.HostLayout
+	Tick   uint64
+	Count  uint32
+	Active uint32
+}
+
 type benchLruKey struct {
 	_      structs.HostLayout
 	Src    [16]uint8
@@ -73,6 +80,8 @@ type benchNodeInfo struct {
 	TimeoutTcp    uint16
 	TimeoutTcpFin uint16
 	TimeoutUdp    uint16
+	_             [2]byte
+	FloodSynLimit uint32
 }
 
 type benchRealInfo struct {
@@ -116,32 +125,34 @@ type benchXlbCounters struct {
 
 type benchXlbGlobal struct {
 	_     structs.HostLayout
-	Count [19]uint64
+	Count [21]uint64
 }
 
 type benchXlbStat uint32
 
 const (
-	benchXlbStatXLB_STAT_PASS_NOT_IP      benchXlbStat = 0
-	benchXlbStatXLB_STAT_PASS_NOT_VIP     benchXlbStat = 1
-	benchXlbStatXLB_STAT_PASS_BAD_L3      benchXlbStat = 2
-	benchXlbStatXLB_STAT_PASS_OTHER_PROTO benchXlbStat = 3
-	benchXlbStatXLB_STAT_FORWARD_TX       benchXlbStat = 4
-	benchXlbStatXLB_STAT_FORWARD_REDIRECT benchXlbStat = 5
-	benchXlbStatXLB_STAT_CT_HIT           benchXlbStat = 6
-	benchXlbStatXLB_STAT_CT_REMOTE_HIT    benchXlbStat = 7
-	benchXlbStatXLB_STAT_CT_MISS          benchXlbStat = 8
-	benchXlbStatXLB_STAT_CT_RESELECT      benchXlbStat = 9
-	benchXlbStatXLB_STAT_NEXTHOP_FALLBACK benchXlbStat = 10
-	benchXlbStatXLB_STAT_DROP_MALFORMED   benchXlbStat = 11
-	benchXlbStatXLB_STAT_DROP_FRAGMENT    benchXlbStat = 12
-	benchXlbStatXLB_STAT_DROP_NO_BACKEND  benchXlbStat = 13
-	benchXlbStatXLB_STAT_DROP_NO_NEXTHOP  benchXlbStat = 14
-	benchXlbStatXLB_STAT_DROP_TOO_BIG     benchXlbStat = 15
-	benchXlbStatXLB_STAT_DROP_NO_SOURCE   benchXlbStat = 16
-	benchXlbStatXLB_STAT_DROP_ENCAP       benchXlbStat = 17
-	benchXlbStatXLB_STAT_DROP_INTERNAL    benchXlbStat = 18
-	benchXlbStatXLB_STAT__MAX             benchXlbStat = 19
+	benchXlbStatXLB_STAT_PASS_NOT_IP       benchXlbStat = 0
+	benchXlbStatXLB_STAT_PASS_NOT_VIP      benchXlbStat = 1
+	benchXlbStatXLB_STAT_PASS_BAD_L3       benchXlbStat = 2
+	benchXlbStatXLB_STAT_PASS_OTHER_PROTO  benchXlbStat = 3
+	benchXlbStatXLB_STAT_FORWARD_TX        benchXlbStat = 4
+	benchXlbStatXLB_STAT_FORWARD_REDIRECT  benchXlbStat = 5
+	benchXlbStatXLB_STAT_CT_HIT            benchXlbStat = 6
+	benchXlbStatXLB_STAT_CT_REMOTE_HIT     benchXlbStat = 7
+	benchXlbStatXLB_STAT_CT_MISS           benchXlbStat = 8
+	benchXlbStatXLB_STAT_CT_RESELECT       benchXlbStat = 9
+	benchXlbStatXLB_STAT_NEXTHOP_FALLBACK  benchXlbStat = 10
+	benchXlbStatXLB_STAT_DROP_MALFORMED    benchXlbStat = 11
+	benchXlbStatXLB_STAT_DROP_FRAGMENT     benchXlbStat = 12
+	benchXlbStatXLB_STAT_DROP_NO_BACKEND   benchXlbStat = 13
+	benchXlbStatXLB_STAT_DROP_NO_NEXTHOP   benchXlbStat = 14
+	benchXlbStatXLB_STAT_DROP_TOO_BIG      benchXlbStat = 15
+	benchXlbStatXLB_STAT_DROP_NO_SOURCE    benchXlbStat = 16
+	benchXlbStatXLB_STAT_DROP_ENCAP        benchXlbStat = 17
+	benchXlbStatXLB_STAT_DROP_INTERNAL     benchXlbStat = 18
+	benchXlbStatXLB_STAT_FLOOD_ACTIVATIONS benchXlbStat = 19
+	benchXlbStatXLB_STAT_FLOOD_UNTRACKED   benchXlbStat = 20
+	benchXlbStatXLB_STAT__MAX              benchXlbStat = 21
 )
 
 // Names of all BPF objects in the ELF.
@@ -151,6 +162,7 @@ const (
 	benchMapBenchLruCt          = "bench_lru_ct"
 	benchMapBenchTarget         = "bench_target"
 	benchMapXlbCt               = "xlb_ct"
+	benchMapXlbFlood            = "xlb_flood"
 	benchMapXlbNode             = "xlb_node"
 	benchMapXlbRealStats        = "xlb_real_stats"
 	benchMapXlbReals            = "xlb_reals"
@@ -234,6 +246,7 @@ type benchMapSpecs struct {
 	BenchLruCt   *ebpf.MapSpec `ebpf:"bench_lru_ct"`
 	BenchTarget  *ebpf.MapSpec `ebpf:"bench_target"`
 	XlbCt        *ebpf.MapSpec `ebpf:"xlb_ct"`
+	XlbFlood     *ebpf.MapSpec `ebpf:"xlb_flood"`
 	XlbNode      *ebpf.MapSpec `ebpf:"xlb_node"`
 	XlbRealStats *ebpf.MapSpec `ebpf:"xlb_real_stats"`
 	XlbReals     *ebpf.MapSpec `ebpf:"xlb_reals"`
@@ -289,6 +302,7 @@ type benchMaps struct {
 	BenchLruCt   *ebpf.Map `ebpf:"bench_lru_ct"`
 	BenchTarget  *ebpf.Map `ebpf:"bench_target"`
 	XlbCt        *ebpf.Map `ebpf:"xlb_ct"`
+	XlbFlood     *ebpf.Map `ebpf:"xlb_flood"`
 	XlbNode      *ebpf.Map `ebpf:"xlb_node"`
 	XlbRealStats *ebpf.Map `ebpf:"xlb_real_stats"`
 	XlbReals     *ebpf.Map `ebpf:"xlb_reals"`
@@ -304,6 +318,7 @@ func (m *benchMaps) Close() error {
 		m.BenchLruCt,
 		m.BenchTarget,
 		m.XlbCt,
+		m.XlbFlood,
 		m.XlbNode,
 		m.XlbRealStats,
 		m.XlbReals,

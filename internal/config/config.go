@@ -21,6 +21,9 @@ const (
 	// MinConntrackEntries and MaxConntrackEntries bound conntrack_entries.
 	MinConntrackEntries = 1024
 	MaxConntrackEntries = 1 << 26
+	// MaxFloodSynRate bounds node.flood_syn_rate (new SYN flows per second
+	// per CPU).
+	MaxFloodSynRate = 1 << 30
 
 	// DefaultTCPTimeout is the idle timeout of an established TCP flow.
 	DefaultTCPTimeout = 15 * time.Minute
@@ -87,6 +90,11 @@ type Node struct {
 	XDPMode XDPMode
 	// ConntrackEntries is the connection tracking capacity of each CPU.
 	ConntrackEntries uint32
+	// FloodSynRate is how many new SYN flows per second each CPU tracks;
+	// beyond it new SYN flows are forwarded by Maglev alone, untracked, so a
+	// SYN flood cannot evict established connections (SPEC F-DP11).
+	// 0: no limit.
+	FloodSynRate uint32
 	// Timeouts are the connection tracking idle timeouts.
 	Timeouts Timeouts
 }

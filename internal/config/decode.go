@@ -506,9 +506,14 @@ func (d *decoder) node(n *yaml.Node) Node {
 		},
 	}
 	f := d.fields(n, path, "name", "interface", "address", "address6", "gateway_mac",
-		"xdp_mode", "conntrack_entries", "timeouts")
+		"xdp_mode", "conntrack_entries", "timeouts", "flood_syn_rate")
 	if f == nil {
 		return nd
+	}
+	if v := f["flood_syn_rate"]; v != nil {
+		if u, ok := d.uint(v, join(path, "flood_syn_rate"), MaxFloodSynRate); ok {
+			nd.FloodSynRate = uint32(u)
+		}
 	}
 	if v := f["name"]; v != nil {
 		nd.Name, _ = d.str(v, join(path, "name"))

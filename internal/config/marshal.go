@@ -36,6 +36,9 @@ func (c *Config) Marshal() ([]byte, error) {
 		str("conntrack_entries"), integer(uint64(n.ConntrackEntries)),
 		str("timeouts"), timeouts,
 	)
+	if n.FloodSynRate != 0 {
+		node.Content = append(node.Content, str("flood_syn_rate"), integer(uint64(n.FloodSynRate)))
+	}
 
 	pools := mapping()
 	for _, p := range c.Pools {

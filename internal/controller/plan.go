@@ -72,7 +72,8 @@ func (p *Planner) Plan(desired *config.Desired, prev *datapath.State, healthy fu
 	st := &datapath.State{
 		Node: datapath.Node{
 			Addr4: desired.Node.Address, Addr6: desired.Node.Address6,
-			GatewayMAC: desired.Node.GatewayMAC,
+			GatewayMAC:   desired.Node.GatewayMAC,
+			FloodSynRate: desired.Node.FloodSynRate,
 			Timeouts: datapath.Timeouts{
 				TCPSyn: desired.Node.Timeouts.TCPSyn, TCP: desired.Node.Timeouts.TCP,
 				TCPFin: desired.Node.Timeouts.TCPFin, UDP: desired.Node.Timeouts.UDP,

@@ -184,6 +184,8 @@ func TestVerdictsForOtherPackets(t *testing.T) {
 			binary.BigEndian.PutUint16(b[16:], 28)
 			return b
 		}), xdpDrop},
+		{"tcp header outside the datagram (in the frame's padding)", mut(func(b []byte) []byte { binary.BigEndian.PutUint16(b[16:], 20); return b }), xdpDrop},
+		{"tcp data offset beyond the datagram", mut(func(b []byte) []byte { b[14+20+12] = 0xf0; return b }), xdpDrop},
 		{"ipv4 fragment to vip", mut(func(b []byte) []byte { b[14+6] = 0x20; return b }), xdpDrop},
 		{"icmp to vip", mut(func(b []byte) []byte { b[14+9] = 1; return b }), xdpPass},
 		{"ipv6 ext chain too long", longChain.Frame(), xdpDrop},
@@ -294,4 +296,35 @@ func TestTablePatchAndAdopt(t *testing.T) {
 	if as, err := d2.Apply(st); err != nil || as.TablesPatched+as.TablesReplaced+as.RealsWritten != 0 {
 		t.Fatalf("re-applying the adopted state wrote %+v (%v)", as, err)
 	}
+}
+
+// TestFloodDefence: over the per-CPU new-SYN limit, new SYN flows are
+// still forwarded (by Maglev) but not tracked, so they evict nothing.
+func TestFloodDefence(t *testing.T) {
+	d := newTestDatapath(t, Options{ConntrackEntries: 1024}) // 128 buckets per CPU
+	st := fixtureState()
+	st.Node.FloodSynRate = 4 // one new SYN flow per tick
+	if _, err := d.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	est := packet.Flow{Src: client4, Dst: vip4, SrcPort: 1000, DstPort: 80, Proto: packet.ProtoTCP, TCPFlags: packet.ACK}
+	run(t, d.Program(), est.Frame()) // tracked (not a SYN: no limit)
+	for i := 0; i < 5000; i++ {
+		f := packet.Flow{Src: client4, Dst: vip4, SrcPort: uint16(2000 + i), DstPort: 80, Proto: packet.ProtoTCP, TCPFlags: packet.SYN}
+		if ret, _ := run(t, d.Program(), f.Frame()); ret != xdpTX {
+			t.Fatalf("flood SYN %d: verdict %d, want forwarded", i, ret)
+		}
+	}
+	before, _ := d.Stats()
+	run(t, d.Program(), est.Frame())
+	after, _ := d.Stats()
+	// The test's thread may run on either CPU: a hit in the other CPU's
+	// slice counts as remote.
+	if after["ct_hit"]+after["ct_remote_hit"] != before["ct_hit"]+before["ct_remote_hit"]+1 {
+		t.Fatalf("the established flow lost its entry under the flood: %v", after)
+	}
+	if after["flood_activations"] == 0 || after["flood_untracked"] < 4900 {
+		t.Fatalf("flood counters: %v", after)
+	}
+	t.Logf("5000 SYNs: %d untracked, %d activations", after["flood_untracked"], after["flood_activations"])
 }

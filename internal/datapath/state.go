@@ -87,6 +87,8 @@ type Node struct {
 	Addr4, Addr6 netip.Addr       // outer sources (invalid = none)
 	GatewayMAC   net.HardwareAddr // fallback next hop (nil = none)
 	Timeouts     Timeouts
+	// FloodSynRate: new SYN flows per second each CPU tracks (0: no limit).
+	FloodSynRate uint32
 }
 
 // State is the complete content the control plane wants in the maps.
@@ -656,6 +658,10 @@ func nodeInfo(n Node, ifmac net.HardwareAddr) (xlbNodeInfo, error) {
 	ni.TimeoutTcp = Ticks(n.Timeouts.TCP)
 	ni.TimeoutTcpFin = Ticks(n.Timeouts.TCPFin)
 	ni.TimeoutUdp = Ticks(n.Timeouts.UDP)
+	if n.FloodSynRate > 0 {
+		// The limit applies per conntrack tick (2^28 ns).
+		ni.FloodSynLimit = uint32(max(1, uint64(n.FloodSynRate)*(1<<28)/uint64(time.Second)))
+	}
 	return ni, nil
 }
 
@@ -671,6 +677,9 @@ func nodeFromInfo(ni xlbNodeInfo) Node {
 		n.GatewayMAC = bytes.Clone(ni.GwMac[:])
 	}
 	tick := time.Duration(1 << 28)
+	if ni.FloodSynLimit > 0 {
+		n.FloodSynRate = uint32(uint64(ni.FloodSynLimit) * uint64(time.Second) >> 28)
+	}
 	n.Timeouts = Timeouts{
 		TCPSyn: time.Duration(ni.TimeoutTcpSyn) * tick, TCP: time.Duration(ni.TimeoutTcp) * tick,
 		TCPFin: time.Duration(ni.TimeoutTcpFin) * tick, UDP: time.Duration(ni.TimeoutUdp) * tick,

@@ -18,6 +18,13 @@ type xlbCtBucket struct {
 	Way [8]uint64
 }
 
+type xlbFloodState struct {
+	_      structs.HostLayout
+	Tick   uint64
+	Count  uint32
+	Active uint32
+}
+
 type xlbNodeInfo struct {
 	_             structs.HostLayout
 	Addr4         [4]uint8
@@ -29,6 +36,8 @@ type xlbNodeInfo struct {
 	TimeoutTcp    uint16
 	TimeoutTcpFin uint16
 	TimeoutUdp    uint16
+	_             [2]byte
+	FloodSynLimit uint32
 }
 
 type xlbRealInfo struct {
@@ -96,7 +105,7 @@ const (
 
 type xlbXlbGlobal struct {
 	_     structs.HostLayout
-	Count [19]uint64
+	Count [21]uint64
 }
 
 type xlbXlbNodeFlags uint32
@@ -117,26 +126,28 @@ const (
 type xlbXlbStat uint32
 
 const (
-	xlbXlbStatXLB_STAT_PASS_NOT_IP      xlbXlbStat = 0
-	xlbXlbStatXLB_STAT_PASS_NOT_VIP     xlbXlbStat = 1
-	xlbXlbStatXLB_STAT_PASS_BAD_L3      xlbXlbStat = 2
-	xlbXlbStatXLB_STAT_PASS_OTHER_PROTO xlbXlbStat = 3
-	xlbXlbStatXLB_STAT_FORWARD_TX       xlbXlbStat = 4
-	xlbXlbStatXLB_STAT_FORWARD_REDIRECT xlbXlbStat = 5
-	xlbXlbStatXLB_STAT_CT_HIT           xlbXlbStat = 6
-	xlbXlbStatXLB_STAT_CT_REMOTE_HIT    xlbXlbStat = 7
-	xlbXlbStatXLB_STAT_CT_MISS          xlbXlbStat = 8
-	xlbXlbStatXLB_STAT_CT_RESELECT      xlbXlbStat = 9
-	xlbXlbStatXLB_STAT_NEXTHOP_FALLBACK xlbXlbStat = 10
-	xlbXlbStatXLB_STAT_DROP_MALFORMED   xlbXlbStat = 11
-	xlbXlbStatXLB_STAT_DROP_FRAGMENT    xlbXlbStat = 12
-	xlbXlbStatXLB_STAT_DROP_NO_BACKEND  xlbXlbStat = 13
-	xlbXlbStatXLB_STAT_DROP_NO_NEXTHOP  xlbXlbStat = 14
-	xlbXlbStatXLB_STAT_DROP_TOO_BIG     xlbXlbStat = 15
-	xlbXlbStatXLB_STAT_DROP_NO_SOURCE   xlbXlbStat = 16
-	xlbXlbStatXLB_STAT_DROP_ENCAP       xlbXlbStat = 17
-	xlbXlbStatXLB_STAT_DROP_INTERNAL    xlbXlbStat = 18
-	xlbXlbStatXLB_STAT__MAX             xlbXlbStat = 19
+	xlbXlbStatXLB_STAT_PASS_NOT_IP       xlbXlbStat = 0
+	xlbXlbStatXLB_STAT_PASS_NOT_VIP      xlbXlbStat = 1
+	xlbXlbStatXLB_STAT_PASS_BAD_L3       xlbXlbStat = 2
+	xlbXlbStatXLB_STAT_PASS_OTHER_PROTO  xlbXlbStat = 3
+	xlbXlbStatXLB_STAT_FORWARD_TX        xlbXlbStat = 4
+	xlbXlbStatXLB_STAT_FORWARD_REDIRECT  xlbXlbStat = 5
+	xlbXlbStatXLB_STAT_CT_HIT            xlbXlbStat = 6
+	xlbXlbStatXLB_STAT_CT_REMOTE_HIT     xlbXlbStat = 7
+	xlbXlbStatXLB_STAT_CT_MISS           xlbXlbStat = 8
+	xlbXlbStatXLB_STAT_CT_RESELECT       xlbXlbStat = 9
+	xlbXlbStatXLB_STAT_NEXTHOP_FALLBACK  xlbXlbStat = 10
+	xlbXlbStatXLB_STAT_DROP_MALFORMED    xlbXlbStat = 11
+	xlbXlbStatXLB_STAT_DROP_FRAGMENT     xlbXlbStat = 12
+	xlbXlbStatXLB_STAT_DROP_NO_BACKEND   xlbXlbStat = 13
+	xlbXlbStatXLB_STAT_DROP_NO_NEXTHOP   xlbXlbStat = 14
+	xlbXlbStatXLB_STAT_DROP_TOO_BIG      xlbXlbStat = 15
+	xlbXlbStatXLB_STAT_DROP_NO_SOURCE    xlbXlbStat = 16
+	xlbXlbStatXLB_STAT_DROP_ENCAP        xlbXlbStat = 17
+	xlbXlbStatXLB_STAT_DROP_INTERNAL     xlbXlbStat = 18
+	xlbXlbStatXLB_STAT_FLOOD_ACTIVATIONS xlbXlbStat = 19
+	xlbXlbStatXLB_STAT_FLOOD_UNTRACKED   xlbXlbStat = 20
+	xlbXlbStatXLB_STAT__MAX              xlbXlbStat = 21
 )
 
 // Names of all BPF objects in the ELF.
@@ -144,6 +155,7 @@ const (
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	xlbMapXlbCt              = "xlb_ct"
+	xlbMapXlbFlood           = "xlb_flood"
 	xlbMapXlbNode            = "xlb_node"
 	xlbMapXlbRealStats       = "xlb_real_stats"
 	xlbMapXlbReals           = "xlb_reals"
@@ -213,6 +225,7 @@ type xlbProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbMapSpecs struct {
 	XlbCt        *ebpf.MapSpec `ebpf:"xlb_ct"`
+	XlbFlood     *ebpf.MapSpec `ebpf:"xlb_flood"`
 	XlbNode      *ebpf.MapSpec `ebpf:"xlb_node"`
 	XlbRealStats *ebpf.MapSpec `ebpf:"xlb_real_stats"`
 	XlbReals     *ebpf.MapSpec `ebpf:"xlb_reals"`
@@ -258,6 +271,7 @@ func (o *xlbObjects) Close() error {
 // It can be passed to loadXlbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbMaps struct {
 	XlbCt        *ebpf.Map `ebpf:"xlb_ct"`
+	XlbFlood     *ebpf.Map `ebpf:"xlb_flood"`
 	XlbNode      *ebpf.Map `ebpf:"xlb_node"`
 	XlbRealStats *ebpf.Map `ebpf:"xlb_real_stats"`
 	XlbReals     *ebpf.Map `ebpf:"xlb_reals"`
@@ -271,6 +285,7 @@ type xlbMaps struct {
 func (m *xlbMaps) Close() error {
 	return _XlbClose(
 		m.XlbCt,
+		m.XlbFlood,
 		m.XlbNode,
 		m.XlbRealStats,
 		m.XlbReals,
