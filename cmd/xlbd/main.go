@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/xlbproject/xlb/internal/bgp"
 	"github.com/xlbproject/xlb/internal/config"
 	"github.com/xlbproject/xlb/internal/controller"
 	"github.com/xlbproject/xlb/internal/datapath"
@@ -65,6 +66,19 @@ func main() {
 	}
 }
 
+func bgpConfig(b *config.BGP, restarting bool) bgp.Config {
+	c := bgp.Config{
+		ASN: b.ASN, RouterID: b.RouterID, ListenPort: b.ListenPort,
+		GracefulRestartTime: b.GracefulRestartTime, ShutdownWait: b.ShutdownWait,
+		NextHop4: b.NextHop4, NextHop6: b.NextHop6, Restarting: restarting,
+	}
+	for _, p := range b.Peers {
+		c.Peers = append(c.Peers, bgp.Peer{Addr: p.Addr, ASN: p.ASN, Port: p.Port,
+			HoldTime: p.HoldTime, Keepalive: p.Keepalive, Password: p.Password})
+	}
+	return c
+}
+
 func run(log *slog.Logger, cfg *config.Config, path, pinDir string) error {
 	opts := datapath.Options{
 		Interface:        cfg.Node.Interface,
@@ -82,12 +96,30 @@ func run(log *slog.Logger, cfg *config.Config, path, pinDir string) error {
 	}
 	defer dp.Close()
 	lim := controller.Limits{MaxServices: 4096, MaxReals: 65536}
-	ctl := controller.New(dp, controller.Options{Path: path, Limits: lim, Log: log})
+	var speaker *bgp.Speaker
+	copts := controller.Options{Path: path, Limits: lim, Log: log}
+	if cfg.BGP != nil {
+		if speaker, err = bgp.New(bgpConfig(cfg.BGP, dp.Adopted()), log); err != nil {
+			return err
+		}
+		copts.BGP = speaker
+	}
+	ctl := controller.New(dp, copts)
 	if err := ctl.Commit(cfg); err != nil {
 		return fmt.Errorf("initial config: %w (the forwarder keeps its previous state)", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if speaker != nil {
+		// The announcements were recorded by the first commit; a restart
+		// (pinned forwarder found) starts in graceful-restart mode.
+		if err := speaker.Start(ctx); err != nil {
+			return fmt.Errorf("bgp: %w", err)
+		}
+		// On the way out: keep the routers' routes (graceful restart) while
+		// the pinned forwarder goes on; a drain is explicit (SIGUSR1).
+		defer speaker.Stop(true)
+	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
 	requests := make(chan controller.Request, 4)

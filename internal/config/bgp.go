@@ -60,8 +60,26 @@ type BGP struct {
 	// ShutdownWait is how long a node drain announces the VIPs with the
 	// GRACEFUL_SHUTDOWN community before withdrawing them.
 	ShutdownWait time.Duration
+	// NextHop4 and NextHop6 are the next hops announced for IPv4 and IPv6
+	// VIPs; unset means the session's own local address ("next hop self"),
+	// which needs a session of the VIP's family. An IPv6 VIP over IPv4
+	// sessions needs NextHop6 (and vice versa).
+	NextHop4, NextHop6 netip.Addr
 	// Peers are the routers, in file order; no address appears twice.
 	Peers []BGPPeer
+}
+
+// Carries reports whether the sessions can announce VIPs of a's family.
+func (b *BGP) Carries(a netip.Addr) bool {
+	for _, p := range b.Peers {
+		if p.Addr.Is4() == a.Is4() {
+			return true
+		}
+	}
+	if a.Is4() {
+		return b.NextHop4.IsValid() && len(b.Peers) > 0
+	}
+	return b.NextHop6.IsValid() && len(b.Peers) > 0
 }
 
 // Listens reports whether the speaker accepts incoming sessions.
@@ -99,7 +117,7 @@ func (d *decoder) bgp(n *yaml.Node, node Node) *BGP {
 		GracefulRestartTime: DefaultGracefulRestartTime,
 		ShutdownWait:        DefaultShutdownWait,
 	}
-	f := d.fields(n, path, "asn", "router_id", "listen_port", "graceful_restart_time", "shutdown_wait", "peers")
+	f := d.fields(n, path, "asn", "router_id", "listen_port", "graceful_restart_time", "shutdown_wait", "next_hop4", "next_hop6", "peers")
 	if f == nil {
 		return b
 	}
@@ -128,6 +146,12 @@ func (d *decoder) bgp(n *yaml.Node, node Node) *BGP {
 	}
 	if v := f["shutdown_wait"]; v != nil {
 		b.ShutdownWait, _ = d.duration(v, join(path, "shutdown_wait"))
+	}
+	if v := f["next_hop4"]; v != nil {
+		b.NextHop4, _ = d.addr(v, join(path, "next_hop4"))
+	}
+	if v := f["next_hop6"]; v != nil {
+		b.NextHop6, _ = d.addr(v, join(path, "next_hop6"))
 	}
 	if v := f["peers"]; v != nil {
 		for i, item := range d.seq(v, join(path, "peers")) {
@@ -198,6 +222,12 @@ func validateBGP(b *BGP, c *collector) {
 	}
 	if len(b.Peers) == 0 {
 		c.errf("bgp.peers", ErrRequired, "required: at least one router to announce the VIPs to")
+	}
+	if a := b.NextHop4; a.IsValid() && !a.Is4() {
+		c.errf("bgp.next_hop4", ErrInvalid, "%s is not an IPv4 address", a)
+	}
+	if a := b.NextHop6; a.IsValid() && (!a.Is6() || a.Is4In6()) {
+		c.errf("bgp.next_hop6", ErrInvalid, "%s is not an IPv6 address", a)
 	}
 	first := map[netip.Addr]int{}
 	for i := range b.Peers {
@@ -289,6 +319,12 @@ func bgpNode(b *BGP) *yaml.Node {
 		"graceful_restart_time", str(formatDuration(b.GracefulRestartTime)),
 		"shutdown_wait", str(formatDuration(b.ShutdownWait)),
 	)
+	if b.NextHop4.IsValid() {
+		n.Content = append(n.Content, str("next_hop4"), str(b.NextHop4.String()))
+	}
+	if b.NextHop6.IsValid() {
+		n.Content = append(n.Content, str("next_hop6"), str(b.NextHop6.String()))
+	}
 	if len(b.Peers) > 0 {
 		n.Content = append(n.Content, str("peers"), peers)
 	}

@@ -447,7 +447,7 @@ func TestRejectChecksAndBGP(t *testing.T) {
 
 		// BGP.
 		{"bgp not a mapping", head + "bgp: [65001]\n", ErrInvalid,
-			[]string{`c.yaml:5: bgp: must be a mapping (asn, router_id, listen_port, graceful_restart_time, shutdown_wait, peers), not a list`}},
+			[]string{`c.yaml:5: bgp: must be a mapping (asn, router_id, listen_port, graceful_restart_time, shutdown_wait, next_hop4, next_hop6, peers), not a list`}},
 		{"unknown bgp field", head + "bgp:\n  asn: 65001\n  local_as: 65001\n  peers: [{address: 10.0.0.1, asn: 65000}]\n", ErrUnknownField,
 			[]string{`c.yaml:7: bgp.local_as: unknown field "local_as"`}},
 		{"asn missing", head + "bgp:\n  peers: [{address: 10.0.0.1, asn: 65000}]\n", ErrRequired,
@@ -628,5 +628,24 @@ func TestDesiredCopiesChecksAndBGP(t *testing.T) {
 	want := []string{"conn@198.51.100.2", "dns@2001:db8:1::53", "echo@2001:db8:1::54", "script@198.51.100.9", "tls@198.51.100.3", "web@198.51.100.1"}
 	if !slices.Equal(got, want) {
 		t.Errorf("HealthTargets() = %v, want %v", got, want)
+	}
+}
+
+func TestBGPFamilyNeedsACarrier(t *testing.T) {
+	const base = `node: {name: n, interface: eth0, address: 10.0.0.11, address6: "fd00::11"}
+pools:
+  p: {backends: [{address: 10.0.1.1}, {address: "fd00:1::1"}]}
+services:
+  - {name: v6, vip: "fd00:200::1", port: 80, protocol: tcp, pools: [p]}
+bgp:
+  asn: 65001
+  peers: [{address: 10.0.0.1, asn: 65000, hold_time: 3s, keepalive: 1s}]
+`
+	_, err := Parse([]byte(base), "c.yaml")
+	if err == nil || !strings.Contains(err.Error(), "c.yaml:5: services[0].vip: IPv6 VIP fd00:200::1 cannot be announced") {
+		t.Fatalf("IPv6 VIP with only an IPv4 peer: %v", err)
+	}
+	if _, err := Parse([]byte(strings.Replace(base, "  asn: 65001\n", "  asn: 65001\n  next_hop6: \"fd00::11\"\n", 1)), "c.yaml"); err != nil {
+		t.Fatalf("with next_hop6: %v", err)
 	}
 }

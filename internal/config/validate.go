@@ -37,6 +37,18 @@ func validate(cfg *Config, c *collector) {
 	checkConflicts(cfg.Pools, idx, c)
 	validateServices(cfg, idx, c)
 	validateBGP(cfg.BGP, c)
+	if cfg.BGP != nil && len(cfg.BGP.Peers) > 0 {
+		for i, s := range cfg.Services {
+			if s.VIP.IsValid() && !cfg.BGP.Carries(s.VIP) {
+				fam, key := "IPv6", "next_hop6"
+				if s.VIP.Is4() {
+					fam, key = "IPv4", "next_hop4"
+				}
+				c.errf(fmt.Sprintf("services[%d].vip", i), ErrInvalid,
+					"%s VIP %s cannot be announced: no BGP peer of that family (add one, or set bgp.%s)", fam, s.VIP, key)
+			}
+		}
+	}
 }
 
 func validateNode(n *Node, c *collector) {

@@ -6,6 +6,7 @@ package controller
 
 import (
 	"context"
+	"reflect"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -92,6 +93,9 @@ func New(dp *datapath.Datapath, o Options) *Controller {
 func (c *Controller) Commit(cfg *config.Config) error {
 	if c.cfg != nil {
 		if err := immutable(c.cfg.Node, cfg.Node); err != nil {
+			return err
+		}
+		if err := immutableBGP(c.cfg.BGP, cfg.BGP); err != nil {
 			return err
 		}
 	}
@@ -186,9 +190,10 @@ func (c *Controller) apply(d *config.Desired, what string) error {
 }
 
 // announce tells the speaker which VIPs to announce: none while the
-// forwarder fails its self-check; while drained, the speaker handles it.
+// forwarder fails its self-check (while the node is drained the speaker
+// records the set and announces it on undrain).
 func (c *Controller) announce() {
-	if c.bgp == nil || c.desired == nil || c.drained {
+	if c.bgp == nil || c.desired == nil {
 		return
 	}
 	var prefixes []netip.Prefix
@@ -212,6 +217,13 @@ func immutable(old, new config.Node) error {
 		return fmt.Errorf("node.conntrack_entries %d -> %d: %w", old.ConntrackEntries, new.ConntrackEntries, ErrRestartRequired)
 	case old.XDPMode != new.XDPMode:
 		return fmt.Errorf("node.xdp_mode %s -> %s: %w", old.XDPMode, new.XDPMode, ErrRestartRequired)
+	}
+	return nil
+}
+
+func immutableBGP(old, new *config.BGP) error {
+	if !reflect.DeepEqual(old, new) {
+		return fmt.Errorf("bgp: %w (the speaker's sessions are set up at start)", ErrRestartRequired)
 	}
 	return nil
 }
@@ -330,6 +342,9 @@ func (c *Controller) selfCheck() {
 	}
 	c.announce()
 }
+
+// Drained reports whether the node is drained (BGP graceful shutdown).
+func (c *Controller) Drained() bool { return c.drained }
 
 // ForwarderOK reports the last self-check result.
 func (c *Controller) ForwarderOK() bool { return c.forwarderOK }

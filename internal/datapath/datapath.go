@@ -73,6 +73,7 @@ type Datapath struct {
 	// placeholder is the empty table retired slots point to.
 	placeholder *liveTable
 	probeTurn   int
+	adopted     bool // the link was already pinned: a restart, not a first start
 }
 
 func (o *Options) defaults() error {
@@ -251,6 +252,7 @@ func (d *Datapath) attach() error {
 		}
 		d.link = l
 		d.mode = d.opts.Mode
+		d.adopted = true
 		d.log.Info("adopted pinned forwarder; program replaced atomically", "interface", d.opts.Interface, "pin", d.opts.PinDir)
 		return nil
 	}
@@ -288,6 +290,10 @@ func (d *Datapath) attach() error {
 // Mode reports how the program is attached (for an adopted link, the
 // requested mode).
 func (d *Datapath) Mode() Mode { return d.mode }
+
+// Adopted reports whether Open found the forwarder already attached (a
+// daemon restart: the data plane kept forwarding).
+func (d *Datapath) Adopted() bool { return d.adopted }
 
 // Program returns the loaded forwarder program (for test runs and probes).
 func (d *Datapath) Program() *ebpf.Program { return d.objs.XlbForward }

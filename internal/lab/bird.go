@@ -263,10 +263,10 @@ func (l *Lab) RouterBIRDConfig(opts BIRDOptions, log string) ([]byte, error) {
 		w("define VIPS6 = [ %s ];\n", strings.Join(set6, ", "))
 	}
 	if v4 {
-		w("filter vips4_in { if net ~ VIPS4 then accept; reject; }\n")
+		w("filter vips4_in { if net ~ VIPS4 then { if (65535,0) ~ bgp_community then bgp_local_pref = 0; accept; } reject; }\n")
 	}
 	if v6 {
-		w("filter vips6_in { if net ~ VIPS6 then accept; reject; }\n")
+		w("filter vips6_in { if net ~ VIPS6 then { if (65535,0) ~ bgp_community then bgp_local_pref = 0; accept; } reject; }\n")
 	}
 	w("\nprotocol device { scan time 10; }\n\n")
 	w("# Equal routes from several nodes become one multipath kernel route.\n")

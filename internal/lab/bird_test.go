@@ -26,8 +26,8 @@ timeformat route "%T";
 # Only the lab's VIPs are accepted from the nodes.
 define VIPS4 = [ 10.200.0.1/32 ];
 define VIPS6 = [ fd00:200::1/128 ];
-filter vips4_in { if net ~ VIPS4 then accept; reject; }
-filter vips6_in { if net ~ VIPS6 then accept; reject; }
+filter vips4_in { if net ~ VIPS4 then { if (65535,0) ~ bgp_community then bgp_local_pref = 0; accept; } reject; }
+filter vips6_in { if net ~ VIPS6 then { if (65535,0) ~ bgp_community then bgp_local_pref = 0; accept; } reject; }
 
 protocol device { scan time 10; }
 

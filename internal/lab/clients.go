@@ -19,9 +19,13 @@ import (
 const (
 	HTTPTimeout  = 5 * time.Second
 	UDPTimeout   = time.Second
-	TCPTimeout   = 2 * time.Second
 	maxErrorKept = 10
 )
+
+// TCPTimeout is how long a long-lived TCP session waits for an echo before
+// it counts a break. Tests of node failures raise it: rerouting takes the
+// router's hold time plus TCP retransmission backoff.
+var TCPTimeout = 2 * time.Second
 
 // HTTPResult is the outcome of HTTPLoad.
 type HTTPResult struct {

@@ -112,6 +112,12 @@ type XLBDOptions struct {
 	Ports            Ports
 	ConntrackEntries int    // default 65536
 	XDPMode          string // default "native"
+	// BGP adds a bgp section peering with the router's BIRD (StartBIRD
+	// defaults: router AS RouterASN, node AS NodeASN, one session per
+	// family, 3 s hold time, graceful restart), draining in ShutdownWait
+	// (default 1 s).
+	BGP          bool
+	ShutdownWait time.Duration
 }
 
 // Pools of the generated config: the backends' IPv4 and IPv6 addresses.
@@ -204,6 +210,16 @@ func (l *Lab) XLBDConfig(i int, opts XLBDOptions) []byte {
 			fmt.Fprintf(&b, "      - {address: %q, weight: %d}\n", a, w)
 		}
 	}
+	if opts.BGP {
+		wait := opts.ShutdownWait
+		if wait == 0 {
+			wait = time.Second
+		}
+		fmt.Fprintf(&b, "bgp:\n  asn: %d\n  router_id: %q\n  graceful_restart_time: 120s\n  shutdown_wait: %s\n  peers:\n", NodeASN, n.Addr4, wait)
+		for _, a := range []netip.Addr{l.Router.Addr4, l.Router.Addr6} {
+			fmt.Fprintf(&b, "    - {address: %q, asn: %d, hold_time: 3s, keepalive: 1s}\n", a, RouterASN)
+		}
+	}
 	fmt.Fprintf(&b, "services:\n")
 	for _, s := range svcs {
 		fmt.Fprintf(&b, "  - {name: %s, vip: %q, port: %d, protocol: %s, pools: [%s], encap: %s}\n",
@@ -228,6 +244,7 @@ type Daemon struct {
 	Node   *Host
 	Config string
 	bin    string
+	killed bool
 }
 
 // StartXLBD starts `xlbd --config config` in node i's namespace (network
@@ -301,10 +318,21 @@ func (l *Lab) cleanupXLBD(i int, bin string) error {
 // Reload sends SIGHUP: xlbd rereads its config file.
 func (d *Daemon) Reload() error { return d.Signal(syscall.SIGHUP) }
 
+// Kill sends SIGKILL (a crash: no BGP notification, nothing cleaned up) and
+// waits for the process; a later Stop then reports nothing.
+func (d *Daemon) Kill() {
+	d.killed = true
+	d.Signal(syscall.SIGKILL)
+	d.Wait()
+}
+
 // Stop sends SIGTERM and waits up to 10 s; xlbd exits leaving its data plane
 // pinned and forwarding. Stopping a daemon that has exited returns its exit
-// error, if any.
+// error, if any (none after Kill).
 func (d *Daemon) Stop() error {
+	if d.killed {
+		return nil
+	}
 	err := d.Proc.Stop(10 * time.Second)
 	if err != nil {
 		return fmt.Errorf("xlbd on %s: %w; log tail:\n%s", d.Node.Short, err, lastLines(d.Output(), 20))

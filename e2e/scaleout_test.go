@@ -1,0 +1,146 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/xlbproject/xlb/internal/lab"
+	"github.com/xlbproject/xlb/internal/testenv"
+)
+
+// TestScaleOutECMP runs three xlb nodes announcing the VIPs over BGP to
+// BIRD, which installs N-way ECMP routes (paper section 3, F-CTL3/4). With
+// 100 long-lived connections going: a node drain removes that node's next
+// hop within the configured wait and breaks nothing (flows move to other
+// nodes, which pick the same backends); an xlbd restart keeps the next hop
+// and breaks nothing; a node killed outright (link down, daemon killed)
+// leaves the ECMP set after the hold time and its flows continue on other
+// nodes; undrain brings the node back.
+func TestScaleOutECMP(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireCommands(t, "nsenter", "ip", "bird", "birdc")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	l, err := lab.New(ctx, lab.Config{Nodes: 3, Backends: 4, Routing: lab.RouteNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Destroy(); err != nil {
+			t.Errorf("destroy lab: %v", err)
+		}
+	})
+	if _, err := l.StartServers(lab.Ports{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.AttachDecap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bird, err := l.StartBIRD(ctx, lab.BIRDOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = bird
+	opts := lab.XLBDOptions{Weights: []int{1, 1, 1, 1}, BGP: true, ShutdownWait: time.Second}
+	daemons := make([]*lab.Daemon, 3)
+	configs := make([]string, 3)
+	for i := range daemons {
+		if configs[i], err = l.WriteXLBDConfig(i, opts); err != nil {
+			t.Fatal(err)
+		}
+		if daemons[i], err = l.StartXLBD(ctx, i, configs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vip4 := netip.PrefixFrom(l.VIP4(), 32)
+	vip6 := netip.PrefixFrom(l.VIP6(), 128)
+	all := []int{0, 1, 2}
+	for _, p := range []netip.Prefix{vip4, vip6} {
+		took, err := l.WaitRoute(ctx, p, l.NodeNextHops(p.Addr(), all...), 30*time.Second)
+		if err != nil {
+			t.Fatalf("3-way ECMP for %s: %v", p, err)
+		}
+		t.Logf("%s: 3-way ECMP route after %v", p, took.Round(time.Millisecond))
+	}
+	echo := netip.AddrPortFrom(l.VIP4(), lab.DefaultPorts.TCP)
+	old := lab.TCPTimeout
+	lab.TCPTimeout = 10 * time.Second
+	defer func() { lab.TCPTimeout = old }()
+	sess, err := lab.StartTCPSessions(ctx, l.Client.NS, echo, 100, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perNode := func() string {
+		s := ""
+		for i := range l.Nodes {
+			st, _ := l.NodeStats(i)
+			s += fmt.Sprintf(" n%d:rx=%d", i+1, st.RxPackets)
+		}
+		return s
+	}
+	t.Logf("node counters after start:%s", perNode())
+
+	// Drain n1.
+	if err := daemons[0].Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	took, err := l.WaitRoute(ctx, vip4, l.NodeNextHops(vip4.Addr(), 1, 2), 10*time.Second)
+	if err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	t.Logf("drain: n1 left the ECMP route after %v (shutdown_wait 1s)", took.Round(time.Millisecond))
+	if time.Since(start) > 2*time.Second+opts.ShutdownWait {
+		t.Errorf("drain took %v, want within 1 s of the configured wait", time.Since(start))
+	}
+	time.Sleep(time.Second)
+
+	// Restart n2's xlbd: the route keeps n2 (graceful restart), nothing breaks.
+	if err := daemons[1].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	keep := make(chan error, 1)
+	go func() { keep <- l.KeepsRoute(ctx, vip4, l.NodeNextHops(vip4.Addr(), 1, 2), 6*time.Second) }()
+	time.Sleep(500 * time.Millisecond)
+	if daemons[1], err = l.StartXLBD(ctx, 1, configs[1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-keep; err != nil {
+		t.Fatalf("restart of n2 moved the route: %v", err)
+	}
+	t.Log("restart: n2 stayed in the ECMP route throughout")
+
+	// Undrain n1.
+	if err := daemons[0].Signal(syscall.SIGUSR2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.WaitRoute(ctx, vip4, l.NodeNextHops(vip4.Addr(), all...), 15*time.Second); err != nil {
+		t.Fatalf("undrain: %v", err)
+	}
+	t.Log("undrain: n1 back in the ECMP route")
+	time.Sleep(time.Second)
+
+	// Kill n3: link down first (so no TCP close reaches BIRD), then the daemon.
+	if err := l.SetLinkUp(l.Nodes[2], false); err != nil {
+		t.Fatal(err)
+	}
+	daemons[2].Kill()
+	took, err = l.WaitRoute(ctx, vip4, l.NodeNextHops(vip4.Addr(), 0, 1), 15*time.Second)
+	if err != nil {
+		t.Fatalf("node failure: %v", err)
+	}
+	t.Logf("node failure: n3 left the ECMP route after %v (hold time 3 s)", took.Round(time.Millisecond))
+	time.Sleep(3 * time.Second)
+	res := sess.Stop()
+	t.Logf("%d sessions, %d messages; per backend %v;%s", len(res.Sessions), res.Messages(), res.Counts(), perNode())
+	if len(res.Breaks) > 0 {
+		for _, b := range res.Breaks[:min(5, len(res.Breaks))] {
+			t.Errorf("break: %v", b)
+		}
+		t.Fatalf("%d breaks", len(res.Breaks))
+	}
+}
