@@ -5,15 +5,16 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/xlbproject/xlb/internal/datapath"
 	"github.com/xlbproject/xlb/internal/lab"
 	"github.com/xlbproject/xlb/internal/testenv"
 )
@@ -118,18 +119,35 @@ func (e *env) reload(t *testing.T, opts lab.XLBDOptions) {
 	}
 }
 
-// xlbctl runs xlbctl against the lab's node and returns its output.
-func (e *env) xlbctl(t *testing.T, args ...string) string {
+// pinned opens the node's pinned maps read-only (what xlbctl shows).
+func (e *env) pinned(t *testing.T) *datapath.Pinned {
 	t.Helper()
-	bin, err := e.lab.Binary("xlbctl")
+	p, err := datapath.OpenPinned(filepath.Join(datapath.BPFFSRoot, e.lab.NodeName(0)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := e.lab.Nodes[0].Run(context.Background(), append([]string{bin, "--node", e.lab.NodeName(0)}, args...)...)
+	t.Cleanup(p.Close)
+	return p
+}
+
+// stats returns the node's global counters.
+func (e *env) stats(t *testing.T) map[string]uint64 {
+	t.Helper()
+	st, err := e.pinned(t).Stats()
 	if err != nil {
-		t.Fatalf("xlbctl %v: %v\n%s", args, err, out)
+		t.Fatal(err)
 	}
-	return string(out)
+	return st
+}
+
+// services returns the node's services as the data plane holds them.
+func (e *env) services(t *testing.T) []datapath.ServiceView {
+	t.Helper()
+	svcs, err := e.pinned(t).Services()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svcs
 }
 
 func checkShares(t *testing.T, what string, counts map[string]int, weights []int) {
@@ -178,10 +196,8 @@ func TestHTTPSharesAndDirectReturn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := e.xlbctl(t, "-o", "json", "stats")
-	var forwarded, notVIP uint64
-	fmt.Sscanf(extract(out, "forward_tx"), "%d", &forwarded)
-	fmt.Sscanf(extract(out, "pass_not_vip"), "%d", &notVIP)
+	stats := e.stats(t)
+	forwarded, notVIP := stats["forward_tx"], stats["pass_not_vip"]
 	rx := after.RxPackets - before.RxPackets
 	t.Logf("node eth0 received %d packets; forwarder sent %d to backends; %d IP packets not for a VIP", rx, forwarded, notVIP)
 	// Every client->VIP packet is forwarded; replies (as many packets
@@ -196,8 +212,8 @@ func TestHTTPSharesAndDirectReturn(t *testing.T) {
 	// xlbd keeps every backend's next hop resolved (managed neighbour
 	// entries), so no packet needed the fallback gateway or was dropped.
 	for _, k := range []string{"nexthop_fallback", "drop_no_nexthop", "drop_no_backend", "drop_internal"} {
-		if v := extract(out, k); v != "0" {
-			t.Errorf("counter %s = %s, want 0", k, v)
+		if v := stats[k]; v != 0 {
+			t.Errorf("counter %s = %d, want 0", k, v)
 		}
 	}
 	neigh, err := e.lab.Nodes[0].Run(ctx, "ip", "neigh", "show")
@@ -221,19 +237,6 @@ func hasManagedNeighbour(table string, a netip.Addr) bool {
 		}
 	}
 	return false
-}
-
-// extract pulls "key":N out of a flat JSON object.
-func extract(js, key string) string {
-	i := strings.Index(js, `"`+key+`":`)
-	if i < 0 {
-		return ""
-	}
-	s := js[i+len(key)+3:]
-	if j := strings.IndexAny(s, ",}"); j >= 0 {
-		s = s[:j]
-	}
-	return s
 }
 
 func TestPersistenceAcrossReload(t *testing.T) {
@@ -372,7 +375,7 @@ func TestRestartIsHitless(t *testing.T) {
 
 func TestBadReloadChangesNothing(t *testing.T) {
 	e := setup(t, []int{1, 1, 1})
-	before := e.xlbctl(t, "services")
+	before := tablesOf(e.services(t))
 	if err := os.WriteFile(e.config, []byte("node: {interface: eth0}\nservices:\n  - {name: x, vip: 10.200.0.1, port: 80, protocol: tcp, pools: [nope], table_size: 65536}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -395,43 +398,31 @@ func TestBadReloadChangesNothing(t *testing.T) {
 	if _, err := lab.HTTPGet(context.Background(), e.lab.Client.NS, e.http4(), 2*time.Second); err != nil {
 		t.Fatalf("forwarding broken after a rejected reload: %v", err)
 	}
-	if after := e.xlbctl(t, "services"); stripCounters(after) != stripCounters(before) {
+	if after := tablesOf(e.services(t)); after != before {
 		t.Fatalf("services changed:\n%s\n---\n%s", before, after)
 	}
 }
 
-// stripCounters keeps the first three columns of xlbctl services rows.
-func stripCounters(s string) string {
+// tablesOf describes services without their counters.
+func tablesOf(svcs []datapath.ServiceView) string {
 	var b strings.Builder
-	for _, line := range strings.Split(s, "\n") {
-		f := strings.Fields(line)
-		if len(f) > 3 {
-			f = f[:3]
+	for _, s := range svcs {
+		fmt.Fprintf(&b, "%s id=%d M=%d encap=%d\n", s.Key, s.SvcID, s.TableSize, s.Encap)
+		for _, r := range s.Reals {
+			fmt.Fprintf(&b, "  %d %s active=%v\n", r.ID, r.Real.Addr, r.Real.Active)
 		}
-		b.WriteString(strings.Join(f, " ") + "\n")
 	}
 	return b.String()
 }
 
-// waitActive polls xlbctl until every real of backend a is (in)active in
+// waitActive polls the data plane until every real of backend a is (in)active in
 // the data plane.
 func (e *env) waitActive(t *testing.T, a netip.Addr, active bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		var svcs []struct {
-			Reals []struct {
-				Real struct {
-					Addr   netip.Addr
-					Active bool
-				}
-			}
-		}
-		if err := json.Unmarshal([]byte(e.xlbctl(t, "-o", "json", "services")), &svcs); err != nil {
-			t.Fatal(err)
-		}
 		n, match := 0, 0
-		for _, s := range svcs {
+		for _, s := range e.services(t) {
 			for _, r := range s.Reals {
 				if r.Real.Addr == a {
 					n++
@@ -484,7 +475,7 @@ func TestHealthCheckFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := fresh.Stop().Counts()["b2"]; n != 0 {
-		t.Fatalf("%d new connections reached the failed backend\n%s\n%s", n, e.xlbd.Output(), e.xlbctl(t, "services"))
+		t.Fatalf("%d new connections reached the failed backend\n%s\n%s", n, e.xlbd.Output(), tablesOf(e.services(t)))
 	}
 	time.Sleep(time.Second)
 	b2.SetHTTPStatus(200)
