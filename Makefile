@@ -5,16 +5,29 @@ CMDS    := xlbd xlbctl xlb-decap xlb-lab
 GOFLAGS ?=
 export GOFLAGS
 
-.PHONY: all deps generate build test test-unit demo bench check-generated clean
+.PHONY: all deps generate proto build test test-unit demo bench check-generated clean
 
 all: build
 
 deps:
 	@./scripts/deps.sh
 
-# Regenerates the BPF objects and their Go bindings (committed).
+# Regenerates the BPF objects, their Go bindings and the gRPC API code
+# (all committed).
 generate: deps
 	$(GO) generate ./...
+	@$(MAKE) --no-print-directory proto
+
+# The API's Go code from api/xlb/v1/xlb.proto. protoc comes from apt
+# (scripts/deps.sh); the plugins are go.mod tools, so their versions are pinned.
+PROTOS := api/xlb/v1/xlb.proto
+proto:
+	protoc -I api -I /usr/include \
+		--plugin=protoc-gen-go=$$($(GO) tool -n protoc-gen-go) \
+		--plugin=protoc-gen-go-grpc=$$($(GO) tool -n protoc-gen-go-grpc) \
+		--go_out=api --go_opt=paths=source_relative \
+		--go-grpc_out=api --go-grpc_opt=paths=source_relative \
+		$(PROTOS)
 
 build: deps
 	@mkdir -p $(BIN)
@@ -32,8 +45,25 @@ demo: build
 	./$(BIN)/xlb-lab demo
 
 check-generated: generate
-	@git diff --exit-code -- bpf internal || { echo "generated files differ from the committed ones: run 'make generate' and commit" >&2; exit 1; }
-	@test -z "$$(git status --porcelain --untracked-files=all -- internal bpf)" || { git status --porcelain -- internal bpf; echo "untracked generated files: commit them" >&2; exit 1; }
+	@git diff --exit-code -- bpf internal api || { echo "generated files differ from the committed ones: run 'make generate' and commit" >&2; exit 1; }
+	@test -z "$$(git status --porcelain --untracked-files=all -- internal bpf api)" || { git status --porcelain -- internal bpf api; echo "untracked generated files: commit them" >&2; exit 1; }
 
 clean:
 	rm -rf $(BIN)
+
+# Benchmarks (issue 3, cmd/xlb-bench): every part at full size; prints each
+# figure and writes bench/out/report.json, report.md, PNG plots and Go CPU
+# profiles (bench/out/profiles). Needs root; takes a while. Parts alone:
+# make bench BENCH_PARTS="pkt control".
+BENCH_PARTS ?= all
+BENCH_FLAGS ?=
+.PHONY: bench-smoke
+bench: build
+	$(GO) build -o $(BIN)/ ./cmd/xlb-bench
+	./$(BIN)/xlb-bench -out bench/out -profile bench/out/profiles $(BENCH_FLAGS) $(BENCH_PARTS)
+
+# Every part shortened (under two minutes): proves they work, as CI's
+# TestBenchSmoke does; figures not for quoting. Writes bench/out/smoke.
+bench-smoke: build
+	$(GO) build -o $(BIN)/ ./cmd/xlb-bench
+	./$(BIN)/xlb-bench -smoke -out bench/out/smoke $(BENCH_FLAGS) $(BENCH_PARTS)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"syscall"
 	"testing"
 	"time"
 
@@ -84,10 +83,16 @@ func TestScaleOutECMP(t *testing.T) {
 	}
 	t.Logf("node counters after start:%s", perNode())
 
-	// Drain n1.
-	if err := daemons[0].Signal(syscall.SIGUSR1); err != nil {
+	// Drain n1 with xlbctl (over the API socket).
+	xlbctl, err := l.Binary("xlbctl")
+	if err != nil {
 		t.Fatal(err)
 	}
+	go func() {
+		if out, err := l.Nodes[0].Run(ctx, xlbctl, "--socket", l.APISocket(0), "node", "drain"); err != nil {
+			t.Errorf("xlbctl node drain: %v\n%s", err, out)
+		}
+	}()
 	start := time.Now()
 	took, err := l.WaitRoute(ctx, vip4, l.NodeNextHops(vip4.Addr(), 1, 2), 10*time.Second)
 	if err != nil {
@@ -115,8 +120,8 @@ func TestScaleOutECMP(t *testing.T) {
 	t.Log("restart: n2 stayed in the ECMP route throughout")
 
 	// Undrain n1.
-	if err := daemons[0].Signal(syscall.SIGUSR2); err != nil {
-		t.Fatal(err)
+	if out, err := l.Nodes[0].Run(ctx, xlbctl, "--socket", l.APISocket(0), "node", "undrain"); err != nil {
+		t.Fatalf("xlbctl node undrain: %v\n%s", err, out)
 	}
 	if _, err := l.WaitRoute(ctx, vip4, l.NodeNextHops(vip4.Addr(), all...), 15*time.Second); err != nil {
 		t.Fatalf("undrain: %v", err)

@@ -3,7 +3,8 @@
 # Debian packages (only the missing ones) and the Go modules.
 set -euo pipefail
 
-pkgs=(clang llvm libbpf-dev bpftool iproute2 ethtool python3 bird2 tcpdump)
+# protobuf-compiler + libprotobuf-dev (the well-known .proto files): make proto.
+pkgs=(clang llvm libbpf-dev bpftool iproute2 ethtool python3 bird2 tcpdump protobuf-compiler libprotobuf-dev)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -24,3 +25,6 @@ if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet bird 2>/d
 	systemctl disable bird >/dev/null 2>&1 || true
 fi
 go mod download
+# Build the pinned protoc plugins (go.mod tools) once, so make proto is quick.
+go tool -n protoc-gen-go >/dev/null
+go tool -n protoc-gen-go-grpc >/dev/null

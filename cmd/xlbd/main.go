@@ -17,11 +17,16 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/xlbproject/xlb/internal/api"
 	"github.com/xlbproject/xlb/internal/bgp"
 	"github.com/xlbproject/xlb/internal/config"
 	"github.com/xlbproject/xlb/internal/controller"
 	"github.com/xlbproject/xlb/internal/datapath"
+	xmetrics "github.com/xlbproject/xlb/internal/metrics"
 )
+
+// version is set at build time (-ldflags "-X main.version=...").
+var version = "dev"
 
 func main() {
 	var (
@@ -30,6 +35,12 @@ func main() {
 		cleanup  = flag.Bool("cleanup", false, "detach the forwarder of this instance, remove its pins, and exit")
 		check    = flag.Bool("check-config", false, "validate the config and exit")
 		logLevel = flag.String("log-level", "info", "debug | info | warn | error")
+		apiSock  = flag.String("api-socket", api.DefaultSocket, "gRPC API unix socket (mode 0600)")
+		apiTCP   = flag.String("api-tcp", "", "also serve the API on HOST:PORT, with mTLS only (needs --tls-cert, --tls-key, --tls-client-ca)")
+		tlsCert  = flag.String("tls-cert", "", "server certificate for --api-tcp")
+		tlsKey   = flag.String("tls-key", "", "server key for --api-tcp")
+		tlsCA    = flag.String("tls-client-ca", "", "CA that signs client certificates for --api-tcp")
+		metrics  = flag.String("metrics-addr", xmetrics.DefaultAddr, "Prometheus /metrics and /healthz HTTP address (\"\" to disable)")
 	)
 	flag.Parse()
 	var lvl slog.Level
@@ -60,7 +71,8 @@ func main() {
 		log.Info("forwarder detached and pins removed", "pin_dir", *pinDir)
 		return
 	}
-	if err := run(log, cfg, *cfgPath, *pinDir); err != nil {
+	srv := serveOpts{socket: *apiSock, tcp: *apiTCP, tls: api.TLSFiles{Cert: *tlsCert, Key: *tlsKey, CA: *tlsCA}, metrics: *metrics}
+	if err := run(log, cfg, *cfgPath, *pinDir, srv); err != nil {
 		log.Error("xlbd stopped", "error", err)
 		os.Exit(1)
 	}
@@ -79,7 +91,31 @@ func bgpConfig(b *config.BGP, restarting bool) bgp.Config {
 	return c
 }
 
-func run(log *slog.Logger, cfg *config.Config, path, pinDir string) error {
+type serveOpts struct {
+	socket, tcp string
+	tls         api.TLSFiles
+	metrics     string
+}
+
+func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	// The API socket first: a second xlbd for the same socket stops here,
+	// before it touches the pinned data plane.
+	apiView := controller.NewAPI(cfg.Node.Interface, pinDir, version)
+	server, err := api.Listen(apiView, api.Options{Socket: so.socket, TCP: so.tcp, TLS: so.tls, Log: log})
+	if err != nil {
+		return err
+	}
+	go server.Serve(ctx)
+	var m *xmetrics.Metrics
+	if so.metrics != "" {
+		m = xmetrics.New(apiView, xmetrics.Options{Addr: so.metrics, Log: log})
+		if err := m.Listen(); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		go m.Serve(ctx)
+	}
 	opts := datapath.Options{
 		Interface:        cfg.Node.Interface,
 		PinDir:           pinDir,
@@ -97,7 +133,9 @@ func run(log *slog.Logger, cfg *config.Config, path, pinDir string) error {
 	defer dp.Close()
 	lim := controller.Limits{MaxServices: 4096, MaxReals: 65536}
 	var speaker *bgp.Speaker
-	copts := controller.Options{Path: path, Limits: lim, Log: log}
+	copts := controller.Options{Path: path, Limits: lim, Log: log, OnCommit: func(e controller.CommitEvent) {
+		m.ObserveCommit(xmetrics.Commit{Trigger: e.Trigger, Plan: e.Plan, Apply: e.Apply, Err: e.Err})
+	}}
 	if cfg.BGP != nil {
 		if speaker, err = bgp.New(bgpConfig(cfg.BGP, dp.Adopted()), log); err != nil {
 			return err
@@ -108,8 +146,7 @@ func run(log *slog.Logger, cfg *config.Config, path, pinDir string) error {
 	if err := ctl.Commit(cfg); err != nil {
 		return fmt.Errorf("initial config: %w (the forwarder keeps its previous state)", err)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
+	apiView.Attach(ctl, speaker)
 	if speaker != nil {
 		// The announcements were recorded by the first commit; a restart
 		// (pinned forwarder found) starts in graceful-restart mode.

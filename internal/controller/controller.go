@@ -6,11 +6,11 @@ package controller
 
 import (
 	"context"
-	"reflect"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"reflect"
 	"time"
 
 	"github.com/xlbproject/xlb/internal/config"
@@ -58,6 +58,31 @@ type Controller struct {
 	// nexthops are the backends' resolved next hops, cached in the reals
 	// so the forwarder needs no FIB lookup per packet.
 	nexthops map[netip.Addr]datapath.NextHopCache
+
+	calls     chan func()     // work from API goroutines, run by Run's loop
+	base      *config.Desired // the config's desired state, before overrides
+	overrides map[overrideKey]*override
+	info      runInfo
+	onCommit  func(CommitEvent)
+}
+
+// runInfo is what the API reports about the running state.
+type runInfo struct {
+	startedAt     time.Time
+	source        string
+	committedAt   time.Time
+	generation    uint64
+	checkedAt     time.Time
+	lastCheckErr  string
+	lastFailureAt time.Time
+}
+
+// CommitEvent describes a commit, for metrics.
+type CommitEvent struct {
+	Trigger     string // startup | reload | api | health | override
+	Plan, Apply time.Duration
+	TablesBuilt int
+	Err         error
 }
 
 // Options configure New.
@@ -69,6 +94,8 @@ type Options struct {
 	// HealthInitial is how targets of the first config start (default:
 	// healthy, so a restart does not empty the tables).
 	HealthInitial health.Initial
+	// OnCommit, when set, is told about every commit (metrics).
+	OnCommit func(CommitEvent)
 }
 
 // New returns a controller for dp.
@@ -83,6 +110,10 @@ func New(dp *datapath.Datapath, o Options) *Controller {
 		state:       dp.Snapshot(),
 		forwarderOK: true,
 		nexthops:    map[netip.Addr]datapath.NextHopCache{},
+		calls:       make(chan func()),
+		overrides:   map[overrideKey]*override{},
+		info:        runInfo{startedAt: time.Now(), source: o.Path},
+		onCommit:    o.OnCommit,
 	}
 }
 
@@ -103,10 +134,14 @@ func (c *Controller) Commit(cfg *config.Config) error {
 	if err := c.mon.Update(d.HealthTargets()); err != nil {
 		return fmt.Errorf("health checks: %w", err)
 	}
-	if err := c.apply(d, "config committed"); err != nil {
+	c.pruneOverrides(d)
+	if err := c.apply(c.withOverrides(d), "config committed", "reload"); err != nil {
 		return err
 	}
+	c.base = d
 	c.cfg = cfg
+	c.info.generation++
+	c.info.committedAt = time.Now()
 	c.keepNeighbours()
 	c.refreshNextHops()
 	return nil
@@ -164,17 +199,27 @@ func (c *Controller) refreshNextHops() {
 	c.log.Debug("next hops refreshed", "reals_written", as.RealsWritten)
 }
 
-// apply plans d with the current health and commits it.
-func (c *Controller) apply(d *config.Desired, what string) error {
+// apply plans d (overrides applied) with the current health and commits it.
+func (c *Controller) apply(d *config.Desired, what, trigger string) (err error) {
 	start := time.Now()
+	var (
+		planned time.Duration
+		as      datapath.ApplyStats
+		ps      PlanStats
+	)
+	defer func() {
+		if c.onCommit != nil {
+			c.onCommit(CommitEvent{Trigger: trigger, Plan: planned, Apply: as.Duration, TablesBuilt: ps.TablesBuilt, Err: err})
+		}
+	}()
 	snap := c.mon.Snapshot()
 	st, ps, err := c.planner.Plan(d, c.state, snap.Healthy)
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
-	planned := time.Since(start)
+	planned = time.Since(start)
 	c.fillNextHops(st)
-	as, err := c.dp.Apply(st)
+	as, err = c.dp.Apply(st)
 	if err != nil {
 		c.state = c.dp.Snapshot()
 		return fmt.Errorf("apply: %w", err)
@@ -264,6 +309,8 @@ func (c *Controller) Run(ctx context.Context, requests <-chan Request) {
 			return
 		case r := <-requests:
 			c.handle(ctx, r)
+		case fn := <-c.calls:
+			fn()
 		case ch, ok := <-c.mon.Changes():
 			if !ok {
 				return
@@ -291,9 +338,11 @@ func (c *Controller) handle(ctx context.Context, r Request) {
 		}
 		c.drained = true
 		c.log.Info("node drain: announcing with GRACEFUL_SHUTDOWN, then withdrawing")
-		if err := c.bgp.GracefulShutdown(ctx); err != nil {
-			c.log.Error("node drain", "error", err)
-		}
+		go func() { // the wait must not hold up the loop
+			if err := c.bgp.GracefulShutdown(ctx); err != nil {
+				c.log.Error("node drain", "error", err)
+			}
+		}()
 	case RequestUndrain:
 		if c.bgp == nil || !c.drained {
 			return
@@ -323,7 +372,7 @@ func (c *Controller) healthChanged(first health.Change) {
 	if c.desired == nil {
 		return
 	}
-	if err := c.apply(c.desired, "health change committed"); err != nil {
+	if err := c.apply(c.desired, "health change committed", "health"); err != nil {
 		c.log.Error("health change not applied", "error", err)
 	}
 }
@@ -331,6 +380,10 @@ func (c *Controller) healthChanged(first health.Change) {
 func (c *Controller) selfCheck() {
 	err := c.dp.SelfCheck()
 	ok := err == nil
+	c.info.checkedAt = time.Now()
+	if err != nil {
+		c.info.lastCheckErr, c.info.lastFailureAt = err.Error(), c.info.checkedAt
+	}
 	if ok == c.forwarderOK {
 		return
 	}

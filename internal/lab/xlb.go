@@ -264,7 +264,8 @@ func (l *Lab) StartXLBD(ctx context.Context, i int, config string) (*Daemon, err
 	}
 	n := l.Nodes[i]
 	// The daemon outlives ctx only until the lab is destroyed.
-	p, err := l.Start(context.WithoutCancel(ctx), n.NS, bin, "--config", abs)
+	// Every node has its own API socket: the file system is shared.
+	p, err := l.Start(context.WithoutCancel(ctx), n.NS, bin, "--config", abs, "--api-socket", l.APISocket(i))
 	if err != nil {
 		return nil, err
 	}
@@ -313,6 +314,11 @@ func (l *Lab) cleanupXLBD(i int, bin string) error {
 		return fmt.Errorf("xlbd cleanup on %s: %w", n.Short, err)
 	}
 	return nil
+}
+
+// APISocket is node i's xlbd API socket (in the lab directory).
+func (l *Lab) APISocket(i int) string {
+	return filepath.Join(l.Dir, "xlbd-"+l.Nodes[i].Short+".sock")
 }
 
 // Reload sends SIGHUP: xlbd rereads its config file.

@@ -1,0 +1,581 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/xlbproject/xlb/internal/api"
+	"github.com/xlbproject/xlb/internal/bgp"
+	"github.com/xlbproject/xlb/internal/config"
+	"github.com/xlbproject/xlb/internal/datapath"
+	"github.com/xlbproject/xlb/internal/packet"
+)
+
+// Runtime backend overrides (xlbctl drain/undrain/weight): kept in memory
+// on top of the config, across reloads and applies, until reset, until the
+// backend leaves the config, or until xlbd restarts.
+type overrideKey struct {
+	service string // "" = every service with the address
+	addr    netip.Addr
+}
+
+type override struct {
+	weight *uint32
+	drain  *bool
+	since  time.Time
+}
+
+// withOverrides returns d with the overrides applied (d is not changed).
+func (c *Controller) withOverrides(d *config.Desired) *config.Desired {
+	if len(c.overrides) == 0 {
+		return d
+	}
+	out := *d
+	out.Services = slices.Clone(d.Services)
+	for i := range out.Services {
+		s := &out.Services[i]
+		s.Pools = slices.Clone(s.Pools)
+		for j := range s.Pools {
+			p := &s.Pools[j]
+			p.Backends = slices.Clone(p.Backends)
+			for k := range p.Backends {
+				b := &p.Backends[k]
+				for _, key := range []overrideKey{{"", b.Addr}, {s.Name, b.Addr}} {
+					if o := c.overrides[key]; o != nil {
+						if o.weight != nil {
+							b.Weight = *o.weight
+						}
+						if o.drain != nil {
+							b.Drain = *o.drain
+						}
+					}
+				}
+			}
+		}
+	}
+	return &out
+}
+
+// pruneOverrides drops overrides of backends no longer in d.
+func (c *Controller) pruneOverrides(d *config.Desired) {
+	for key := range c.overrides {
+		if len(c.refs(d, key)) == 0 {
+			delete(c.overrides, key)
+		}
+	}
+}
+
+// refs lists the (service, backend) pairs key names in d.
+func (c *Controller) refs(d *config.Desired, key overrideKey) []api.BackendRef {
+	var out []api.BackendRef
+	for _, s := range d.Services {
+		if key.service != "" && key.service != s.Name {
+			continue
+		}
+		found := false
+		for _, p := range s.Pools {
+			for _, b := range p.Backends {
+				found = found || b.Addr == key.addr
+			}
+		}
+		if found {
+			out = append(out, api.BackendRef{Service: s.Name, Address: key.addr})
+		}
+	}
+	return out
+}
+
+// call runs fn on the controller's loop and waits for it.
+func (c *Controller) call(ctx context.Context, fn func() error) error {
+	done := make(chan error, 1)
+	select {
+	case c.calls <- func() { done <- fn() }:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// API adapts the controller to the gRPC API and the metrics source. Every
+// method runs on the controller's loop, so it sees one consistent state.
+type API struct {
+	ctl     atomic.Pointer[Controller]
+	iface   string
+	pinDir  string
+	version string
+	speaker atomic.Pointer[bgp.Speaker]
+}
+
+// NewAPI returns the API of a controller attached later (Attach): the
+// socket can be opened before the data plane is touched, and answers
+// Unavailable until then.
+func NewAPI(iface, pinDir, version string) *API {
+	return &API{iface: iface, pinDir: pinDir, version: version}
+}
+
+// Attach sets the controller (and the BGP speaker, may be nil) the API
+// serves.
+func (a *API) Attach(c *Controller, speaker *bgp.Speaker) {
+	a.speaker.Store(speaker)
+	a.ctl.Store(c)
+}
+
+// ctlr returns the attached controller or ErrUnavailable.
+func (a *API) ctlr() (*Controller, error) {
+	c := a.ctl.Load()
+	if c == nil {
+		return nil, fmt.Errorf("%w: xlbd is starting", api.ErrUnavailable)
+	}
+	return c, nil
+}
+
+var _ api.Backend = (*API)(nil)
+
+// Status reports the node, program, self-check, BGP and config.
+func (a *API) Status(ctx context.Context) (api.StatusInfo, error) {
+	c0, err0 := a.ctlr()
+	if err0 != nil {
+		return api.StatusInfo{}, err0
+	}
+	var st api.StatusInfo
+	err := c0.call(ctx, func() error {
+		c := c0
+		st = api.StatusInfo{
+			Interface: a.iface, XDPMode: string(c.dp.Mode()), PinDir: a.pinDir, Version: a.version,
+			StartedAt: c.info.startedAt, Drained: c.drained, Overrides: len(c.overrides),
+			SelfCheck: api.SelfCheck{OK: c.forwarderOK, LastError: c.info.lastCheckErr, CheckedAt: c.info.checkedAt, LastFailureAt: c.info.lastFailureAt},
+			Config: api.ConfigInfo{Source: c.info.source, CommittedAt: c.info.committedAt, Generation: c.info.generation,
+				Services: len(c.state.Services), Backends: len(c.state.Reals)},
+			Conntrack: api.ConntrackOccupancy{Capacity: c.dp.CTCapacity()},
+		}
+		if c.cfg != nil {
+			st.Node = c.cfg.Node.Name
+		}
+		if info, err := c.dp.Program().Info(); err == nil {
+			if id, ok := info.ID(); ok {
+				st.ProgramID = uint32(id)
+			}
+		}
+		return nil
+	})
+	if sp := a.speaker.Load(); err == nil && sp != nil {
+		for _, p := range sp.Status() {
+			st.BGP = append(st.BGP, api.BGPSession{Peer: p.Addr, ASN: p.ASN, State: p.State, Uptime: p.Uptime,
+				Advertised: p.Advertised, Received: p.Received, GracefulRestart: p.GracefulRestart})
+		}
+	}
+	return st, err
+}
+
+func encapName(e datapath.Encap) string {
+	switch e {
+	case datapath.EncapGRE:
+		return "gre"
+	case datapath.EncapIPIP:
+		return "ipip"
+	}
+	return ""
+}
+
+// Services lists every service with every backend of every pool once.
+func (a *API) Services(ctx context.Context) ([]api.ServiceInfo, error) {
+	c0, err0 := a.ctlr()
+	if err0 != nil {
+		return nil, err0
+	}
+	var out []api.ServiceInfo
+	err := c0.call(ctx, func() error {
+		c := c0
+		if c.desired == nil {
+			return nil
+		}
+		snap := c.mon.Snapshot()
+		for i := range c.desired.Services {
+			s := &c.desired.Services[i]
+			key := datapath.VIPKey{Addr: s.VIP, Port: s.Port, Proto: uint8(s.Proto)}
+			svc := c.state.Services[key]
+			si := api.ServiceInfo{Name: s.Name, VIP: s.VIP, Port: s.Port, Proto: api.Proto(s.Proto),
+				Scheduler: "maglev", TableSize: s.TableSize, Encap: s.Encap.String()}
+			if p, ok := s.ActivePoolWith(snap.Healthy); ok {
+				si.ActivePool = p.Name
+			}
+			for _, p := range s.Pools {
+				si.Pools = append(si.Pools, p.Name)
+			}
+			entries := map[uint32]uint32{}
+			realOf := map[netip.Addr]uint32{}
+			if svc != nil {
+				si.ID = svc.SvcID
+				if cnt, err := c.dp.ServiceCounters(svc.SvcID); err == nil {
+					si.Counters = api.Counters(cnt)
+				}
+				for _, rid := range svc.Table {
+					entries[rid]++
+				}
+				for id, r := range c.state.Reals {
+					if r.SvcID == svc.SvcID {
+						realOf[r.Addr] = id
+					}
+				}
+			}
+			seen := map[netip.Addr]bool{}
+			for _, p := range s.Pools {
+				for _, b := range p.Backends {
+					if seen[b.Addr] {
+						continue
+					}
+					seen[b.Addr] = true
+					bi := api.BackendInfo{Address: b.Addr, Service: s.Name, Pool: p.Name, Weight: b.Weight, Drain: b.Drain,
+						Encap: s.EncapFor(b).String()}
+					for _, k := range []overrideKey{{"", b.Addr}, {s.Name, b.Addr}} {
+						if o := c.overrides[k]; o != nil {
+							bi.Override = &api.Override{Weight: o.weight, Drain: o.drain, Since: o.since}
+						}
+					}
+					bi.Health = api.Health{Check: b.HealthCheck, Healthy: true, Known: true}
+					if b.HealthCheck != "" {
+						h := snap[config.HealthKey{Addr: b.Addr, Check: b.HealthCheck}]
+						bi.Health = api.Health{Check: b.HealthCheck, Healthy: h.Healthy, Known: h.Known, Since: h.Since,
+							LastError: h.LastErr, LastProbe: h.LastProbe}
+					}
+					if rid, ok := realOf[b.Addr]; ok {
+						bi.RealID = rid
+						bi.InDataPlane = c.state.Reals[rid].Active
+						bi.TableEntries = entries[rid]
+						if cnt, err := c.dp.RealCounters(rid); err == nil {
+							bi.Counters = api.Counters(cnt)
+						}
+					}
+					si.Backends = append(si.Backends, bi)
+				}
+			}
+			out = append(out, si)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// GlobalCounters returns the data plane's global counters.
+func (a *API) GlobalCounters(ctx context.Context) ([]api.Counter, error) {
+	c0, err0 := a.ctlr()
+	if err0 != nil {
+		return nil, err0
+	}
+	st, err := c0.dp.Stats()
+	if err != nil {
+		return nil, err
+	}
+	var out []api.Counter
+	for _, n := range datapath.StatNames() {
+		out = append(out, api.Counter{Name: n, Value: st[n]})
+	}
+	return out, nil
+}
+
+// ApplyConfig validates yaml, reports the diff against the running config
+// and, unless dry-run, commits it and writes it to the config file.
+func (a *API) ApplyConfig(ctx context.Context, yaml []byte, o api.ApplyOptions) (api.ApplyResult, error) {
+	c0, err0 := a.ctlr()
+	if err0 != nil {
+		return api.ApplyResult{}, err0
+	}
+	src := o.Source
+	if src == "" {
+		src = "api"
+	}
+	cfg, err := config.Parse(yaml, src)
+	if err != nil {
+		return api.ApplyResult{}, err
+	}
+	var res api.ApplyResult
+	err = c0.call(ctx, func() error {
+		c := c0
+		if c.cfg != nil {
+			if err := immutable(c.cfg.Node, cfg.Node); err != nil {
+				return fmt.Errorf("%w: %w", api.ErrFailedPrecondition, err)
+			}
+			if err := immutableBGP(c.cfg.BGP, cfg.BGP); err != nil {
+				return fmt.Errorf("%w: %w", api.ErrFailedPrecondition, err)
+			}
+		}
+		res.Diff = api.DiffDesired(c.base, cfg.Desired())
+		res.Generation = c.info.generation
+		if o.DryRun {
+			return nil
+		}
+		saved := c.overrides
+		if o.ResetOverrides {
+			c.overrides = map[overrideKey]*override{}
+		}
+		if err := c.Commit(cfg); err != nil {
+			c.overrides = saved
+			return err
+		}
+		c.info.source = "api"
+		res.Committed, res.Generation = true, c.info.generation
+		if c.path != "" {
+			if err := writeFileAtomic(c.path, yaml); err != nil {
+				c.log.Error("config committed but not saved to its file: a restart would load the old one", "config", c.path, "error", err)
+			}
+		}
+		return nil
+	})
+	return res, err
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".xlb-config-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// SetBackend sets or clears a runtime override and commits it.
+func (a *API) SetBackend(ctx context.Context, u api.BackendUpdate) ([]api.BackendRef, error) {
+	c0, err0 := a.ctlr()
+	if err0 != nil {
+		return nil, err0
+	}
+	if u.Weight != nil && *u.Weight > config.MaxWeight {
+		return nil, fmt.Errorf("%w: weight %d is out of range 0..%d", api.ErrInvalidArgument, *u.Weight, config.MaxWeight)
+	}
+	var refs []api.BackendRef
+	err := c0.call(ctx, func() error {
+		c := c0
+		if c.base == nil {
+			return fmt.Errorf("%w: no config committed yet", api.ErrFailedPrecondition)
+		}
+		key := overrideKey{u.Service, u.Address}
+		if refs = c.refs(c.base, key); len(refs) == 0 {
+			return fmt.Errorf("%w: backend %s is in no service%s", api.ErrNotFound, u.Address, map[bool]string{true: " " + u.Service}[u.Service != ""])
+		}
+		if u.Reset {
+			for k := range c.overrides {
+				if k.addr == u.Address && (u.Service == "" || k.service == u.Service) {
+					delete(c.overrides, k)
+				}
+			}
+		} else {
+			o := c.overrides[key]
+			if o == nil {
+				o = &override{}
+				c.overrides[key] = o
+			}
+			o.since = time.Now()
+			if u.Weight != nil {
+				w := *u.Weight
+				o.weight = &w
+			}
+			if u.Drain != nil {
+				d := *u.Drain
+				o.drain = &d
+			}
+		}
+		return c.apply(c.withOverrides(c.base), "backend override committed", "override")
+	})
+	return refs, err
+}
+
+// ConntrackDump scans the connection table.
+func (a *API) ConntrackDump(ctx context.Context, f api.ConntrackFilter) (api.ConntrackDump, error) {
+	c0, err0 := a.ctlr()
+	if err0 != nil {
+		return api.ConntrackDump{}, err0
+	}
+	var (
+		reals map[uint32]datapath.Real
+		svcOf map[uint32]string
+		proto map[uint32]uint8
+	)
+	err := c0.call(ctx, func() error {
+		c := c0
+		reals = maps(c.state.Reals)
+		svcOf, proto = map[uint32]string{}, map[uint32]uint8{}
+		if c.desired != nil {
+			for _, s := range c.desired.Services {
+				if svc := c.state.Services[datapath.VIPKey{Addr: s.VIP, Port: s.Port, Proto: uint8(s.Proto)}]; svc != nil {
+					svcOf[svc.SvcID], proto[svc.SvcID] = s.Name, uint8(s.Proto)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return api.ConntrackDump{}, err
+	}
+	out := api.ConntrackDump{Capacity: c0.dp.CTCapacity()}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	err = c0.dp.ScanConntrack(func(e datapath.CTEntry) bool {
+		out.InUse++
+		r, ok := reals[e.RealID]
+		name := ""
+		if ok {
+			name = svcOf[r.SvcID]
+		}
+		expired := ok && e.Age > c0.dp.Timeout(e.State, proto[r.SvcID])
+		if (f.Service != "" && f.Service != name) || (f.Backend.IsValid() && (!ok || r.Addr != f.Backend)) ||
+			(f.State != 0 && uint8(f.State) != e.State) || (expired && !f.IncludeExpired) {
+			return ctx.Err() == nil
+		}
+		out.Matched++
+		if len(out.Entries) < limit {
+			ce := api.ConntrackEntry{CPU: e.CPU, Bucket: e.Bucket, Way: e.Way, Tag: e.Tag, RealID: e.RealID,
+				Service: name, State: api.CTState(e.State), Age: e.Age, Expired: expired}
+			if ok {
+				ce.Backend = r.Addr
+			}
+			out.Entries = append(out.Entries, ce)
+		}
+		return ctx.Err() == nil
+	})
+	return out, err
+}
+
+func maps(m map[uint32]datapath.Real) map[uint32]datapath.Real {
+	out := make(map[uint32]datapath.Real, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// Explain runs a crafted packet through the live program.
+func (a *API) Explain(ctx context.Context, p api.ExplainPacket) (api.Explanation, error) {
+	c0, err0 := a.ctlr()
+	if err0 != nil {
+		return api.Explanation{}, err0
+	}
+	if !p.Src.IsValid() || !p.Dst.IsValid() || p.Src.Addr().Is4() != p.Dst.Addr().Is4() {
+		return api.Explanation{}, fmt.Errorf("%w: source and destination must be addresses of one family", api.ErrInvalidArgument)
+	}
+	flags := p.TCPFlags
+	if p.Proto == api.ProtoTCP && flags == 0 {
+		flags = packet.SYN
+	}
+	f := packet.Flow{Src: p.Src.Addr(), Dst: p.Dst.Addr(), SrcPort: p.Src.Port(), DstPort: p.Dst.Port(),
+		Proto: uint8(p.Proto), TCPFlags: flags}
+	var ex api.Explanation
+	err := c0.call(ctx, func() error {
+		c := c0
+		before, _ := c.dp.Stats()
+		verdict, out, err := c.dp.RunPacket(f.Frame())
+		if err != nil {
+			return err
+		}
+		after, _ := c.dp.Stats()
+		ex.Action, ex.Frame = verdict, out
+		switch {
+		case after["ct_hit"] > before["ct_hit"]:
+			ex.Conntrack = api.CTHit
+		case after["ct_remote_hit"] > before["ct_remote_hit"]:
+			ex.Conntrack = api.CTRemoteHit
+		case after["ct_reselect"] > before["ct_reselect"]:
+			ex.Conntrack = api.CTReselect
+		case after["ct_miss"] > before["ct_miss"]:
+			ex.Conntrack = api.CTMiss
+		default:
+			ex.Conntrack = api.CTNotLookedUp
+		}
+		var svcID uint32
+		for _, s := range c.desired.Services {
+			if s.VIP == p.Dst.Addr() && uint8(s.Proto) == uint8(p.Proto) && (s.Port == p.Dst.Port() || s.Port == 0) {
+				if svc := c.state.Services[datapath.VIPKey{Addr: s.VIP, Port: s.Port, Proto: uint8(s.Proto)}]; svc != nil {
+					ex.Service, svcID = s.Name, svc.SvcID
+					if s.Port != 0 {
+						break
+					}
+				}
+			}
+		}
+		for name, v := range after {
+			if v > before[name] && (len(name) > 5 && name[:5] == "drop_" || len(name) > 5 && name[:5] == "pass_") {
+				ex.Reason = name
+			}
+		}
+		if tun, err := packet.ParseTunnel(out); err == nil && (verdict == datapath.XDPTX || verdict == datapath.XDPRedirect) {
+			ex.Backend, ex.Encap = tun.Backend, tun.Kind
+			for id, r := range c.state.Reals {
+				if r.SvcID == svcID && r.Addr == tun.Backend {
+					ex.RealID = id
+				}
+			}
+			ex.Reason = "forwarded to a backend of " + ex.Service + " (the packet went through the live program and is counted)"
+		}
+		return nil
+	})
+	return ex, err
+}
+
+// NodeDrain starts a BGP graceful shutdown; it returns once the VIPs are
+// withdrawn.
+func (a *API) NodeDrain(ctx context.Context) (bool, error) {
+	c0, err0 := a.ctlr()
+	if err0 != nil {
+		return false, err0
+	}
+	if c0.bgp == nil {
+		return false, fmt.Errorf("%w: no bgp section in the config", api.ErrFailedPrecondition)
+	}
+	changed := false
+	err := c0.call(ctx, func() error {
+		changed = !c0.drained
+		c0.drained = true
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	// The wait happens off the loop (health and reloads go on); a client's
+	// cancel must not cut the drain short.
+	if err := c0.bgp.GracefulShutdown(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, bgp.ErrDrainAborted) {
+		return changed, err
+	}
+	return changed, nil
+}
+
+// NodeUndrain announces again.
+func (a *API) NodeUndrain(ctx context.Context) (bool, error) {
+	c0, err0 := a.ctlr()
+	if err0 != nil {
+		return false, err0
+	}
+	if c0.bgp == nil {
+		return false, fmt.Errorf("%w: no bgp section in the config", api.ErrFailedPrecondition)
+	}
+	changed := false
+	err := c0.call(ctx, func() error {
+		changed = c0.drained
+		c0.drained = false
+		if err := c0.bgp.Undrain(); err != nil {
+			return err
+		}
+		c0.announce()
+		return nil
+	})
+	return changed, err
+}

@@ -1,0 +1,92 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+)
+
+// CTEntry is one way of the connection table, decoded (see struct
+// ct_bucket in bpf/types.h). The table is keyed by the flow hash: the
+// 5-tuple is not stored.
+type CTEntry struct {
+	CPU, Bucket uint32
+	Way         uint8
+	Tag         uint32 // flow hash >> 36
+	RealID      uint32
+	State       uint8 // enum xlb_ct_state: 1 SYN, 2 established, 3 closing
+	Age         time.Duration
+}
+
+// CTCapacity returns the table's entries over all CPUs.
+func (d *Datapath) CTCapacity() uint64 {
+	return uint64(d.objs.XlbCt.MaxEntries()) * uint64(len(xlbCtBucket{}.Way))
+}
+
+// ctNow is the forwarder's clock in conntrack ticks:
+// bpf_ktime_get_coarse_ns() is CLOCK_MONOTONIC_COARSE.
+func ctNow() (uint64, error) {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC_COARSE, &ts); err != nil {
+		return 0, err
+	}
+	return uint64(ts.Nano()) >> 28, nil
+}
+
+// ScanConntrack calls fn for every used way of the connection table, CPU
+// by CPU, until fn returns false. Entries change while the scan runs; each
+// 8-byte way is read whole.
+func (d *Datapath) ScanConntrack(fn func(CTEntry) bool) error {
+	now, err := ctNow()
+	if err != nil {
+		return err
+	}
+	shift := CTGeometry(d.opts.ConntrackEntries)
+	const chunk = 4096
+	keys := make([]uint32, chunk)
+	vals := make([]xlbCtBucket, chunk)
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := d.objs.XlbCt.BatchLookup(&cursor, keys, vals, nil)
+		for i := 0; i < n; i++ {
+			for w, e := range vals[i].Way {
+				state := uint8(e >> 16 & 3)
+				if state == 0 {
+					continue
+				}
+				ent := CTEntry{
+					CPU: keys[i] >> shift, Bucket: keys[i] & (1<<shift - 1), Way: uint8(w),
+					Tag: uint32(e >> 36), RealID: uint32(e >> 18 & 0x3ffff), State: state,
+					Age: time.Duration((now-e)&0xffff) << 28,
+				}
+				if !fn(ent) {
+					return nil
+				}
+			}
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read connection table: %w", err)
+		}
+	}
+}
+
+// Timeout returns the idle timeout of an entry in state for protocol proto
+// (6 TCP, 17 UDP), as the forwarder applies it.
+func (d *Datapath) Timeout(state uint8, proto uint8) time.Duration {
+	t := nodeFromInfo(d.cache.node).Timeouts
+	switch {
+	case proto != 6:
+		return t.UDP
+	case state == 1:
+		return t.TCPSyn
+	case state == 3:
+		return t.TCPFin
+	}
+	return t.TCP
+}
