@@ -111,6 +111,7 @@ func TestXLBProcesses(t *testing.T) {
 	waitFor(t, "second xlbd start", func() bool { return strings.Contains(d2.Output(), "started") })
 
 	nodeNS, b1NS, b2NS := netnsID(t, l.Nodes[0].NS), netnsID(t, l.Backends[0].NS), netnsID(t, l.Backends[1].NS)
+	sock := l.APISocket(0)
 	if err := l.Destroy(); err != nil {
 		t.Fatalf("Destroy: %v", err)
 	}
@@ -120,10 +121,10 @@ func TestXLBProcesses(t *testing.T) {
 	want := []string{
 		fmt.Sprintf("xlb-decap attach eth0 %s", b1NS),
 		fmt.Sprintf("xlb-decap attach eth0 %s", b2NS),
-		fmt.Sprintf("xlbd --config %s %s", cfg, nodeNS),
+		fmt.Sprintf("xlbd --config %s --api-socket %s %s", cfg, sock, nodeNS),
 		"reload",
 		"term",
-		fmt.Sprintf("xlbd --config %s %s", cfg, nodeNS),
+		fmt.Sprintf("xlbd --config %s --api-socket %s %s", cfg, sock, nodeNS),
 		"term",
 		fmt.Sprintf("xlbd --cleanup --config %s %s", filepath.Join(l.Dir, "xlbd-n1-started.yaml"), nodeNS),
 		fmt.Sprintf("xlb-decap detach eth0 %s", b2NS),
