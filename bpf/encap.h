@@ -84,13 +84,16 @@ static __always_inline int encap_push(struct xdp_md *ctx, const struct pkt *p,
 	data_end = (void *)(long)ctx->data_end;
 	if (encap_move_l2(data, data_end, l3_off, outer))
 		return XLB_STAT_DROP_INTERNAL;
-	if (l3_off > ETH_HLEN + 2 * VLAN_HLEN)
+	if (l3_off < ETH_HLEN || l3_off > ETH_HLEN + 2 * VLAN_HLEN)
 		return XLB_STAT_DROP_INTERNAL;
 
-	void *l3 = data + l3_off;
-	__be16 *ethertype = l3 - 2;
+	__u32 et_off = l3_off - 2;
 
-	if ((void *)ethertype < data || l3 + IPV6_HLEN + GRE_HLEN > data_end)
+	asm volatile("" : "+r"(et_off)); /* a pointer of its own, not l3 - 2 */
+	void *l3 = data + l3_off;
+	__be16 *ethertype = data + et_off;
+
+	if ((void *)(ethertype + 1) > data_end || l3 + IPV6_HLEN + GRE_HLEN > data_end)
 		return XLB_STAT_DROP_INTERNAL;
 
 	if (r->family == XLB_AF_INET) {

@@ -99,3 +99,11 @@ struct {
 	__type(value, struct flood_state);
 	__uint(max_entries, 1);
 } xlb_flood SEC(".maps");
+
+/* 0 -> ICMP echo-reply token bucket, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct icmp_rl_state);
+	__uint(max_entries, 1);
+} xlb_icmp_rl SEC(".maps");

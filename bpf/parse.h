@@ -34,6 +34,7 @@ struct pkt {
 	__u32 ports;    /* sport | dport << 16, as loaded from the wire */
 	__u16 l3_off;   /* bytes of L2 header: 14, 18 or 22 */
 	__u16 l3_len;   /* IP datagram length (header + payload) */
+	__u16 l4_off;   /* frame offset of the L4 header (set when parsing got there) */
 	__u8 family;    /* enum xlb_family */
 	__u8 proto;     /* L4 protocol */
 	__u8 tcp_flags; /* TCP_FLAG_* */
@@ -115,6 +116,7 @@ static __always_inline int parse_ipv4(void *data, void *data_end, struct pkt *p)
 	p->l3_len = tot;
 	if (ip->frag_off & bpf_htons(IP_MF | IP_OFFSET))
 		return PARSE_FRAGMENT;
+	p->l4_off = p->l3_off + hlen;
 	return parse_l4((void *)ip + hlen, data_end, tot - hlen, p);
 }
 
@@ -164,6 +166,7 @@ static __always_inline int parse_ipv6(void *data, void *data_end, struct pkt *p)
 	p->proto = next;
 	if (cur - (void *)ip6 > tot)
 		return PARSE_BAD_L3; /* extension headers beyond the payload */
+	p->l4_off = p->l3_off + (__u16)(cur - (void *)ip6);
 	return parse_l4(cur, data_end, tot - (__u32)(cur - (void *)ip6), p);
 }
 

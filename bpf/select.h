@@ -283,3 +283,53 @@ static __always_inline int select_backend(const struct pkt *p, const struct vip_
 	ct_store(b, tag, ct_make(tag, sel->rid, ct_next_state(p, XLB_CT_FREE), now), now);
 	return 0;
 }
+
+/* select_backend_ro is select_backend without any write: the flow's entry
+ * in this CPU's slice, else in another CPU's, else the Maglev table; no
+ * entry is inserted or refreshed and no conntrack counter moves. For
+ * packets about a flow rather than of it (ICMP errors, SPEC F-DP8): a node
+ * that does not track the flow picks the backend the table gives, as the
+ * flow's own node did. Returns 0 or an enum xlb_stat drop reason. */
+static __always_inline int select_backend_ro(const struct pkt *p, const struct vip_info *v,
+					     const struct node_info *n, __u64 h,
+					     struct selection *sel)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	__u32 bucket = (__u32)h & ((1U << ct_shift) - 1);
+	__u32 idx = cpu << ct_shift | bucket;
+	__u64 now = bpf_ktime_get_coarse_ns() >> XLB_TICK_SHIFT;
+	__u64 tag = h >> XLB_CT_TAG_SHIFT;
+	struct ct_bucket *b = bpf_map_lookup_elem(&xlb_ct, &idx);
+	struct real_info *r = NULL;
+	__u64 e = 0;
+
+	if (b) {
+#pragma unroll
+		for (int i = 0; i < XLB_CT_WAYS; i++) {
+			__u64 w = b->way[i];
+
+			if ((w >> XLB_CT_TAG_SHIFT) == tag &&
+			    ((w >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK) != XLB_CT_FREE) {
+				e = w;
+				break;
+			}
+		}
+	}
+	if (!e && nr_cpus > 1)
+		e = ct_find_remote(cpu, bucket, tag);
+	if (e)
+		r = ct_usable(e, tag, now, n, p, v);
+	if (r) {
+		sel->real = r;
+		sel->rid = (e >> XLB_CT_REAL_SHIFT) & XLB_CT_REAL_MASK;
+		return 0;
+	}
+	sel->rid = select_maglev(v, h);
+	if (!sel->rid)
+		return XLB_STAT_DROP_NO_BACKEND;
+	r = bpf_map_lookup_elem(&xlb_reals, &sel->rid);
+	if (!r || r->svc_id != v->svc_id || !(r->flags & XLB_REAL_F_ACTIVE))
+		return XLB_STAT_DROP_NO_BACKEND;
+	sel->real = r;
+	return 0;
+}

@@ -93,6 +93,16 @@ struct node_info {
 	 * beyond it, new SYN flows are forwarded by Maglev alone, untracked, so
 	 * they cannot evict established entries. 0: no limit. */
 	__u32 flood_syn_limit;
+	/* ICMP echo requests to a VIP address each CPU answers per second
+	 * (token bucket, burst of one second's worth). 0: never answered. */
+	__u32 icmp_echo_rate;
+};
+
+/* xlb_icmp_rl value (per CPU): the echo-reply token bucket. credit is in
+ * nanoseconds times icmp_echo_rate; a reply costs 1e9. */
+struct icmp_rl_state {
+	__u64 last_ns;
+	__u64 credit;
 };
 
 /* xlb_flood value (per CPU): new SYN flows tracked in the current tick. */
@@ -132,6 +142,12 @@ enum xlb_stat {
 	XLB_STAT_DROP_INTERNAL,     /* a map lookup that cannot fail did */
 	XLB_STAT_FLOOD_ACTIVATIONS, /* a CPU went over flood_syn_limit */
 	XLB_STAT_FLOOD_UNTRACKED,   /* new SYN flows not tracked (flood mode) */
+	XLB_STAT_ICMP_FRAG_NEEDED,  /* ICMP frag-needed / ICMPv6 packet-too-big forwarded to the flow's backend */
+	XLB_STAT_ICMP_UNREACH,      /* other destination-unreachable forwarded to the flow's backend */
+	XLB_STAT_ICMP_TIME_EXCEEDED, /* time-exceeded forwarded to the flow's backend */
+	XLB_STAT_ICMP_ECHO_REPLY,   /* echo request to a VIP address answered (XDP_TX) */
+	XLB_STAT_ICMP_ECHO_LIMITED, /* echo request to a VIP address over the rate: dropped */
+	XLB_STAT_ICMP_PASS,         /* other ICMP (not about a VIP flow): to the kernel */
 	XLB_STAT__MAX,
 };
 

@@ -13,6 +13,8 @@
 #include "encap.h"
 #include "nexthop.h"
 #include "stats.h"
+#include "icmp.h"
+#include "icmp_echo.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -24,15 +26,106 @@ const enum xlb_family *xlb_anchor_family __attribute__((unused));
 const enum xlb_encap *xlb_anchor_encap __attribute__((unused));
 const enum xlb_stat *xlb_anchor_stat __attribute__((unused));
 
+/* xlb_send counts a packet of service v and sends it to the selected real:
+ * p is the IP datagram carried whole, h the hash of the flow it belongs to. */
+static __always_inline int xlb_send(struct xdp_md *ctx, const struct pkt *p,
+				    const struct vip_info *v, const struct node_info *n,
+				    const struct selection *sel, __u64 h)
+{
+	stats_add(&xlb_svc_stats, v->svc_id, p->l3_len, sel->new_flow);
+	stats_add(&xlb_real_stats, sel->rid, p->l3_len, sel->new_flow);
+
+	__u8 encap = sel->real->encap ? sel->real->encap : v->encap;
+	__u16 outer = (sel->real->family == XLB_AF_INET ? IPV4_HLEN : IPV6_HLEN) +
+		      (encap == XLB_ENCAP_GRE ? GRE_HLEN : 0);
+	int rc = encap_push(ctx, p, sel->real, encap, n, h);
+
+	if (rc) {
+		stats_count(rc);
+		return XDP_DROP;
+	}
+	return nexthop_forward(ctx, sel->real, n, outer + p->l3_len);
+}
+
+/* xlb_icmp: ICMP to a VIP address (SPEC F-DP8). Errors about a VIP flow go
+ * to the flow's backend (read-only lookup of the reversed embedded tuple),
+ * echo requests are answered within the rate; the rest goes to the kernel.
+ * The verdicts are in docs/ARCHITECTURE.md. A global (BPF-to-BPF) function:
+ * the verifier checks it once, apart from the TCP/UDP path. */
+__attribute__((noinline)) int xlb_icmp(struct xdp_md *ctx, const struct pkt *p)
+{
+	struct pkt flow = {};
+	struct selection sel = {};
+	struct vip_info *v;
+	struct node_info *n;
+	__u32 zero = 0;
+	__u64 h;
+	int kind, rc;
+
+	if (!p || !select_is_vip_addr(p)) {
+		stats_count(XLB_STAT_PASS_OTHER_PROTO);
+		return XDP_PASS;
+	}
+	n = bpf_map_lookup_elem(&xlb_node, &zero);
+	if (!n) {
+		stats_count(XLB_STAT_DROP_INTERNAL);
+		return XDP_DROP;
+	}
+	kind = icmp_parse(ctx, p, &flow);
+	if (kind == ICMP_K_ECHO) {
+		/* no IPv4 options, no IPv6 extension headers */
+		if (p->l4_off != p->l3_off + (p->family == XLB_AF_INET ? IPV4_HLEN : IPV6_HLEN)) {
+			stats_count(XLB_STAT_ICMP_PASS);
+			return XDP_PASS;
+		}
+		if (!icmp_echo_allow(n)) {
+			stats_count(XLB_STAT_ICMP_ECHO_LIMITED);
+			return XDP_DROP;
+		}
+		if (icmp_echo_reply(ctx, p)) {
+			stats_count(XLB_STAT_DROP_INTERNAL);
+			return XDP_DROP;
+		}
+		stats_count(XLB_STAT_ICMP_ECHO_REPLY);
+		return XDP_TX;
+	}
+	v = kind == ICMP_K_OTHER ? NULL : select_vip(&flow);
+	if (!v) {
+		stats_count(XLB_STAT_ICMP_PASS);
+		return XDP_PASS;
+	}
+	h = select_flow_hash(&flow);
+	rc = select_backend_ro(&flow, v, n, h, &sel);
+	if (rc) {
+		stats_count(rc);
+		return XDP_DROP;
+	}
+	stats_count(kind == ICMP_K_FRAG_NEEDED ? XLB_STAT_ICMP_FRAG_NEEDED :
+		    kind == ICMP_K_UNREACH     ? XLB_STAT_ICMP_UNREACH :
+						 XLB_STAT_ICMP_TIME_EXCEEDED);
+	return xlb_send(ctx, p, v, n, &sel, h);
+}
+
+/* A verdict from a global function, as the verifier cannot see its range. */
+static __always_inline int xlb_verdict(int rc)
+{
+	return rc >= XDP_DROP && rc <= XDP_REDIRECT ? rc : XDP_DROP;
+}
+
 /* Verdicts for packets that parsing did not accept (documented in
- * docs/ARCHITECTURE.md): to a VIP address they are dropped, else passed. */
-static __always_inline int xlb_unparsed(struct pkt *p, int rc)
+ * docs/ARCHITECTURE.md): to a VIP address they are dropped, else passed;
+ * ICMP goes to xlb_icmp. */
+static __always_inline int xlb_unparsed(struct xdp_md *ctx, struct pkt *p, int rc)
 {
 	switch (rc) {
 	case PARSE_NOT_IP:
 		stats_count(XLB_STAT_PASS_NOT_IP);
 		return XDP_PASS;
 	case PARSE_OTHER_PROTO:
+		if ((p->family == XLB_AF_INET && p->proto == IPPROTO_ICMP) ||
+		    (p->family == XLB_AF_INET6 && p->proto == IPPROTO_ICMPV6)) {
+			return xlb_verdict(xlb_icmp(ctx, p));
+		}
 		stats_count(XLB_STAT_PASS_OTHER_PROTO);
 		return XDP_PASS;
 	case PARSE_FRAGMENT:
@@ -52,10 +145,11 @@ static __always_inline int xlb_unparsed(struct pkt *p, int rc)
 	}
 }
 
-SEC("xdp")
-int xlb_forward(struct xdp_md *ctx)
+/* xlb_l4: a TCP/UDP packet, headers complete (paper section 3.3): VIP
+ * match, conntrack / Maglev, encapsulation, next hop. A global function,
+ * verified once whatever path parsing took. */
+__attribute__((noinline)) int xlb_l4(struct xdp_md *ctx, const struct pkt *p)
 {
-	struct pkt p = {};
 	struct selection sel = {};
 	struct vip_info *v;
 	struct node_info *n;
@@ -63,10 +157,11 @@ int xlb_forward(struct xdp_md *ctx)
 	__u64 h;
 	int rc;
 
-	rc = parse_packet(ctx, &p);
-	if (rc != PARSE_OK)
-		return xlb_unparsed(&p, rc);
-	v = select_vip(&p);
+	if (!p) {
+		stats_count(XLB_STAT_DROP_INTERNAL);
+		return XDP_DROP;
+	}
+	v = select_vip(p);
 	if (!v) {
 		stats_count(XLB_STAT_PASS_NOT_VIP);
 		return XDP_PASS;
@@ -76,23 +171,23 @@ int xlb_forward(struct xdp_md *ctx)
 		stats_count(XLB_STAT_DROP_INTERNAL);
 		return XDP_DROP;
 	}
-	h = select_flow_hash(&p);
-	rc = select_backend(&p, v, n, h, &sel);
+	h = select_flow_hash(p);
+	rc = select_backend(p, v, n, h, &sel);
 	if (rc) {
 		stats_count(rc);
 		return XDP_DROP;
 	}
-	stats_add(&xlb_svc_stats, v->svc_id, p.l3_len, sel.new_flow);
-	stats_add(&xlb_real_stats, sel.rid, p.l3_len, sel.new_flow);
+	return xlb_send(ctx, p, v, n, &sel, h);
+}
 
-	__u8 encap = sel.real->encap ? sel.real->encap : v->encap;
-	__u16 outer = (sel.real->family == XLB_AF_INET ? IPV4_HLEN : IPV6_HLEN) +
-		      (encap == XLB_ENCAP_GRE ? GRE_HLEN : 0);
+SEC("xdp")
+int xlb_forward(struct xdp_md *ctx)
+{
+	struct pkt p = {};
+	int rc;
 
-	rc = encap_push(ctx, &p, sel.real, encap, n, h);
-	if (rc) {
-		stats_count(rc);
-		return XDP_DROP;
-	}
-	return nexthop_forward(ctx, sel.real, n, outer + p.l3_len);
+	rc = parse_packet(ctx, &p);
+	if (rc != PARSE_OK)
+		return xlb_unparsed(ctx, &p, rc);
+	return xlb_verdict(xlb_l4(ctx, &p));
 }

@@ -51,6 +51,12 @@ type benchFloodState struct {
 	Active uint32
 }
 
+type benchIcmpRlState struct {
+	_      structs.HostLayout
+	LastNs uint64
+	Credit uint64
+}
+
 type benchLruKey struct {
 	_      structs.HostLayout
 	Src    [16]uint8
@@ -82,6 +88,7 @@ type benchNodeInfo struct {
 	TimeoutUdp    uint16
 	_             [2]byte
 	FloodSynLimit uint32
+	IcmpEchoRate  uint32
 }
 
 type benchRealInfo struct {
@@ -125,34 +132,40 @@ type benchXlbCounters struct {
 
 type benchXlbGlobal struct {
 	_     structs.HostLayout
-	Count [21]uint64
+	Count [27]uint64
 }
 
 type benchXlbStat uint32
 
 const (
-	benchXlbStatXLB_STAT_PASS_NOT_IP       benchXlbStat = 0
-	benchXlbStatXLB_STAT_PASS_NOT_VIP      benchXlbStat = 1
-	benchXlbStatXLB_STAT_PASS_BAD_L3       benchXlbStat = 2
-	benchXlbStatXLB_STAT_PASS_OTHER_PROTO  benchXlbStat = 3
-	benchXlbStatXLB_STAT_FORWARD_TX        benchXlbStat = 4
-	benchXlbStatXLB_STAT_FORWARD_REDIRECT  benchXlbStat = 5
-	benchXlbStatXLB_STAT_CT_HIT            benchXlbStat = 6
-	benchXlbStatXLB_STAT_CT_REMOTE_HIT     benchXlbStat = 7
-	benchXlbStatXLB_STAT_CT_MISS           benchXlbStat = 8
-	benchXlbStatXLB_STAT_CT_RESELECT       benchXlbStat = 9
-	benchXlbStatXLB_STAT_NEXTHOP_FALLBACK  benchXlbStat = 10
-	benchXlbStatXLB_STAT_DROP_MALFORMED    benchXlbStat = 11
-	benchXlbStatXLB_STAT_DROP_FRAGMENT     benchXlbStat = 12
-	benchXlbStatXLB_STAT_DROP_NO_BACKEND   benchXlbStat = 13
-	benchXlbStatXLB_STAT_DROP_NO_NEXTHOP   benchXlbStat = 14
-	benchXlbStatXLB_STAT_DROP_TOO_BIG      benchXlbStat = 15
-	benchXlbStatXLB_STAT_DROP_NO_SOURCE    benchXlbStat = 16
-	benchXlbStatXLB_STAT_DROP_ENCAP        benchXlbStat = 17
-	benchXlbStatXLB_STAT_DROP_INTERNAL     benchXlbStat = 18
-	benchXlbStatXLB_STAT_FLOOD_ACTIVATIONS benchXlbStat = 19
-	benchXlbStatXLB_STAT_FLOOD_UNTRACKED   benchXlbStat = 20
-	benchXlbStatXLB_STAT__MAX              benchXlbStat = 21
+	benchXlbStatXLB_STAT_PASS_NOT_IP        benchXlbStat = 0
+	benchXlbStatXLB_STAT_PASS_NOT_VIP       benchXlbStat = 1
+	benchXlbStatXLB_STAT_PASS_BAD_L3        benchXlbStat = 2
+	benchXlbStatXLB_STAT_PASS_OTHER_PROTO   benchXlbStat = 3
+	benchXlbStatXLB_STAT_FORWARD_TX         benchXlbStat = 4
+	benchXlbStatXLB_STAT_FORWARD_REDIRECT   benchXlbStat = 5
+	benchXlbStatXLB_STAT_CT_HIT             benchXlbStat = 6
+	benchXlbStatXLB_STAT_CT_REMOTE_HIT      benchXlbStat = 7
+	benchXlbStatXLB_STAT_CT_MISS            benchXlbStat = 8
+	benchXlbStatXLB_STAT_CT_RESELECT        benchXlbStat = 9
+	benchXlbStatXLB_STAT_NEXTHOP_FALLBACK   benchXlbStat = 10
+	benchXlbStatXLB_STAT_DROP_MALFORMED     benchXlbStat = 11
+	benchXlbStatXLB_STAT_DROP_FRAGMENT      benchXlbStat = 12
+	benchXlbStatXLB_STAT_DROP_NO_BACKEND    benchXlbStat = 13
+	benchXlbStatXLB_STAT_DROP_NO_NEXTHOP    benchXlbStat = 14
+	benchXlbStatXLB_STAT_DROP_TOO_BIG       benchXlbStat = 15
+	benchXlbStatXLB_STAT_DROP_NO_SOURCE     benchXlbStat = 16
+	benchXlbStatXLB_STAT_DROP_ENCAP         benchXlbStat = 17
+	benchXlbStatXLB_STAT_DROP_INTERNAL      benchXlbStat = 18
+	benchXlbStatXLB_STAT_FLOOD_ACTIVATIONS  benchXlbStat = 19
+	benchXlbStatXLB_STAT_FLOOD_UNTRACKED    benchXlbStat = 20
+	benchXlbStatXLB_STAT_ICMP_FRAG_NEEDED   benchXlbStat = 21
+	benchXlbStatXLB_STAT_ICMP_UNREACH       benchXlbStat = 22
+	benchXlbStatXLB_STAT_ICMP_TIME_EXCEEDED benchXlbStat = 23
+	benchXlbStatXLB_STAT_ICMP_ECHO_REPLY    benchXlbStat = 24
+	benchXlbStatXLB_STAT_ICMP_ECHO_LIMITED  benchXlbStat = 25
+	benchXlbStatXLB_STAT_ICMP_PASS          benchXlbStat = 26
+	benchXlbStatXLB_STAT__MAX               benchXlbStat = 27
 )
 
 // Names of all BPF objects in the ELF.
@@ -163,6 +176,7 @@ const (
 	benchMapBenchTarget         = "bench_target"
 	benchMapXlbCt               = "xlb_ct"
 	benchMapXlbFlood            = "xlb_flood"
+	benchMapXlbIcmpRl           = "xlb_icmp_rl"
 	benchMapXlbNode             = "xlb_node"
 	benchMapXlbRealStats        = "xlb_real_stats"
 	benchMapXlbReals            = "xlb_reals"
@@ -247,6 +261,7 @@ type benchMapSpecs struct {
 	BenchTarget  *ebpf.MapSpec `ebpf:"bench_target"`
 	XlbCt        *ebpf.MapSpec `ebpf:"xlb_ct"`
 	XlbFlood     *ebpf.MapSpec `ebpf:"xlb_flood"`
+	XlbIcmpRl    *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
 	XlbNode      *ebpf.MapSpec `ebpf:"xlb_node"`
 	XlbRealStats *ebpf.MapSpec `ebpf:"xlb_real_stats"`
 	XlbReals     *ebpf.MapSpec `ebpf:"xlb_reals"`
@@ -303,6 +318,7 @@ type benchMaps struct {
 	BenchTarget  *ebpf.Map `ebpf:"bench_target"`
 	XlbCt        *ebpf.Map `ebpf:"xlb_ct"`
 	XlbFlood     *ebpf.Map `ebpf:"xlb_flood"`
+	XlbIcmpRl    *ebpf.Map `ebpf:"xlb_icmp_rl"`
 	XlbNode      *ebpf.Map `ebpf:"xlb_node"`
 	XlbRealStats *ebpf.Map `ebpf:"xlb_real_stats"`
 	XlbReals     *ebpf.Map `ebpf:"xlb_reals"`
@@ -319,6 +335,7 @@ func (m *benchMaps) Close() error {
 		m.BenchTarget,
 		m.XlbCt,
 		m.XlbFlood,
+		m.XlbIcmpRl,
 		m.XlbNode,
 		m.XlbRealStats,
 		m.XlbReals,

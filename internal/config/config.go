@@ -24,6 +24,11 @@ const (
 	// MaxFloodSynRate bounds node.flood_syn_rate (new SYN flows per second
 	// per CPU).
 	MaxFloodSynRate = 1 << 30
+	// DefaultICMPEchoRate is node.icmp_echo_rate when absent: echo requests
+	// to a VIP address each CPU answers per second.
+	DefaultICMPEchoRate = 100
+	// MaxICMPEchoRate bounds node.icmp_echo_rate.
+	MaxICMPEchoRate = 1 << 24
 
 	// DefaultTCPTimeout is the idle timeout of an established TCP flow.
 	DefaultTCPTimeout = 15 * time.Minute
@@ -95,6 +100,10 @@ type Node struct {
 	// SYN flood cannot evict established connections (SPEC F-DP11).
 	// 0: no limit.
 	FloodSynRate uint32
+	// ICMPEchoRate is how many ICMP/ICMPv6 echo requests to a VIP address
+	// each CPU answers per second (SPEC F-DP8); over it they are dropped.
+	// 0: never answered. Default DefaultICMPEchoRate.
+	ICMPEchoRate uint32
 	// Timeouts are the connection tracking idle timeouts.
 	Timeouts Timeouts
 }

@@ -37,6 +37,7 @@ func TestLoadFull(t *testing.T) {
 			GatewayMAC:       mustMAC(t, "02:aa:bb:00:00:01"),
 			XDPMode:          XDPModeNative,
 			ConntrackEntries: 2048,
+			ICMPEchoRate:     20,
 			Timeouts: Timeouts{
 				TCP: time.Hour, TCPSyn: 10 * time.Second, TCPFin: 90 * time.Second, UDP: 30 * time.Second,
 			},
@@ -128,6 +129,7 @@ func TestDefaults(t *testing.T) {
 		{"node.gateway_mac", n.GatewayMAC, net.HardwareAddr(nil)},
 		{"node.xdp_mode", n.XDPMode, XDPModeAuto},
 		{"node.conntrack_entries", n.ConntrackEntries, uint32(1048576)},
+		{"node.icmp_echo_rate", n.ICMPEchoRate, uint32(DefaultICMPEchoRate)},
 		{"node.timeouts.tcp", n.Timeouts.TCP, 15 * time.Minute},
 		{"node.timeouts.tcp_syn", n.Timeouts.TCPSyn, 60 * time.Second},
 		{"node.timeouts.tcp_fin", n.Timeouts.TCPFin, 2 * time.Minute},
@@ -324,5 +326,33 @@ services:
 	var e *Error
 	if !errors.As(err, &e) || e.Source != "c.yaml" || e.Line == 0 || e.Field == "" {
 		t.Errorf("errors.As(*Error) = %+v", e)
+	}
+}
+
+// TestICMPEchoRate: node.icmp_echo_rate defaults to 100, 0 (never answer)
+// is kept, and both survive Marshal.
+func TestICMPEchoRate(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want uint32
+	}{
+		{"node: {name: n1, interface: eth0}\n", DefaultICMPEchoRate},
+		{"node: {name: n1, interface: eth0, icmp_echo_rate: 0}\n", 0},
+		{"node: {name: n1, interface: eth0, icmp_echo_rate: 5000}\n", 5000},
+	} {
+		c, err := Parse([]byte(tc.yaml), "t.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Node.ICMPEchoRate != tc.want {
+			t.Fatalf("%q: icmp_echo_rate %d, want %d", tc.yaml, c.Node.ICMPEchoRate, tc.want)
+		}
+		roundTrip(t, c)
+	}
+	c := &Config{}
+	*c = Config{}
+	c.Node.ICMPEchoRate = MaxICMPEchoRate + 1
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "node.icmp_echo_rate") {
+		t.Fatalf("hand-built rate over the maximum: %v", err)
 	}
 }

@@ -498,6 +498,7 @@ func (d *decoder) node(n *yaml.Node) Node {
 	nd := Node{
 		XDPMode:          XDPModeAuto,
 		ConntrackEntries: DefaultConntrackEntries,
+		ICMPEchoRate:     DefaultICMPEchoRate,
 		Timeouts: Timeouts{
 			TCP:    DefaultTCPTimeout,
 			TCPSyn: DefaultTCPSynTimeout,
@@ -506,13 +507,18 @@ func (d *decoder) node(n *yaml.Node) Node {
 		},
 	}
 	f := d.fields(n, path, "name", "interface", "address", "address6", "gateway_mac",
-		"xdp_mode", "conntrack_entries", "timeouts", "flood_syn_rate")
+		"xdp_mode", "conntrack_entries", "timeouts", "flood_syn_rate", "icmp_echo_rate")
 	if f == nil {
 		return nd
 	}
 	if v := f["flood_syn_rate"]; v != nil {
 		if u, ok := d.uint(v, join(path, "flood_syn_rate"), MaxFloodSynRate); ok {
 			nd.FloodSynRate = uint32(u)
+		}
+	}
+	if v := f["icmp_echo_rate"]; v != nil {
+		if u, ok := d.uint(v, join(path, "icmp_echo_rate"), MaxICMPEchoRate); ok {
+			nd.ICMPEchoRate = uint32(u)
 		}
 	}
 	if v := f["name"]; v != nil {

@@ -39,6 +39,8 @@ func (c *Config) Marshal() ([]byte, error) {
 	if n.FloodSynRate != 0 {
 		node.Content = append(node.Content, str("flood_syn_rate"), integer(uint64(n.FloodSynRate)))
 	}
+	// Always written: absent means the default, not 0.
+	node.Content = append(node.Content, str("icmp_echo_rate"), integer(uint64(n.ICMPEchoRate)))
 
 	pools := mapping()
 	for _, p := range c.Pools {

@@ -92,6 +92,9 @@ func validateNode(n *Node, c *collector) {
 	if !enumValid(xdpModeNames, n.XDPMode) {
 		c.errf("node.xdp_mode", ErrInvalid, "%s is not one of %s", n.XDPMode, enumList(xdpModeNames))
 	}
+	if r := n.ICMPEchoRate; r > MaxICMPEchoRate {
+		c.errf("node.icmp_echo_rate", ErrInvalid, "%d is out of range 0..%d", r, MaxICMPEchoRate)
+	}
 	if e := n.ConntrackEntries; e < MinConntrackEntries || e > MaxConntrackEntries {
 		c.errf("node.conntrack_entries", ErrInvalid, "%d is out of range %d..%d", e, MinConntrackEntries, MaxConntrackEntries)
 	}

@@ -74,6 +74,7 @@ func (p *Planner) Plan(desired *config.Desired, prev *datapath.State, healthy fu
 			Addr4: desired.Node.Address, Addr6: desired.Node.Address6,
 			GatewayMAC:   desired.Node.GatewayMAC,
 			FloodSynRate: desired.Node.FloodSynRate,
+			ICMPEchoRate: desired.Node.ICMPEchoRate,
 			Timeouts: datapath.Timeouts{
 				TCPSyn: desired.Node.Timeouts.TCPSyn, TCP: desired.Node.Timeouts.TCP,
 				TCPFin: desired.Node.Timeouts.TCPFin, UDP: desired.Node.Timeouts.UDP,

@@ -228,3 +228,16 @@ func TestPlannerReusesTables(t *testing.T) {
 		t.Fatalf("weight change in a pool both services use built %d tables (%v)", ps.TablesBuilt, err)
 	}
 }
+
+// TestPlanNodeRates: node.icmp_echo_rate (default and set) and
+// node.flood_syn_rate reach the data plane's node settings.
+func TestPlanNodeRates(t *testing.T) {
+	if st := mustPlan(t, baseConfig, nil); st.Node.ICMPEchoRate != config.DefaultICMPEchoRate {
+		t.Fatalf("icmp echo rate %d, want the default %d", st.Node.ICMPEchoRate, config.DefaultICMPEchoRate)
+	}
+	yaml := strings.Replace(baseConfig, `address6: "fd00::11"}`, `address6: "fd00::11", icmp_echo_rate: 0, flood_syn_rate: 777}`, 1)
+	st := mustPlan(t, yaml, nil)
+	if st.Node.ICMPEchoRate != 0 || st.Node.FloodSynRate != 777 {
+		t.Fatalf("node %+v: want icmp_echo_rate 0, flood_syn_rate 777", st.Node)
+	}
+}

@@ -16,7 +16,7 @@ import (
 
 // newTestDatapath loads the forwarder with maps pinned in a private
 // directory (removed at cleanup). It does not attach.
-func newTestDatapath(t *testing.T, o Options) *Datapath {
+func newTestDatapath(t testing.TB, o Options) *Datapath {
 	t.Helper()
 	testenv.RequireRoot(t)
 	if err := EnsureBPFFS(); err != nil {
@@ -38,14 +38,12 @@ func newTestDatapath(t *testing.T, o Options) *Datapath {
 	if o.MaxReals == 0 {
 		o.MaxReals = 1024
 	}
+	t.Cleanup(func() { os.RemoveAll(dir) }) // also when Load fails
 	d, err := Load(o)
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
-	t.Cleanup(func() {
-		d.Close()
-		os.RemoveAll(dir)
-	})
+	t.Cleanup(func() { d.Close() }) // runs before the removal
 	return d
 }
 

@@ -2,9 +2,9 @@ package datapath
 
 import (
 	"bytes"
-	"slices"
 	"encoding/binary"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/xlbproject/xlb/internal/packet"
@@ -187,7 +187,14 @@ func TestVerdictsForOtherPackets(t *testing.T) {
 		{"tcp header outside the datagram (in the frame's padding)", mut(func(b []byte) []byte { binary.BigEndian.PutUint16(b[16:], 20); return b }), xdpDrop},
 		{"tcp data offset beyond the datagram", mut(func(b []byte) []byte { b[14+20+12] = 0xf0; return b }), xdpDrop},
 		{"ipv4 fragment to vip", mut(func(b []byte) []byte { b[14+6] = 0x20; return b }), xdpDrop},
-		{"icmp to vip", mut(func(b []byte) []byte { b[14+9] = 1; return b }), xdpPass},
+		// ICMP to a VIP address (SPEC F-DP8; icmp_test.go has the forwarded
+		// cases): not an error about a VIP flow nor an echo request -> kernel;
+		// echo requests with node.icmp_echo_rate 0 -> dropped.
+		{"icmp (source quench) to vip", mut(func(b []byte) []byte { b[14+9] = 1; return b }), xdpPass},
+		{"icmp echo to vip, rate 0", echoRequest(client4, vip4, 1, 1, nil), xdpDrop},
+		{"icmpv6 echo to vip, rate 0", echoRequest(client6, vip6, 1, 1, nil), xdpDrop},
+		{"icmp echo to another address", echoRequest(client4, other.Dst, 1, 1, nil), xdpPass},
+		{"icmp error embedding a non-VIP flow", icmpError(packet.Flow{Src: client4, Dst: vip4, SrcPort: 1, DstPort: 81, Proto: packet.ProtoTCP}, router4, 3, 4, 1400, 28), xdpPass},
 		{"ipv6 ext chain too long", longChain.Frame(), xdpDrop},
 		{"ipv6 fragment", frag6.Frame(), xdpDrop},
 	}
@@ -206,7 +213,8 @@ func TestVerdictsForOtherPackets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st["drop_malformed"] == 0 || st["drop_fragment"] != 2 || st["pass_not_vip"] == 0 {
+	if st["drop_malformed"] == 0 || st["drop_fragment"] != 2 || st["pass_not_vip"] == 0 ||
+		st["icmp_echo_limited"] != 2 || st["icmp_pass"] != 2 || st["pass_other_proto"] != 1 {
 		t.Fatalf("counters: %v", st)
 	}
 }

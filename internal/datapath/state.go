@@ -89,6 +89,9 @@ type Node struct {
 	Timeouts     Timeouts
 	// FloodSynRate: new SYN flows per second each CPU tracks (0: no limit).
 	FloodSynRate uint32
+	// ICMPEchoRate: echo requests to a VIP address each CPU answers per
+	// second (0: never answered; over the rate: dropped).
+	ICMPEchoRate uint32
 }
 
 // State is the complete content the control plane wants in the maps.
@@ -662,6 +665,7 @@ func nodeInfo(n Node, ifmac net.HardwareAddr) (xlbNodeInfo, error) {
 		// The limit applies per conntrack tick (2^28 ns).
 		ni.FloodSynLimit = uint32(max(1, uint64(n.FloodSynRate)*(1<<28)/uint64(time.Second)))
 	}
+	ni.IcmpEchoRate = n.ICMPEchoRate
 	return ni, nil
 }
 
@@ -680,6 +684,7 @@ func nodeFromInfo(ni xlbNodeInfo) Node {
 	if ni.FloodSynLimit > 0 {
 		n.FloodSynRate = uint32(uint64(ni.FloodSynLimit) * uint64(time.Second) >> 28)
 	}
+	n.ICMPEchoRate = ni.IcmpEchoRate
 	n.Timeouts = Timeouts{
 		TCPSyn: time.Duration(ni.TimeoutTcpSyn) * tick, TCP: time.Duration(ni.TimeoutTcp) * tick,
 		TCPFin: time.Duration(ni.TimeoutTcpFin) * tick, UDP: time.Duration(ni.TimeoutUdp) * tick,

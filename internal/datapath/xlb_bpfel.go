@@ -25,6 +25,12 @@ type xlbFloodState struct {
 	Active uint32
 }
 
+type xlbIcmpRlState struct {
+	_      structs.HostLayout
+	LastNs uint64
+	Credit uint64
+}
+
 type xlbNodeInfo struct {
 	_             structs.HostLayout
 	Addr4         [4]uint8
@@ -38,6 +44,7 @@ type xlbNodeInfo struct {
 	TimeoutUdp    uint16
 	_             [2]byte
 	FloodSynLimit uint32
+	IcmpEchoRate  uint32
 }
 
 type xlbRealInfo struct {
@@ -105,7 +112,7 @@ const (
 
 type xlbXlbGlobal struct {
 	_     structs.HostLayout
-	Count [21]uint64
+	Count [27]uint64
 }
 
 type xlbXlbNodeFlags uint32
@@ -126,28 +133,34 @@ const (
 type xlbXlbStat uint32
 
 const (
-	xlbXlbStatXLB_STAT_PASS_NOT_IP       xlbXlbStat = 0
-	xlbXlbStatXLB_STAT_PASS_NOT_VIP      xlbXlbStat = 1
-	xlbXlbStatXLB_STAT_PASS_BAD_L3       xlbXlbStat = 2
-	xlbXlbStatXLB_STAT_PASS_OTHER_PROTO  xlbXlbStat = 3
-	xlbXlbStatXLB_STAT_FORWARD_TX        xlbXlbStat = 4
-	xlbXlbStatXLB_STAT_FORWARD_REDIRECT  xlbXlbStat = 5
-	xlbXlbStatXLB_STAT_CT_HIT            xlbXlbStat = 6
-	xlbXlbStatXLB_STAT_CT_REMOTE_HIT     xlbXlbStat = 7
-	xlbXlbStatXLB_STAT_CT_MISS           xlbXlbStat = 8
-	xlbXlbStatXLB_STAT_CT_RESELECT       xlbXlbStat = 9
-	xlbXlbStatXLB_STAT_NEXTHOP_FALLBACK  xlbXlbStat = 10
-	xlbXlbStatXLB_STAT_DROP_MALFORMED    xlbXlbStat = 11
-	xlbXlbStatXLB_STAT_DROP_FRAGMENT     xlbXlbStat = 12
-	xlbXlbStatXLB_STAT_DROP_NO_BACKEND   xlbXlbStat = 13
-	xlbXlbStatXLB_STAT_DROP_NO_NEXTHOP   xlbXlbStat = 14
-	xlbXlbStatXLB_STAT_DROP_TOO_BIG      xlbXlbStat = 15
-	xlbXlbStatXLB_STAT_DROP_NO_SOURCE    xlbXlbStat = 16
-	xlbXlbStatXLB_STAT_DROP_ENCAP        xlbXlbStat = 17
-	xlbXlbStatXLB_STAT_DROP_INTERNAL     xlbXlbStat = 18
-	xlbXlbStatXLB_STAT_FLOOD_ACTIVATIONS xlbXlbStat = 19
-	xlbXlbStatXLB_STAT_FLOOD_UNTRACKED   xlbXlbStat = 20
-	xlbXlbStatXLB_STAT__MAX              xlbXlbStat = 21
+	xlbXlbStatXLB_STAT_PASS_NOT_IP        xlbXlbStat = 0
+	xlbXlbStatXLB_STAT_PASS_NOT_VIP       xlbXlbStat = 1
+	xlbXlbStatXLB_STAT_PASS_BAD_L3        xlbXlbStat = 2
+	xlbXlbStatXLB_STAT_PASS_OTHER_PROTO   xlbXlbStat = 3
+	xlbXlbStatXLB_STAT_FORWARD_TX         xlbXlbStat = 4
+	xlbXlbStatXLB_STAT_FORWARD_REDIRECT   xlbXlbStat = 5
+	xlbXlbStatXLB_STAT_CT_HIT             xlbXlbStat = 6
+	xlbXlbStatXLB_STAT_CT_REMOTE_HIT      xlbXlbStat = 7
+	xlbXlbStatXLB_STAT_CT_MISS            xlbXlbStat = 8
+	xlbXlbStatXLB_STAT_CT_RESELECT        xlbXlbStat = 9
+	xlbXlbStatXLB_STAT_NEXTHOP_FALLBACK   xlbXlbStat = 10
+	xlbXlbStatXLB_STAT_DROP_MALFORMED     xlbXlbStat = 11
+	xlbXlbStatXLB_STAT_DROP_FRAGMENT      xlbXlbStat = 12
+	xlbXlbStatXLB_STAT_DROP_NO_BACKEND    xlbXlbStat = 13
+	xlbXlbStatXLB_STAT_DROP_NO_NEXTHOP    xlbXlbStat = 14
+	xlbXlbStatXLB_STAT_DROP_TOO_BIG       xlbXlbStat = 15
+	xlbXlbStatXLB_STAT_DROP_NO_SOURCE     xlbXlbStat = 16
+	xlbXlbStatXLB_STAT_DROP_ENCAP         xlbXlbStat = 17
+	xlbXlbStatXLB_STAT_DROP_INTERNAL      xlbXlbStat = 18
+	xlbXlbStatXLB_STAT_FLOOD_ACTIVATIONS  xlbXlbStat = 19
+	xlbXlbStatXLB_STAT_FLOOD_UNTRACKED    xlbXlbStat = 20
+	xlbXlbStatXLB_STAT_ICMP_FRAG_NEEDED   xlbXlbStat = 21
+	xlbXlbStatXLB_STAT_ICMP_UNREACH       xlbXlbStat = 22
+	xlbXlbStatXLB_STAT_ICMP_TIME_EXCEEDED xlbXlbStat = 23
+	xlbXlbStatXLB_STAT_ICMP_ECHO_REPLY    xlbXlbStat = 24
+	xlbXlbStatXLB_STAT_ICMP_ECHO_LIMITED  xlbXlbStat = 25
+	xlbXlbStatXLB_STAT_ICMP_PASS          xlbXlbStat = 26
+	xlbXlbStatXLB_STAT__MAX               xlbXlbStat = 27
 )
 
 // Names of all BPF objects in the ELF.
@@ -156,6 +169,7 @@ const (
 const (
 	xlbMapXlbCt              = "xlb_ct"
 	xlbMapXlbFlood           = "xlb_flood"
+	xlbMapXlbIcmpRl          = "xlb_icmp_rl"
 	xlbMapXlbNode            = "xlb_node"
 	xlbMapXlbRealStats       = "xlb_real_stats"
 	xlbMapXlbReals           = "xlb_reals"
@@ -226,6 +240,7 @@ type xlbProgramSpecs struct {
 type xlbMapSpecs struct {
 	XlbCt        *ebpf.MapSpec `ebpf:"xlb_ct"`
 	XlbFlood     *ebpf.MapSpec `ebpf:"xlb_flood"`
+	XlbIcmpRl    *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
 	XlbNode      *ebpf.MapSpec `ebpf:"xlb_node"`
 	XlbRealStats *ebpf.MapSpec `ebpf:"xlb_real_stats"`
 	XlbReals     *ebpf.MapSpec `ebpf:"xlb_reals"`
@@ -272,6 +287,7 @@ func (o *xlbObjects) Close() error {
 type xlbMaps struct {
 	XlbCt        *ebpf.Map `ebpf:"xlb_ct"`
 	XlbFlood     *ebpf.Map `ebpf:"xlb_flood"`
+	XlbIcmpRl    *ebpf.Map `ebpf:"xlb_icmp_rl"`
 	XlbNode      *ebpf.Map `ebpf:"xlb_node"`
 	XlbRealStats *ebpf.Map `ebpf:"xlb_real_stats"`
 	XlbReals     *ebpf.Map `ebpf:"xlb_reals"`
@@ -286,6 +302,7 @@ func (m *xlbMaps) Close() error {
 	return _XlbClose(
 		m.XlbCt,
 		m.XlbFlood,
+		m.XlbIcmpRl,
 		m.XlbNode,
 		m.XlbRealStats,
 		m.XlbReals,
