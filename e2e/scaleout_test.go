@@ -18,7 +18,8 @@ import (
 // nodes, which pick the same backends); an xlbd restart keeps the next hop
 // and breaks nothing; a node killed outright (link down, daemon killed)
 // leaves the ECMP set after the hold time and its flows continue on other
-// nodes; undrain brings the node back.
+// nodes (the router also rehashes flows between survivors); undrain and
+// restoring the failed node bring them back, again with 0 breaks.
 func TestScaleOutECMP(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.RequireCommands(t, "nsenter", "ip", "bird", "birdc")
@@ -69,7 +70,7 @@ func TestScaleOutECMP(t *testing.T) {
 	old := lab.TCPTimeout
 	lab.TCPTimeout = 10 * time.Second
 	defer func() { lab.TCPTimeout = old }()
-	sess, err := lab.StartTCPSessions(ctx, l.Client.NS, echo, 100, 100*time.Millisecond)
+	sess, err := lab.StartTCPSessions(ctx, l.Client.NS, echo, 200, 100*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,6 +140,19 @@ func TestScaleOutECMP(t *testing.T) {
 		t.Fatalf("node failure: %v", err)
 	}
 	t.Logf("node failure: n3 left the ECMP route after %v (hold time 3 s)", took.Round(time.Millisecond))
+	time.Sleep(3 * time.Second)
+
+	// Restore n3: link up, a new xlbd (it adopts the pinned forwarder).
+	if err := l.SetLinkUp(l.Nodes[2], true); err != nil {
+		t.Fatal(err)
+	}
+	if daemons[2], err = l.StartXLBD(ctx, 2, configs[2]); err != nil {
+		t.Fatal(err)
+	}
+	if took, err = l.WaitRoute(ctx, vip4, l.NodeNextHops(vip4.Addr(), all...), 30*time.Second); err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	t.Logf("restore: n3 back in the ECMP route after %v", took.Round(time.Millisecond))
 	time.Sleep(3 * time.Second)
 	res := sess.Stop()
 	t.Logf("%d sessions, %d messages; per backend %v;%s", len(res.Sessions), res.Messages(), res.Counts(), perNode())
