@@ -43,6 +43,7 @@ test-unit:
 
 demo: build
 	./$(BIN)/xlb-lab demo
+	./$(BIN)/xlb-lab demo --scale
 
 check-generated: generate
 	@git diff --exit-code -- bpf internal api || { echo "generated files differ from the committed ones: run 'make generate' and commit" >&2; exit 1; }

@@ -178,8 +178,13 @@ func demo(ctx context.Context, args []string, out io.Writer) error {
 	weights := fs.String("weights", "1,1,2", "backend weights, one per backend")
 	fs.StringVar(&opts.Prefix, "prefix", "", "namespace name prefix (default: random xl????-)")
 	fs.BoolVar(&opts.Keep, "keep", false, "leave the lab up after a successful demo")
+	scale := fs.Bool("scale", false, "the multi-node demo instead: 3 nodes behind BIRD ECMP, node drain, backend and node failures, restore")
+	conns := fs.Int("connections", 200, "long-lived connections of the --scale demo")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *scale {
+		return lab.RunScaleDemo(ctx, out, lab.ScaleDemoOptions{Connections: *conns, BinDir: opts.BinDir, Prefix: opts.Prefix})
 	}
 	for _, f := range strings.Split(*weights, ",") {
 		w, err := strconv.Atoi(strings.TrimSpace(f))
