@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/xlbproject/xlb/internal/config"
 	"github.com/xlbproject/xlb/internal/datapath"
@@ -108,6 +111,10 @@ func (p *Planner) Plan(desired *config.Desired, prev *datapath.State, healthy fu
 		}
 	}
 	liveReals := map[uint32]bool{}
+	var (
+		jobs []buildJob
+		same []sameTable
+	)
 	for i, s := range desired.Services {
 		if ids[i] == 0 {
 			id, err := svcIDs.next()
@@ -138,21 +145,78 @@ func (p *Planner) Plan(desired *config.Desired, prev *datapath.State, healthy fu
 		}
 		usable := s.UsableBackends(healthy)
 		tk := tableKey(s.TableSize, usable, byAddr)
-		table, ok := p.tables[tk]
-		if !ok {
-			var err error
-			if table, err = buildTable(usable, s.TableSize, byAddr); err != nil {
-				return nil, stats, fmt.Errorf("service %s: %w", s.Name, err)
-			}
-			stats.TablesBuilt++
+		if table, ok := p.tables[tk]; ok {
+			svc.Table = table
+			used[tk] = table
+		} else if _, ok := used[tk]; ok {
+			same = append(same, sameTable{svc, tk}) // built by another service's job
+		} else {
+			used[tk] = nil // built below
+			jobs = append(jobs, buildJob{svc: svc, name: s.Name, key: tk, usable: usable, m: s.TableSize, ids: byAddr})
 		}
-		used[tk] = table
-		svc.Table = table
 		st.Services[keys[i]] = svc
 	}
+	if err := buildTables(jobs); err != nil {
+		return nil, stats, err
+	}
+	for _, j := range jobs {
+		used[j.key] = j.svc.Table
+	}
+	for _, x := range same {
+		x.svc.Table = used[x.key]
+	}
+	stats.TablesBuilt = len(jobs)
 	stats.Services = len(st.Services)
 	stats.Reals = len(st.Reals)
 	return st, stats, nil
+}
+
+// sameTable is a service whose table another service's job builds.
+type sameTable struct {
+	svc *datapath.Service
+	key string
+}
+
+// buildJob is one Maglev population the plan needs.
+type buildJob struct {
+	svc    *datapath.Service
+	name   string
+	key    string
+	usable []config.Backend
+	m      uint32
+	ids    map[netip.Addr]uint32
+}
+
+// buildTables populates the jobs' tables on every CPU (Maglev population is
+// the bulk of a cold plan).
+func buildTables(jobs []buildJob) error {
+	workers := min(runtime.GOMAXPROCS(0), len(jobs))
+	errs := make([]error, len(jobs))
+	var (
+		wg   sync.WaitGroup
+		next atomic.Int64
+	)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(jobs) {
+					return
+				}
+				j := &jobs[i]
+				t, err := buildTable(j.usable, j.m, j.ids)
+				if err != nil {
+					errs[i] = fmt.Errorf("service %s: %w", j.name, err)
+					continue
+				}
+				j.svc.Table = t
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // tableKey identifies a table by everything it is computed from.

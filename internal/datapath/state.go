@@ -335,10 +335,14 @@ func (d *Datapath) checkCapacity(st *State) error {
 	if n := uint32(len(st.Services)); n > d.opts.MaxServices {
 		return fmt.Errorf("%d services exceed the capacity of %d (raise max_services)", n, d.opts.MaxServices)
 	}
-	for id := range st.Reals {
+	// owner[id] is the service of real id (0: no such real): a dense slice,
+	// because tables are checked entry by entry.
+	owner := make([]uint32, d.opts.MaxReals)
+	for id, r := range st.Reals {
 		if id == 0 || id >= d.opts.MaxReals {
 			return fmt.Errorf("real id %d out of range 1..%d", id, d.opts.MaxReals-1)
 		}
+		owner[id] = r.SvcID
 	}
 	ids := map[uint32]VIPKey{}
 	for key, s := range st.Services {
@@ -352,13 +356,12 @@ func (d *Datapath) checkCapacity(st *State) error {
 		if len(s.Table) == 0 {
 			return fmt.Errorf("service %s: empty table", key)
 		}
+		if cur := d.cache.services[key]; cur != nil && cur.SvcID == s.SvcID && sameTable(cur.Table, s.Table) {
+			continue // checked when it was applied
+		}
 		for _, rid := range s.Table {
-			if rid == 0 {
-				continue
-			}
-			r, ok := st.Reals[rid]
-			if !ok || r.SvcID != s.SvcID {
-				return fmt.Errorf("service %s: table refers to real %d of another service", key, rid)
+			if rid != 0 && (rid >= uint32(len(owner)) || owner[rid] != s.SvcID) {
+				return fmt.Errorf("service %s: table refers to real %d, not one of its own", key, rid)
 			}
 		}
 	}
