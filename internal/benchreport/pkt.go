@@ -1,0 +1,171 @@
+package benchreport
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/xlbproject/xlb/internal/bench"
+)
+
+// pktKeys names the report key of each harness scenario.
+var pktKeys = map[bench.Scenario]string{
+	bench.TCPHit4:     "est_hit_v4",
+	bench.TCPHit6:     "est_hit_v6",
+	bench.UDPHit4:     "udp_hit",
+	bench.SYNSameFlow: "syn_same_flow",
+	bench.NewFlow:     "new_flow",
+	bench.NewFlowUDP:  "new_flow_udp",
+	bench.NewFlowFull: "new_flow_full",
+	bench.Cycled:      "cycled_100k",
+}
+
+// pktOptions are the harness options of a part: full size or smoke, on
+// the runner's CPU, progress to stdout when verbose.
+func (b *runner) pktOptions() bench.Options {
+	o := bench.DefaultOptions()
+	if b.o.Smoke {
+		o = bench.SmokeOptions()
+	}
+	o.CPU = b.o.CPU
+	if b.o.PktRuns > 0 {
+		o.Runs = b.o.PktRuns
+	}
+	if b.o.Verbose {
+		o.Logf = func(format string, args ...any) { b.printf("    "+format+"\n", args...) }
+	}
+	return o
+}
+
+// pkt measures the forwarder per packet, every scenario of the harness,
+// side by side with o.PktTables.
+func (b *runner) pkt() error {
+	tables := []bench.Table{bench.TableXLB}
+	for _, t := range b.o.PktTables {
+		if t != bench.TableXLB {
+			tables = append(tables, t)
+		}
+	}
+	if len(b.o.PktTables) == 0 {
+		tables = append(tables, bench.TableNone)
+	}
+	o := b.pktOptions()
+	if len(b.o.PktScenarios) > 0 {
+		o.Scenarios = b.o.PktScenarios
+	}
+	b.printf("  BPF_PROG_TEST_RUN on CPU %d, %d conntrack entries per CPU, %d runs of %d packets per figure, tables %v\n",
+		o.CPU, o.Entries, o.Runs, o.Repeat, tables)
+	res, err := bench.MeasureTables(tables, o)
+	if err != nil {
+		return err
+	}
+	b.r.Details.Pkt = res
+	xlb := res[0]
+	for _, f := range xlb.Figures {
+		key, ok := pktKeys[f.Scenario]
+		if !ok {
+			continue
+		}
+		b.put("ns_per_pkt."+key, f.Ns, "ns", fmt.Sprintf("best %.0f, raw %.0f, wrapper %.0f", f.Best, f.Raw, f.Wrapper))
+		b.r.set("ns_per_pkt_best."+key, f.Best)
+		b.r.set("ns_per_pkt_raw."+key, f.Raw)
+	}
+	for _, r := range res[1:] {
+		if r.Table != bench.TableNone {
+			continue
+		}
+		for _, f := range r.Figures {
+			if key, ok := pktKeys[f.Scenario]; ok {
+				b.r.set("ns_per_pkt_stateless."+key, f.Ns)
+			}
+		}
+	}
+	for _, f := range xlb.Figures {
+		key := "ns_per_pkt." + pktKeys[f.Scenario]
+		note := fmt.Sprintf("fastest run %.0f ns", f.Best)
+		if v, ok := b.r.Figure("ns_per_pkt_stateless." + pktKeys[f.Scenario]); ok {
+			note += fmt.Sprintf("; without a connection table %.0f ns", v)
+		}
+		b.targetNote(key, "%s", note)
+	}
+	b.r.set("pkt_harness.cpu", float64(xlb.CPU))
+	b.r.set("pkt_harness.entries_per_cpu", float64(xlb.Entries))
+	b.r.set("pkt_harness.runs", float64(o.Runs))
+	b.r.set("pkt_harness.packets_per_run", float64(o.Repeat))
+	b.r.set("pkt_harness.test_run_loop_ns", xlb.Harness)
+	b.r.set("pkt_harness.table_fill_before_full", xlb.Fill)
+	for m, w := range xlb.Wrapper {
+		b.r.set("pkt_harness.wrapper_ns_"+strings.ReplaceAll(m.String(), " ", "_"), w)
+	}
+	b.r.set("pkt_harness.seconds", xlb.Elapsed.Seconds())
+	b.printf("  test-run loop alone %.0f ns/packet; table %.4f full before new_flow_full\n", xlb.Harness, xlb.Fill)
+	b.r.md["pkt"] = bench.Markdown(res)
+	return b.breakdown()
+}
+
+// breakdownScenarios are the scenarios the stage breakdown measures.
+var breakdownScenarios = []bench.Scenario{bench.TCPHit4, bench.TCPHit6, bench.UDPHit4, bench.NewFlow, bench.Cycled}
+
+// breakdown measures where the time of a packet goes, by elimination
+// (bench.MeasureBreakdown): the forwarder's job without a connection table
+// stopped after each stage, the whole job with the route lookup off and
+// on, and the forwarder with it off and on, side by side. It is the
+// profile of the per-packet figures: this VM has no PMU, so neither
+// `bpftool prog profile` nor perf's hardware counters work here.
+func (b *runner) breakdown() error {
+	o := b.pktOptions()
+	o.Scenarios = breakdownScenarios
+	if len(b.o.PktScenarios) > 0 {
+		o.Scenarios = slices.DeleteFunc(slices.Clone(b.o.PktScenarios), func(s bench.Scenario) bool { return s == bench.NewFlowFull })
+		if len(o.Scenarios) == 0 {
+			return nil
+		}
+	}
+	b.printf("  stage breakdown (bench.MeasureBreakdown): %d tables side by side, scenarios %v\n", 9, o.Scenarios)
+	res, err := bench.MeasureBreakdown(o)
+	if err != nil {
+		return fmt.Errorf("breakdown: %w", err)
+	}
+	b.r.Details.Breakdown = res
+	for _, r := range res {
+		label := breakdownLabel(r)
+		for _, f := range r.Figures {
+			b.r.set("pkt_breakdown."+pktKeys[f.Scenario]+"."+label, f.Ns)
+		}
+	}
+	for _, s := range o.Scenarios {
+		var parts []string
+		for _, r := range res {
+			if f, ok := r.Figure(s); ok {
+				parts = append(parts, fmt.Sprintf("%s %.0f", breakdownLabel(r), f.Ns))
+			}
+		}
+		b.printf("  %-14s %s\n", pktKeys[s], strings.Join(parts, ", "))
+	}
+	b.r.md["pkt"] += "\nWhere the time goes, by elimination (`bench.MeasureBreakdown`, same runs as above but " +
+		"measured together): the stateless job (`none`) stopped after each stage, then whole with the route lookup " +
+		"off and on, and the forwarder (`xlb`) with it off and on. The difference between two columns is what a stage costs.\n\n" +
+		bench.Markdown(res)
+	return nil
+}
+
+// breakdownLabel names a breakdown result as its report key.
+func breakdownLabel(r bench.Results) string {
+	l := string(r.Table)
+	switch r.Stop {
+	case bench.StopParse:
+		l += "_stop_parse"
+	case bench.StopVIP:
+		l += "_stop_vip_hash"
+	case bench.StopSelect:
+		l += "_stop_select"
+	case bench.StopStats:
+		l += "_stop_counters"
+	case bench.StopEncap:
+		l += "_stop_encap"
+	}
+	if !r.FIB {
+		l += "_fib_off"
+	}
+	return l
+}
