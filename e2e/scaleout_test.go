@@ -3,10 +3,14 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/netip"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/xlbproject/xlb/internal/datapath"
 	"github.com/xlbproject/xlb/internal/lab"
 	"github.com/xlbproject/xlb/internal/testenv"
 )
@@ -161,5 +165,26 @@ func TestScaleOutECMP(t *testing.T) {
 			t.Errorf("break: %v", b)
 		}
 		t.Fatalf("%d breaks", len(res.Breaks))
+	}
+
+	// Self-check (F-CTL2): detach n2's forwarder behind xlbd's back; the
+	// self-check fails, xlbd withdraws every VIP and /healthz says so.
+	if out, err := l.Nodes[1].Run(ctx, "bpftool", "link", "detach", "pinned", filepath.Join(datapath.BPFFSRoot, l.NodeName(1), "link")); err != nil {
+		t.Fatalf("bpftool link detach: %v\n%s", err, out)
+	}
+	if took, err = l.WaitRoute(ctx, vip4, l.NodeNextHops(vip4.Addr(), 0, 2), 10*time.Second); err != nil {
+		t.Fatalf("self-check failure did not withdraw n2: %v", err)
+	}
+	t.Logf("self-check: n2's forwarder detached, its VIPs withdrawn after %v", took.Round(time.Millisecond))
+	hz, err := lab.HTTPClient(l.Nodes[1].NS, 2*time.Second).Get("http://127.0.0.1:9469/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hz.Body.Close()
+	if hz.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("healthz of n2 after its self-check failed: %d, want 503", hz.StatusCode)
+	}
+	if !strings.Contains(daemons[1].Output(), "self-check failed") {
+		t.Fatalf("no self-check failure logged:\n%s", daemons[1].Output())
 	}
 }

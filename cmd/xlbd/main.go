@@ -25,6 +25,13 @@ import (
 	xmetrics "github.com/xlbproject/xlb/internal/metrics"
 )
 
+// Data plane capacities: VIPs, and (service, backend) pairs (the largest
+// the 18-bit real id of a conntrack entry allows).
+const (
+	maxServices = 4096
+	maxReals    = 1 << 18
+)
+
 // version is set at build time (-ldflags "-X main.version=...").
 var version = "dev"
 
@@ -121,6 +128,8 @@ func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts
 		PinDir:           pinDir,
 		Mode:             datapath.Mode(cfg.Node.XDPMode.String()),
 		ConntrackEntries: cfg.Node.ConntrackEntries,
+		MaxServices:      maxServices,
+		MaxReals:         maxReals,
 		Logger:           log,
 	}
 	dp, err := datapath.Open(opts)
@@ -131,7 +140,7 @@ func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts
 		return err
 	}
 	defer dp.Close()
-	lim := controller.Limits{MaxServices: 4096, MaxReals: 65536}
+	lim := controller.Limits{MaxServices: maxServices, MaxReals: maxReals}
 	var speaker *bgp.Speaker
 	copts := controller.Options{Path: path, Limits: lim, Log: log, OnCommit: func(e controller.CommitEvent) {
 		m.ObserveCommit(xmetrics.Commit{Trigger: e.Trigger, Plan: e.Plan, Apply: e.Apply, Err: e.Err})
