@@ -8,13 +8,12 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/xlbproject/xlb/internal/datapath"
+	"github.com/xlbproject/xlb/internal/progrun"
 	"github.com/xlbproject/xlb/internal/packet"
 	"golang.org/x/sys/unix"
 )
@@ -211,72 +210,14 @@ func (h *harness) close() {
 	os.RemoveAll(h.pinDir)
 }
 
-// progRunAttr is the BPF_PROG_TEST_RUN part of union bpf_attr. The run is
-// issued directly: ebpf.Program.Run does not return the duration, and
-// Benchmark does not take a context (the ingress device).
-type progRunAttr struct {
-	progFd      uint32
-	retval      uint32
-	dataSizeIn  uint32
-	dataSizeOut uint32
-	dataIn      uint64
-	dataOut     uint64
-	repeat      uint32
-	duration    uint32
-	ctxSizeIn   uint32
-	ctxSizeOut  uint32
-	ctxIn       uint64
-	ctxOut      uint64
-	flags       uint32
-	cpu         uint32
-	batchSize   uint32
-	_           uint32
-}
-
-// xdpMD is struct xdp_md as BPF_PROG_TEST_RUN takes it.
-type xdpMD struct {
-	data, dataEnd, dataMeta, ingressIfindex, rxQueueIndex, egressIfindex uint32
-}
-
 // testRun runs prog repeat times over frame with the harness's ingress
 // device and returns the last verdict, the kernel's ns per run (whole
 // nanoseconds, rounded down) and the last output frame. A run interrupted
 // by a signal is started again.
 func (h *harness) testRun(prog *ebpf.Program, frame []byte, repeat uint32) (uint32, uint32, []byte, error) {
-	in := slices.Clone(frame)
-	out := make([]byte, len(frame)+256)
-	md := &xdpMD{dataEnd: uint32(len(frame)), ingressIfindex: uint32(h.ifindex)}
-	var pin runtime.Pinner
-	pin.Pin(&in[0])
-	pin.Pin(&out[0])
-	pin.Pin(md)
-	defer pin.Unpin()
-	attr := progRunAttr{
-		progFd:      uint32(prog.FD()),
-		dataSizeIn:  uint32(len(in)),
-		dataSizeOut: uint32(len(out)),
-		dataIn:      uint64(uintptr(unsafe.Pointer(&in[0]))),
-		dataOut:     uint64(uintptr(unsafe.Pointer(&out[0]))),
-		repeat:      repeat,
-		ctxSizeIn:   uint32(unsafe.Sizeof(*md)),
-		ctxIn:       uint64(uintptr(unsafe.Pointer(md))),
-	}
-	for {
-		_, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_PROG_TEST_RUN,
-			uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
-		if errno == unix.EINTR {
-			continue
-		}
-		if errno != 0 {
-			return 0, 0, nil, fmt.Errorf("BPF_PROG_TEST_RUN: %w", errno)
-		}
-		break
-	}
-	runtime.KeepAlive(prog)
-	if attr.dataSizeOut > uint32(len(out)) {
-		return 0, 0, nil, errors.New("BPF_PROG_TEST_RUN: output larger than the buffer")
-	}
-	return attr.retval, attr.duration, out[:attr.dataSizeOut], nil
+	r, err := progrun.Run(progrun.XDP{Prog: prog, Data: frame, Out: make([]byte, len(frame)+256),
+		Ifindex: h.ifindex, Repeat: repeat, Retry: true})
+	return r.Verdict, r.Duration, r.Out, err
 }
 
 // snap is what a run is checked against: this CPU's forwarder counters and

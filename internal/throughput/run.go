@@ -11,39 +11,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/xlbproject/xlb/internal/packet"
+	"github.com/xlbproject/xlb/internal/progrun"
 	"golang.org/x/sys/unix"
 )
-
-// progRunAttr is the BPF_PROG_TEST_RUN part of union bpf_attr.
-type progRunAttr struct {
-	progFd      uint32
-	retval      uint32
-	dataSizeIn  uint32
-	dataSizeOut uint32
-	dataIn      uint64
-	dataOut     uint64
-	repeat      uint32
-	duration    uint32
-	ctxSizeIn   uint32
-	ctxSizeOut  uint32
-	ctxIn       uint64
-	ctxOut      uint64
-	flags       uint32
-	cpu         uint32
-	batchSize   uint32
-	_           uint32
-}
-
-// xdpMD is struct xdp_md as BPF_PROG_TEST_RUN takes it.
-type xdpMD struct {
-	data, dataEnd, dataMeta, ingressIfindex, rxQueueIndex, egressIfindex uint32
-}
-
-const testXDPLiveFrames = 1 << 1 // BPF_F_TEST_XDP_LIVE_FRAMES
 
 // generate runs gen_tx repeat times in live-frames mode with the generator
 // end as the ingress device: every XDP_TX is a transmit on it. It must run
@@ -51,26 +24,11 @@ const testXDPLiveFrames = 1 << 1 // BPF_F_TEST_XDP_LIVE_FRAMES
 // caller's namespace). A run cut short by a signal is not repeated
 // (gen_seq counts what was made).
 func (h *harness) generate(repeat uint32) error {
-	in := make([]byte, genFrame) // the program writes the whole frame
-	md := &xdpMD{dataEnd: genFrame, ingressIfindex: uint32(h.genIdx)}
-	var pin runtime.Pinner
-	pin.Pin(&in[0])
-	pin.Pin(md)
-	defer pin.Unpin()
-	attr := progRunAttr{
-		progFd:     uint32(h.objs.GenTx.FD()),
-		dataSizeIn: genFrame,
-		dataIn:     uint64(uintptr(unsafe.Pointer(&in[0]))),
-		repeat:     repeat,
-		ctxSizeIn:  uint32(unsafe.Sizeof(*md)),
-		ctxIn:      uint64(uintptr(unsafe.Pointer(md))),
-		flags:      testXDPLiveFrames,
-	}
-	_, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_PROG_TEST_RUN,
-		uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
-	runtime.KeepAlive(h.objs.GenTx)
-	if errno != 0 && errno != unix.EINTR {
-		return fmt.Errorf("BPF_PROG_TEST_RUN (live frames): %w", errno)
+	// The program writes the whole frame.
+	_, err := progrun.Run(progrun.XDP{Prog: h.objs.GenTx, Data: make([]byte, genFrame), Ifindex: h.genIdx,
+		Repeat: repeat, Flags: progrun.FlagLiveFrames})
+	if err != nil {
+		return fmt.Errorf("live frames: %w", err)
 	}
 	return nil
 }
