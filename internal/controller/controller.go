@@ -311,11 +311,11 @@ func (c *Controller) Run(ctx context.Context, requests <-chan Request) {
 			c.handle(ctx, r)
 		case fn := <-c.calls:
 			fn()
-		case ch, ok := <-c.mon.Changes():
+		case _, ok := <-c.mon.Changes():
 			if !ok {
 				return
 			}
-			c.healthChanged(ch)
+			c.healthChanged()
 		case <-self.C:
 			c.selfCheck()
 		case <-neigh.C:
@@ -358,9 +358,8 @@ func (c *Controller) handle(ctx context.Context, r Request) {
 
 // healthChanged re-plans after one or more health transitions (all that
 // are pending are taken at once).
-func (c *Controller) healthChanged(first health.Change) {
+func (c *Controller) healthChanged() {
 	// The monitor logs each transition; take every pending one at once.
-	_ = first
 	for more := true; more; {
 		select {
 		case _, ok := <-c.mon.Changes():
