@@ -138,7 +138,7 @@ func LoadSpec(o Options) (*ebpf.CollectionSpec, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	spec, err := loadXlb()
+	spec, err := loadForwarder()
 	if err != nil {
 		return nil, fmt.Errorf("load forwarder spec: %w", err)
 	}

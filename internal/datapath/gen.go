@@ -1,3 +1,8 @@
 package datapath
 
 //go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target bpfel -type vip_key -type vip_info -type real_info -type node_info -type xlb_counters -type xlb_global -type xlb_stat -type ct_bucket -type xlb_encap -type xlb_family -type xlb_ct_state -type xlb_real_flags -type xlb_node_flags xlb ../../bpf/xlb.c -- -I/usr/include/x86_64-linux-gnu
+
+// The upgrade variant (bpf/xlb_variant.c: the forwarder with other
+// instructions and the same maps), linked instead of the normal one by
+// `go build -tags xlb_variant` (variant.go). Upgrade tests use it.
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target bpfel -tags xlb_variant -no-global-types xlbvariant ../../bpf/xlb_variant.c -- -I/usr/include/x86_64-linux-gnu -DXLB_BUILD_VARIANT=1

@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* The upgrade variant of the forwarder (F-CTL6 tests): bpf/xlb.c with the
+ * same maps and different instructions, so that an upgrade to it really
+ * replaces the attached program (another program tag) while every pinned
+ * map stays compatible. Generated as the bpf2go ident xlbvariant with
+ * -DXLB_BUILD_VARIANT=1 and linked into xlbd instead of the normal forwarder
+ * by the Go build tag xlb_variant (internal/datapath/gen.go, variant.go).
+ *
+ * The difference is one check in front of parse_packet on a .rodata
+ * constant. The loader freezes .rodata, so the verifier prunes the branch:
+ * the variant forwards exactly like the normal build. xlb.c is included
+ * unchanged, so the normal object is not affected by this file. */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "consts.h"
+#include "types.h"
+#include "maps.h"
+#include "parse.h"
+
+#ifndef XLB_BUILD_VARIANT
+#error "build with -DXLB_BUILD_VARIANT=<n>"
+#endif
+
+volatile const __u32 xlb_build_variant = XLB_BUILD_VARIANT;
+
+static __always_inline int variant_parse_packet(struct xdp_md *ctx, struct pkt *p)
+{
+	if (xlb_build_variant != XLB_BUILD_VARIANT)
+		return PARSE_NOT_IP; /* never: .rodata is frozen */
+	return parse_packet(ctx, p);
+}
+
+/* xlb.c's call of parse_packet becomes the check above (parse.h, already
+ * included, is not read again). */
+#define parse_packet variant_parse_packet
+#include "xlb.c"

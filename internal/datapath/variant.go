@@ -1,0 +1,13 @@
+//go:build !xlb_variant
+
+package datapath
+
+import "github.com/cilium/ebpf"
+
+// BuildVariant is 0 for the normal forwarder; `go build -tags xlb_variant`
+// links the upgrade variant instead (bpf/xlb_variant.c: other instructions,
+// the same maps), which upgrade tests switch to and back.
+const BuildVariant = 0
+
+// loadForwarder returns the embedded forwarder this binary runs.
+func loadForwarder() (*ebpf.CollectionSpec, error) { return loadXlb() }
