@@ -8,7 +8,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -48,6 +47,7 @@ func main() {
 		tlsKey   = flag.String("tls-key", "", "server key for --api-tcp")
 		tlsCA    = flag.String("tls-client-ca", "", "CA that signs client certificates for --api-tcp")
 		metrics  = flag.String("metrics-addr", xmetrics.DefaultAddr, "Prometheus /metrics and /healthz HTTP address (\"\" to disable)")
+		discard  = flag.Bool("discard-conntrack", false, "if the pinned connection table does not fit this build or node.conntrack_entries, start with an empty one (tracked connections are re-balanced) instead of refusing")
 	)
 	flag.Parse()
 	var lvl slog.Level
@@ -78,7 +78,7 @@ func main() {
 		log.Info("forwarder detached and pins removed", "pin_dir", *pinDir)
 		return
 	}
-	srv := serveOpts{socket: *apiSock, tcp: *apiTCP, tls: api.TLSFiles{Cert: *tlsCert, Key: *tlsKey, CA: *tlsCA}, metrics: *metrics}
+	srv := serveOpts{socket: *apiSock, tcp: *apiTCP, tls: api.TLSFiles{Cert: *tlsCert, Key: *tlsKey, CA: *tlsCA}, metrics: *metrics, discardCT: *discard}
 	if err := run(log, cfg, *cfgPath, *pinDir, srv); err != nil {
 		log.Error("xlbd stopped", "error", err)
 		os.Exit(1)
@@ -102,6 +102,7 @@ type serveOpts struct {
 	socket, tcp string
 	tls         api.TLSFiles
 	metrics     string
+	discardCT   bool
 }
 
 func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts) error {
@@ -130,13 +131,13 @@ func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts
 		ConntrackEntries: cfg.Node.ConntrackEntries,
 		MaxServices:      maxServices,
 		MaxReals:         maxReals,
+		DiscardConntrack: so.discardCT,
 		Logger:           log,
 	}
 	dp, err := datapath.Open(opts)
 	if err != nil {
-		if errors.Is(err, datapath.ErrIncompatible) {
-			return fmt.Errorf("%w", err)
-		}
+		// An incompatible pinned map names itself, both layouts and the
+		// choices (datapath.IncompatibleMapError).
 		return err
 	}
 	defer dp.Close()

@@ -51,6 +51,10 @@ type Options struct {
 	ConntrackEntries uint32
 	MaxServices      uint32 // VIPs (default 4096)
 	MaxReals         uint32 // (service, backend) pairs (default 65536, max 1<<18)
+	// DiscardConntrack lets Open and Load replace a pinned connection table
+	// that does not fit this build or ConntrackEntries with an empty one;
+	// without it they refuse (see compat.go).
+	DiscardConntrack bool
 	Logger           *slog.Logger
 }
 
@@ -74,6 +78,9 @@ type Datapath struct {
 	placeholder *liveTable
 	probeTurn   int
 	adopted     bool // the link was already pinned: a restart, not a first start
+	// recreated are the maps loaded new instead of their incompatible pins
+	// (compat.go); their pins are replaced once the program runs.
+	recreated []string
 }
 
 func (o *Options) defaults() error {
@@ -171,10 +178,12 @@ func LoadSpec(o Options) (*ebpf.CollectionSpec, error) {
 // Open loads the forwarder (reusing maps pinned under o.PinDir, so tracked
 // connections and committed state survive), and attaches it to
 // o.Interface, or, when a link is already pinned there, atomically replaces
-// the attached program. It returns ErrIncompatible (wrapped) when pinned
-// maps do not match this build.
+// the attached program. A pinned map that does not match this build is
+// replaced by an empty one if it only holds counters or rate-limit state;
+// otherwise Open returns IncompatibleMapError (wrapping ErrIncompatible)
+// before changing anything (compat.go).
 func Open(o Options) (*Datapath, error) {
-	d, err := Load(o)
+	d, err := load(o)
 	if err != nil {
 		return nil, err
 	}
@@ -188,6 +197,10 @@ func Open(o Options) (*Datapath, error) {
 		d.Close()
 		return nil, err
 	}
+	if err := d.pinRecreated(); err != nil {
+		d.Close()
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -195,6 +208,18 @@ func Open(o Options) (*Datapath, error) {
 // ready for Apply and for test runs. o.Interface still names the interface
 // whose MAC is the fallback source address.
 func Load(o Options) (*Datapath, error) {
+	d, err := load(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.pinRecreated(); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+func load(o Options) (*Datapath, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
@@ -215,7 +240,14 @@ func Load(o Options) (*Datapath, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Datapath{opts: o, log: o.Logger, ifindex: iface.Index, ifmac: iface.HardwareAddr}
+	recreate, err := checkPinned(spec, o.PinDir, o.DiscardConntrack, o.Logger)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range recreate {
+		spec.Maps[name].Pinning = ebpf.PinNone // pinned by pinRecreated
+	}
+	d := &Datapath{opts: o, log: o.Logger, ifindex: iface.Index, ifmac: iface.HardwareAddr, recreated: recreate}
 	err = spec.LoadAndAssign(&d.objs, &ebpf.CollectionOptions{
 		Maps: ebpf.MapOptions{PinPath: o.PinDir},
 	})
