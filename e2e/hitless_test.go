@@ -5,36 +5,239 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	pb "github.com/xlbproject/xlb/api/xlb/v1"
 	"github.com/xlbproject/xlb/internal/lab"
+	"github.com/xlbproject/xlb/internal/maglev"
+	"github.com/xlbproject/xlb/internal/testenv"
 )
 
-// ctEntries counts the node's tracked flows (the connection table).
-func (e *env) ctEntries(t *testing.T) int {
+// buildVariantXLBD builds xlbd with the upgrade variant of the forwarder
+// (go build -tags xlb_variant: bpf/xlb_variant.c, other instructions, the
+// same maps) into a temporary directory.
+func buildVariantXLBD(t *testing.T) string {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		testenv.Unavailable(t, "the go command is needed to build the variant xlbd: %v", err)
+	}
+	gomod, err := exec.Command(gobin, "env", "GOMOD").Output()
+	if err != nil || strings.TrimSpace(string(gomod)) == "" {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "xlbd")
+	cmd := exec.Command(gobin, "build", "-tags", "xlb_variant", "-o", bin, "./cmd/xlbd")
+	cmd.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the variant xlbd: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// program is the forwarder the node's pinned XDP link runs.
+type program struct {
+	ID  ebpf.ProgramID
+	Tag string
+}
+
+// runningProgram reads the program attached through the node's pinned
+// link, and checks that the API's status reports the same one.
+func (e *env) runningProgram(t *testing.T) program {
+	t.Helper()
+	l, err := link.LoadPinnedLink(filepath.Join(lab.PinDir, e.lab.NodeName(0), "link"), nil)
+	if err != nil {
+		t.Fatalf("pinned link: %v", err)
+	}
+	defer l.Close()
+	li, err := l.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if li.XDP() == nil || li.XDP().Ifindex == 0 {
+		t.Fatalf("the pinned link is not an attached XDP link: %+v", li)
+	}
+	p, err := ebpf.NewProgramFromID(li.Program)
+	if err != nil {
+		t.Fatalf("program %d of the link: %v", li.Program, err)
+	}
+	defer p.Close()
+	pi, err := p.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.ctl(t, "-o", "json", "status")
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	var st pb.StatusResponse
+	if err := protojson.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status json: %v\n%s", err, out)
+	}
+	if ebpf.ProgramID(st.ProgramId) != li.Program {
+		t.Fatalf("status says program %d, the link runs %d", st.ProgramId, li.Program)
+	}
+	return program{ID: li.Program, Tag: pi.Tag}
+}
+
+// ctKey is one conntrack entry: a way of one bucket of one CPU's slice,
+// with the flow's tag and its backend.
+type ctKey struct {
+	CPU, Bucket, Way, Tag, RealID uint32
+}
+
+// testFlow is one flow of the test, by its 5-tuple.
+type testFlow struct {
+	tuple         maglev.Tuple
+	bucket, ctTag uint32
+	name          string
+}
+
+// clientFlows lists the client's connected sockets to target (ss in the
+// client's namespace): the flows whose conntrack entries the test follows.
+func (e *env) clientFlows(t *testing.T, proto string, target netip.AddrPort) []maglev.Tuple {
+	t.Helper()
+	flag, num := "-t", uint8(6)
+	if proto == "udp" {
+		flag, num = "-u", 17
+	}
+	out, err := e.lab.Client.Run(context.Background(), "ss", "-H", "-n", flag, "state", "established", "dst", target.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flows []maglev.Tuple
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 {
+			continue
+		}
+		// Recv-Q Send-Q Local Peer (state filtered, so no state column).
+		local, err1 := netip.ParseAddrPort(f[len(f)-2])
+		peer, err2 := netip.ParseAddrPort(f[len(f)-1])
+		if err1 != nil || err2 != nil || peer != target {
+			t.Fatalf("ss line %q: %v %v", line, err1, err2)
+		}
+		flows = append(flows, maglev.Tuple{Src: local.Addr().Unmap(), Dst: target.Addr(), SrcPort: local.Port(), DstPort: target.Port(), Proto: num})
+	}
+	return flows
+}
+
+// flowEntries dumps the connection table through the API and returns, for
+// each flow, its entries (matched by bucket and tag, the flow hash's bits
+// the table keeps). Other entries (self-check probes, other clients) are
+// not looked at.
+func (e *env) flowEntries(t *testing.T, flows []testFlow) map[string][]ctKey {
+	t.Helper()
+	out, err := e.ctl(t, "-o", "json", "conntrack", "--limit", "100000")
+	if err != nil {
+		t.Fatalf("conntrack: %v\n%s", err, out)
+	}
+	var dump pb.ConntrackDumpResponse
+	if err := protojson.Unmarshal([]byte(out), &dump); err != nil {
+		t.Fatalf("conntrack json: %v", err)
+	}
+	if dump.Truncated {
+		t.Fatalf("conntrack dump truncated at %d entries", len(dump.Entries))
+	}
+	byKey := map[[2]uint32][]ctKey{}
+	for _, en := range dump.Entries {
+		k := [2]uint32{en.Bucket, en.Tag}
+		byKey[k] = append(byKey[k], ctKey{en.Cpu, en.Bucket, en.Way, en.Tag, en.RealId})
+	}
+	res := map[string][]ctKey{}
+	for _, f := range flows {
+		ents := byKey[[2]uint32{f.bucket, f.ctTag}]
+		slices.SortFunc(ents, func(a, b ctKey) int { return int(a.CPU) - int(b.CPU) })
+		res[f.name] = ents
+	}
+	return res
+}
+
+// testFlows maps the tuples to their bucket and tag in a table of capacity
+// entries over all CPUs (8 ways per bucket).
+func testFlows(t *testing.T, capacity uint64, tuples []maglev.Tuple) []testFlow {
+	t.Helper()
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	buckets := uint32(capacity / 8 / uint64(ncpu))
+	var out []testFlow
+	for _, tp := range tuples {
+		h := maglev.FlowHash(tp)
+		out = append(out, testFlow{tuple: tp, bucket: maglev.CTBucket(h, buckets), ctTag: maglev.CTTag(h),
+			name: fmt.Sprintf("%d %s -> %s", tp.Proto, netip.AddrPortFrom(tp.Src, tp.SrcPort), netip.AddrPortFrom(tp.Dst, tp.DstPort))})
+	}
+	return out
+}
+
+func (e *env) ctCapacity(t *testing.T) uint64 {
 	t.Helper()
 	out, err := e.ctl(t, "-o", "json", "conntrack", "--limit", "1")
 	if err != nil {
 		t.Fatalf("conntrack: %v\n%s", err, out)
 	}
-	var n int
-	if i := strings.Index(out, `"in_use":`); i >= 0 {
-		fmt.Sscanf(strings.TrimLeft(out[i+len(`"in_use":`):], ` "`), "%d", &n)
+	var dump pb.ConntrackDumpResponse
+	if err := protojson.Unmarshal([]byte(out), &dump); err != nil {
+		t.Fatal(err)
 	}
-	return n
+	return dump.Capacity
 }
 
-// TestRestartsAndLiveUpdatesUnderLoad (F-CTL6, F-CFG4): with 200,000
-// sequence-numbered UDP datagrams in flight (20 flows) and 100 long-lived
-// TCP connections, xlbd is restarted 5 times and 100 config commits add
-// and remove services and backends the measured flows do not use: no
-// datagram is lost, every datagram of a flow reaches one backend, no
-// connection breaks, and the tracked flows survive the restarts.
+// compareTracked checks that every test flow is tracked and that each
+// entry it had before is still there, unchanged (same CPU slice, bucket,
+// way, tag and backend). It returns the entries counted before and after.
+func compareTracked(t *testing.T, step string, before, after map[string][]ctKey) (int, int) {
+	t.Helper()
+	nb, na := 0, 0
+	for name, b := range before {
+		a := after[name]
+		nb += len(b)
+		na += len(a)
+		if len(b) == 0 {
+			t.Errorf("%s: flow %s was not tracked before", step, name)
+		}
+		if len(a) == 0 {
+			t.Errorf("%s: flow %s is not tracked after", step, name)
+		}
+		for _, k := range b {
+			if !slices.Contains(a, k) {
+				t.Errorf("%s: flow %s lost its entry %+v (after: %+v)", step, name, k, a)
+			}
+		}
+	}
+	return nb, na
+}
+
+// TestRestartsAndLiveUpdatesUnderLoad (F-CTL6, F-CFG4): with a stream of
+// sequence-numbered UDP datagrams (20 flows, at least 200,000 datagrams in
+// all, running until after the last restart) and 100 long-lived
+// TCP connections, 100 config commits add and remove services and
+// backends the measured flows do not use; then xlbd is restarted 5 times
+// and upgraded once to a build whose forwarder differs (the xlb_variant
+// build: other instructions, the same maps) and back. No datagram is lost,
+// every datagram of a flow reaches one backend, no connection breaks;
+// every restart and upgrade replaces the program on the pinned link (a new
+// program id; the tag changes exactly when the build does) and keeps every
+// conntrack entry of the test's flows as it was.
 func TestRestartsAndLiveUpdatesUnderLoad(t *testing.T) {
+	testenv.RequireCommands(t, "ss")
+	variant := buildVariantXLBD(t)
 	e := setup(t, []int{1, 1, 1})
+	normal, err := e.lab.Binary(lab.XLBDBinary)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	sess, err := lab.StartTCPSessions(ctx, e.lab.Client.NS, e.echo4(), 100, 100*time.Millisecond)
 	if err != nil {
@@ -44,14 +247,26 @@ func TestRestartsAndLiveUpdatesUnderLoad(t *testing.T) {
 		wg     sync.WaitGroup
 		udp    lab.UDPResult
 		udpErr error
+		udpEnd time.Time
 	)
+	// The stream runs until a second after the last restart: every flow
+	// until then (udpCap is never reached).
+	const udpCap = 1 << 30
+	udpCtx, stopUDP := context.WithCancel(ctx)
+	defer stopUDP()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		udp, udpErr = lab.UDPFlows(ctx, e.lab.Client.NS, e.udp4(), 20, 10000)
+		udp, udpErr = lab.UDPFlows(udpCtx, e.lab.Client.NS, e.udp4(), 20, udpCap)
+		udpEnd = time.Now()
 	}()
 	time.Sleep(500 * time.Millisecond)
-	ctBefore := e.ctEntries(t)
+	tuples := append(e.clientFlows(t, "tcp", e.echo4()), e.clientFlows(t, "udp", e.udp4())...)
+	if len(tuples) != 120 {
+		t.Fatalf("the client has %d flows to the VIP, want 100 TCP + 20 UDP", len(tuples))
+	}
+	flows := testFlows(t, e.ctCapacity(t), tuples)
+	ctStart := e.flowEntries(t, flows)
 
 	// 100 commits through the API: services on another port and an extra
 	// backend come and go.
@@ -68,14 +283,27 @@ func TestRestartsAndLiveUpdatesUnderLoad(t *testing.T) {
 		}
 	}
 	t.Logf("100 commits in %v (%.1f per second)", time.Since(start).Round(time.Millisecond), 100/time.Since(start).Seconds())
+	nb, na := compareTracked(t, "100 commits", ctStart, e.flowEntries(t, flows))
+	t.Logf("100 commits: test flows' conntrack entries %d before, %d after", nb, na)
 
-	// 5 restarts.
-	for i := 0; i < 5; i++ {
+	// 5 restarts, an upgrade to the variant build and back: the binary of
+	// each xlbd in turn (the first runs the normal build).
+	steps := []struct {
+		what, bin string
+	}{
+		{"restart 1", normal}, {"restart 2", normal}, {"upgrade to the variant", variant},
+		{"restart 3 (variant)", variant}, {"back to the normal build", normal}, {"restart 4", normal}, {"restart 5", normal},
+	}
+	cur := normal
+	prog := e.runningProgram(t)
+	tags := map[string]string{normal: prog.Tag}
+	for _, s := range steps {
+		ctBefore := e.flowEntries(t, flows)
 		if err := e.xlbd.Stop(); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(300 * time.Millisecond)
-		d, err := e.lab.StartXLBD(ctx, 0, e.config)
+		d, err := e.lab.StartXLBDBinary(ctx, 0, e.config, s.bin)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,24 +312,47 @@ func TestRestartsAndLiveUpdatesUnderLoad(t *testing.T) {
 		err = d.WaitOutput(wctx, "config committed", 1, 20*time.Second)
 		cancel()
 		if err != nil {
-			t.Fatalf("restart %d: %v\n%s", i, err, d.Output())
+			t.Fatalf("%s: %v\n%s", s.what, err, d.Output())
 		}
 		if !strings.Contains(d.Output(), "adopted pinned forwarder") {
-			t.Fatalf("restart %d did not adopt the pinned forwarder", i)
+			t.Fatalf("%s did not adopt the pinned forwarder:\n%s", s.what, d.Output())
 		}
+		next := e.runningProgram(t)
+		if next.ID == prog.ID {
+			t.Errorf("%s: the link still runs program %d", s.what, prog.ID)
+		}
+		if want, ok := tags[s.bin]; ok && next.Tag != want {
+			t.Errorf("%s: program tag %s, want %s (the tag of this build)", s.what, next.Tag, want)
+		}
+		if (next.Tag == prog.Tag) != (s.bin == cur) {
+			t.Errorf("%s: program tag %s -> %s (build changed: %v)", s.what, prog.Tag, next.Tag, s.bin != cur)
+		}
+		tags[s.bin] = next.Tag
+		nb, na := compareTracked(t, s.what, ctBefore, e.flowEntries(t, flows))
+		t.Logf("%s: program %d tag %s -> program %d tag %s; test flows' conntrack entries %d before, %d after",
+			s.what, prog.ID, prog.Tag, next.ID, next.Tag, nb, na)
+		prog, cur = next, s.bin
 	}
-	ctAfter := e.ctEntries(t)
+	stepsEnd := time.Now()
+	time.Sleep(time.Second)
+	stopUDP()
 	wg.Wait()
 	res := sess.Stop()
 	if udpErr != nil {
 		t.Fatal(udpErr)
 	}
+	if udpEnd.Before(stepsEnd) {
+		t.Errorf("the UDP stream ended %v before the last restart: not all of them were under load", stepsEnd.Sub(udpEnd).Round(time.Millisecond))
+	}
 	sent := 0
 	for _, f := range udp.Flows {
 		sent += f.Sent
+		if f.Sent >= udpCap || f.Err != "" {
+			t.Errorf("UDP flow from %v ended before the last restart (%d sent, error %q)", f.Source, f.Sent, f.Err)
+		}
 	}
-	t.Logf("UDP: %d datagrams sent, %d lost, per backend %v; TCP: %d sessions, %d messages, %d breaks; tracked flows %d before, %d after",
-		sent, udp.Lost(), udp.Counts(), len(res.Sessions), res.Messages(), len(res.Breaks), ctBefore, ctAfter)
+	t.Logf("UDP: %d datagrams sent, %d lost, per backend %v; TCP: %d sessions, %d messages, %d breaks",
+		sent, udp.Lost(), udp.Counts(), len(res.Sessions), res.Messages(), len(res.Breaks))
 	if sent < 200000 || udp.Lost() != 0 {
 		t.Errorf("UDP: %d sent, %d lost", sent, udp.Lost())
 	}
@@ -111,9 +362,4 @@ func TestRestartsAndLiveUpdatesUnderLoad(t *testing.T) {
 	if len(res.Breaks) > 0 {
 		t.Errorf("%d TCP breaks, first: %v", len(res.Breaks), res.Breaks[0])
 	}
-	if ctAfter < ctBefore {
-		t.Errorf("tracked flows %d -> %d across restarts", ctBefore, ctAfter)
-	}
 }
-
-var _ = netip.Addr{}

@@ -38,12 +38,10 @@ func ctNow() (uint64, error) {
 
 // ScanConntrack calls fn for every used way of the connection table, CPU
 // by CPU, until fn returns false. Entries change while the scan runs; each
-// 8-byte way is read whole.
+// 8-byte way is read whole. Ages are taken against the clock read after
+// each batch: an entry refreshed during the scan is younger than that, not
+// (with the 16-bit wrap) hours old and expired.
 func (d *Datapath) ScanConntrack(fn func(CTEntry) bool) error {
-	now, err := ctNow()
-	if err != nil {
-		return err
-	}
 	shift := CTGeometry(d.opts.ConntrackEntries)
 	const chunk = 4096
 	keys := make([]uint32, chunk)
@@ -51,6 +49,10 @@ func (d *Datapath) ScanConntrack(fn func(CTEntry) bool) error {
 	var cursor ebpf.MapBatchCursor
 	for {
 		n, err := d.objs.XlbCt.BatchLookup(&cursor, keys, vals, nil)
+		now, cerr := ctNow()
+		if cerr != nil {
+			return cerr
+		}
 		for i := 0; i < n; i++ {
 			for w, e := range vals[i].Way {
 				state := uint8(e >> 16 & 3)

@@ -258,6 +258,12 @@ func (l *Lab) StartXLBD(ctx context.Context, i int, config string) (*Daemon, err
 	if err != nil {
 		return nil, err
 	}
+	return l.StartXLBDBinary(ctx, i, config, bin)
+}
+
+// StartXLBDBinary is StartXLBD with another xlbd binary (an upgrade test's
+// other build). The node's cleanup uses the binary its first daemon ran.
+func (l *Lab) StartXLBDBinary(ctx context.Context, i int, config, bin string) (*Daemon, error) {
 	abs, err := filepath.Abs(config)
 	if err != nil {
 		return nil, err
