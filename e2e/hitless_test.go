@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -55,6 +56,24 @@ type program struct {
 // link, and checks that the API's status reports the same one.
 func (e *env) runningProgram(t *testing.T) program {
 	t.Helper()
+	p := e.linkProgram(t)
+	out, err := e.ctl(t, "-o", "json", "status")
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	var st pb.StatusResponse
+	if err := protojson.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status json: %v\n%s", err, out)
+	}
+	if ebpf.ProgramID(st.ProgramId) != p.ID {
+		t.Fatalf("status says program %d, the link runs %d", st.ProgramId, p.ID)
+	}
+	return p
+}
+
+// linkProgram reads the program attached through the node's pinned link.
+func (e *env) linkProgram(t *testing.T) program {
+	t.Helper()
 	l, err := link.LoadPinnedLink(filepath.Join(lab.PinDir, e.lab.NodeName(0), "link"), nil)
 	if err != nil {
 		t.Fatalf("pinned link: %v", err)
@@ -75,17 +94,6 @@ func (e *env) runningProgram(t *testing.T) program {
 	pi, err := p.Info()
 	if err != nil {
 		t.Fatal(err)
-	}
-	out, err := e.ctl(t, "-o", "json", "status")
-	if err != nil {
-		t.Fatalf("status: %v\n%s", err, out)
-	}
-	var st pb.StatusResponse
-	if err := protojson.Unmarshal([]byte(out), &st); err != nil {
-		t.Fatalf("status json: %v\n%s", err, out)
-	}
-	if ebpf.ProgramID(st.ProgramId) != li.Program {
-		t.Fatalf("status says program %d, the link runs %d", st.ProgramId, li.Program)
 	}
 	return program{ID: li.Program, Tag: pi.Tag}
 }
@@ -362,4 +370,124 @@ func TestRestartsAndLiveUpdatesUnderLoad(t *testing.T) {
 	if len(res.Breaks) > 0 {
 		t.Errorf("%d TCP breaks, first: %v", len(res.Breaks), res.Breaks[0])
 	}
+}
+
+// pinnedMaps returns the node's pins with, for maps, their ids.
+func (e *env) pinnedMaps(t *testing.T) map[string]ebpf.MapID {
+	t.Helper()
+	dir := filepath.Join(lab.PinDir, e.lab.NodeName(0))
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]ebpf.MapID{}
+	for _, en := range ents {
+		out[en.Name()] = 0
+		if m, err := ebpf.LoadPinnedMap(filepath.Join(dir, en.Name()), nil); err == nil {
+			if info, err := m.Info(); err == nil {
+				out[en.Name()], _ = info.ID()
+			}
+			m.Close()
+		}
+	}
+	return out
+}
+
+// TestUpgradeRefusesIncompatibleConntrack (F-CTL6): an xlbd whose
+// connection table would not fit the pinned one (here node.conntrack_entries
+// doubled) refuses to start, naming the map, both layouts and the choices,
+// and changes nothing: the same program stays on the link, every pin is
+// the same map, and the tracked connections go on. The xlbd started again
+// with the old setting adopts everything as usual.
+func TestUpgradeRefusesIncompatibleConntrack(t *testing.T) {
+	testenv.RequireCommands(t, "ss")
+	e := setup(t, []int{1, 1, 1})
+	ctx := context.Background()
+	sess, err := lab.StartTCPSessions(ctx, e.lab.Client.NS, e.echo4(), 20, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flows := testFlows(t, e.ctCapacity(t), e.clientFlows(t, "tcp", e.echo4()))
+	if len(flows) != 20 {
+		t.Fatalf("%d client flows, want 20", len(flows))
+	}
+	time.Sleep(300 * time.Millisecond)
+	ctBefore := e.flowEntries(t, flows)
+	prog := e.runningProgram(t)
+	pins := e.pinnedMaps(t)
+	if err := e.xlbd.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	bigger := e.opts
+	bigger.ConntrackEntries = 2 * 65536 // the lab's default doubled
+	if e.opts.ConntrackEntries != 0 {
+		bigger.ConntrackEntries = 2 * e.opts.ConntrackEntries
+	}
+	cfg := filepath.Join(e.lab.Dir, "bigger-ct.yaml")
+	if err := os.WriteFile(cfg, e.lab.XLBDConfig(0, bigger), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := e.lab.StartXLBD(ctx, 0, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-d.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatalf("xlbd with a bigger connection table did not stop:\n%s", d.Output())
+	}
+	d.Kill() // exited: mark it so that the lab does not report its exit status
+	out := d.Output()
+	path := filepath.Join(lab.PinDir, e.lab.NodeName(0), "xlb_ct")
+	for _, want := range []string{"pinned map xlb_ct (" + path + ") does not fit this build: pinned Array key 4 B value 64 B max_entries ",
+		"it holds the tracked connections. Nothing was changed", "--discard-conntrack", "'xlbd --cleanup'"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("xlbd output does not say %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "adopted pinned forwarder") || strings.Contains(out, "attached forwarder") {
+		t.Fatalf("the refusing xlbd touched the link:\n%s", out)
+	}
+	if got := e.linkProgram(t); got != prog {
+		t.Fatalf("after the refusal the link runs %+v, before %+v", got, prog)
+	}
+	if got := e.pinnedMaps(t); !maps.Equal(got, pins) {
+		t.Fatalf("pins after the refusal %v, before %v", got, pins)
+	}
+	time.Sleep(time.Second) // the sessions go on with no xlbd
+	if b := sess.Breaks(); len(b) > 0 {
+		t.Fatalf("%d TCP breaks while xlbd was refused, first: %v", len(b), b[0])
+	}
+
+	d, err = e.lab.StartXLBD(ctx, 0, e.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.xlbd = d
+	if err := d.WaitOutput(ctx, "config committed", 1, 20*time.Second); err != nil {
+		t.Fatalf("restart with the old setting: %v\n%s", err, d.Output())
+	}
+	next := e.runningProgram(t)
+	if next.ID == prog.ID || next.Tag != prog.Tag {
+		t.Errorf("restart with the old setting: program %+v, before %+v", next, prog)
+	}
+	nb, na := compareTracked(t, "refusal and restart", ctBefore, e.flowEntries(t, flows))
+	res := sess.Stop()
+	t.Logf("refused: %s", lastLine(out, "does not fit"))
+	t.Logf("program %d tag %s kept through the refusal, then %d; test flows' conntrack entries %d before, %d after; TCP: %d sessions, %d messages, %d breaks",
+		prog.ID, prog.Tag, next.ID, nb, na, len(res.Sessions), res.Messages(), len(res.Breaks))
+	if len(res.Breaks) > 0 {
+		t.Errorf("%d TCP breaks, first: %v", len(res.Breaks), res.Breaks[0])
+	}
+}
+
+func lastLine(out, substr string) string {
+	lines := strings.Split(out, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], substr) {
+			return lines[i]
+		}
+	}
+	return ""
 }
