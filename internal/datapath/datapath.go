@@ -51,6 +51,10 @@ type Options struct {
 	ConntrackEntries uint32
 	MaxServices      uint32 // VIPs (default 4096)
 	MaxReals         uint32 // (service, backend) pairs (default 65536, max 1<<18)
+	// FragEntries bounds the fragment table (datagrams whose first
+	// fragment's decision is kept; default 65536, least recently used
+	// goes first).
+	FragEntries uint32
 	Logger           *slog.Logger
 }
 
@@ -94,6 +98,9 @@ func (o *Options) defaults() error {
 	}
 	if o.MaxReals == 0 {
 		o.MaxReals = 65536
+	}
+	if o.FragEntries == 0 {
+		o.FragEntries = 65536
 	}
 	if o.MaxReals > xlbMaxReals {
 		return fmt.Errorf("datapath: at most %d reals", xlbMaxReals)
@@ -160,6 +167,7 @@ func LoadSpec(o Options) (*ebpf.CollectionSpec, error) {
 	spec.Maps["xlb_tables"].MaxEntries = 2 * o.MaxServices
 	spec.Maps["xlb_reals"].MaxEntries = o.MaxReals
 	spec.Maps["xlb_real_stats"].MaxEntries = o.MaxReals
+	spec.Maps["xlb_frags"].MaxEntries = o.FragEntries
 	for name, m := range spec.Maps {
 		if len(name) > 4 && name[:4] == "xlb_" {
 			m.Pinning = ebpf.PinByName
