@@ -401,7 +401,9 @@ static __always_inline int frag_handle(struct xdp_md *ctx, struct pkt *p, __u32 
 	__u32 fl;
 	int rc;
 
-	if (frag_parse(ctx, p)) {
+	/* From the network, parse.h has the destination; a redirect's inner
+	 * header is read first. */
+	if (from_peer && frag_parse(ctx, p)) {
 		stats_count(XLB_STAT_DROP_MALFORMED);
 		return XDP_DROP;
 	}
@@ -413,6 +415,11 @@ static __always_inline int frag_handle(struct xdp_md *ctx, struct pkt *p, __u32 
 		}
 		stats_count(XLB_STAT_PASS_NOT_VIP);
 		return XDP_PASS;
+	}
+	if (!from_peer && frag_parse(ctx, p)) {
+		stats_count(fl & (XLB_VADDR_F_FRAG_TCP | XLB_VADDR_F_FRAG_UDP) ? XLB_STAT_DROP_MALFORMED :
+										   XLB_STAT_DROP_FRAGMENT);
+		return XDP_DROP;
 	}
 	if (!(p->proto == IPPROTO_TCP && (fl & XLB_VADDR_F_FRAG_TCP)) &&
 	    !(p->proto == IPPROTO_UDP && (fl & XLB_VADDR_F_FRAG_UDP))) {

@@ -55,7 +55,7 @@ type Options struct {
 	// fragment's decision is kept; default 65536, least recently used
 	// goes first).
 	FragEntries uint32
-	Logger           *slog.Logger
+	Logger      *slog.Logger
 }
 
 // Sentinel errors.
