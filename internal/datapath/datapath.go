@@ -21,6 +21,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -78,6 +79,7 @@ type Datapath struct {
 	placeholder *liveTable
 	probeTurn   int
 	adopted     bool // the link was already pinned: a restart, not a first start
+	holder      atomic.Pointer[FragHolder]
 }
 
 func (o *Options) defaults() error {

@@ -88,7 +88,9 @@ func (d *Datapath) NewFragHolder(o FragHoldOptions) (*FragHolder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open fragment ring buffer: %w", err)
 	}
-	return &FragHolder{opts: o, rd: rd, held: map[xlbFragKey][]heldFrame{}, released: map[xlbFragKey]time.Time{}}, nil
+	h := &FragHolder{opts: o, rd: rd, held: map[xlbFragKey][]heldFrame{}, released: map[xlbFragKey]time.Time{}}
+	d.holder.Store(h)
+	return h, nil
 }
 
 // Close stops Run.
