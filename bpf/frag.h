@@ -43,7 +43,6 @@
 #include "nexthop.h"
 #include "stats.h"
 
-#define IPPROTO_GRE_ 47
 /* First 16 bits of a redirect's GRE header: recursion control 1 (the low
  * three bits of the first byte, RFC 1701), no other flag, version 0. */
 #define FRAG_GRE_FLAGS 0x0100

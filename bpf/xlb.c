@@ -177,7 +177,7 @@ static __always_inline int xlb_unparsed(struct xdp_md *ctx, struct pkt *p, int r
 		    (p->family == XLB_AF_INET6 && p->proto == IPPROTO_ICMPV6)) {
 			return xlb_verdict(xlb_icmp(ctx, p));
 		}
-		if (p->proto == IPPROTO_GRE_) {
+		if (p->proto == IPPROTO_GRE) {
 			rc = xlb_frag_gre(ctx, p);
 			if (rc == FRAG_GRE_DECAPPED)
 				return xlb_verdict(xlb_frag(ctx, p, 1));

@@ -108,7 +108,8 @@ type FragPool struct {
 	Peers []FragPeer // sorted by address; at most MaxFragPeers
 	Self  int        // this node's index in Peers
 	// Timeout is how long a first fragment's decision is used (default
-	// DefaultFragTimeout).
+	// DefaultFragTimeout: a datagram's fragments come within it, and an
+	// IP id reused after it starts afresh).
 	Timeout time.Duration
 }
 
@@ -122,7 +123,7 @@ type FragPeer struct {
 const MaxFragPeers = 64
 
 // DefaultFragTimeout is FragPool.Timeout when zero.
-const DefaultFragTimeout = 30 * time.Second
+const DefaultFragTimeout = 5 * time.Second
 
 // State is the complete content the control plane wants in the maps.
 type State struct {
