@@ -375,4 +375,30 @@ func TestFragmentsAcceptance(t *testing.T) {
 			t.Fatalf("node n%d recorded no first fragment: the pool did not spread datagrams", i+1)
 		}
 	}
+	// xlbd's holders (xlbctl stats): every held fragment released, none
+	// expired or over the bound.
+	xlbctl, err := l.Binary("xlbctl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := regexp.MustCompile(`(?m)^(frag_[a-z_]+)\s+(\d+)`)
+	var released uint64
+	for i, n := range l.Nodes {
+		out, err := n.Run(ctx, xlbctl, "--socket", l.APISocket(i), "stats")
+		if err != nil {
+			t.Fatalf("xlbctl stats on n%d: %v\n%s", i+1, err, out)
+		}
+		st := map[string]uint64{}
+		for _, m := range counter.FindAllStringSubmatch(string(out), -1) {
+			var v uint64
+			fmt.Sscan(m[2], &v)
+			st[m[1]] = v
+		}
+		if st["frag_released"] != after[i]["frag_held"]-after[i]["frag_hold_fail"] || st["frag_expired"] != 0 || st["frag_hold_overflow"] != 0 {
+			t.Fatalf("n%d holder: released %d expired %d overflow %d; the program held %d", i+1,
+				st["frag_released"], st["frag_expired"], st["frag_hold_overflow"], after[i]["frag_held"])
+		}
+		released += st["frag_released"]
+	}
+	t.Logf("held by xlbd and released through the program: %d fragments (0 expired, 0 over the bound)", released)
 }
