@@ -40,6 +40,10 @@ struct pkt {
 	__u8 tcp_flags; /* TCP_FLAG_* */
 	__u8 tos;       /* IPv4 TOS / IPv6 traffic class */
 	__u8 have_dst;  /* dst is valid even if parsing failed later */
+	/* Fragments: filled by bpf/frag.h (frag_parse), not here. */
+	__u8 frag_l4;   /* first fragment whose TCP/UDP header (ports) was read */
+	__u16 frag_off; /* offset in 8-byte units; 0: the first fragment */
+	__u32 frag_id;  /* IPv4 id (16 bits) or IPv6 identification, as loaded */
 };
 
 static __always_inline __be16 pkt_dport(const struct pkt *p)

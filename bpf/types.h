@@ -32,8 +32,20 @@ struct vip_info {
 	__u32 table_id;   /* slot of this service's Maglev table in xlb_tables */
 	__u32 table_size; /* M, the inner table's length */
 	__u8 encap;       /* enum xlb_encap */
-	__u8 flags;       /* reserved, 0 */
+	__u8 flags;       /* enum xlb_vip_flags */
 	__u16 pad;
+};
+
+enum xlb_vip_flags {
+	/* The service takes IP fragments (SPEC F-DP9, bpf/frag.h). */
+	XLB_VIP_F_FRAGMENTS = 1,
+};
+
+/* xlb_vip_addrs value: bits about a VIP address as a whole. */
+enum xlb_vip_addr_flags {
+	XLB_VADDR_F_VIP = 1,      /* some service uses the address */
+	XLB_VADDR_F_FRAG_TCP = 2, /* some TCP service on it takes fragments */
+	XLB_VADDR_F_FRAG_UDP = 4, /* some UDP service on it takes fragments */
 };
 
 enum xlb_real_flags {
@@ -148,8 +160,71 @@ enum xlb_stat {
 	XLB_STAT_ICMP_ECHO_REPLY,   /* echo request to a VIP address answered (XDP_TX) */
 	XLB_STAT_ICMP_ECHO_LIMITED, /* echo request to a VIP address over the rate: dropped */
 	XLB_STAT_ICMP_PASS,         /* other ICMP (not about a VIP flow): to the kernel */
+	XLB_STAT_FRAG_REDIRECT,     /* fragment sent in GRE to the pool node its 3-tuple hashes to */
+	XLB_STAT_FRAG_FROM_PEER,    /* redirected fragment from a pool node, decapsulated here */
+	XLB_STAT_FRAG_FIRST,        /* first fragment: backend selected, decision recorded */
+	XLB_STAT_FRAG_FORWARD,      /* later fragment forwarded by the fragment table */
+	XLB_STAT_FRAG_HELD,         /* later fragment before its first: copied to xlbd, held */
+	XLB_STAT_FRAG_HOLD_FAIL,    /* could not be held (larger than the hold buffer, ring full): dropped */
+	XLB_STAT_FRAG_RELEASE,      /* first fragment found fragments held: release event sent */
 	XLB_STAT__MAX,
 };
+
+/* Fragments (SPEC F-DP9, bpf/frag.h). */
+
+/* xlb_frag_conf value (one element). The pool is xlb_frag_peers[0, peers),
+ * the same sorted list on every node; self is this node's index in it. */
+struct frag_conf {
+	__u32 peers;      /* 0: fragment support off (no pool, no decapsulation) */
+	__u32 self;       /* this node's index */
+	__u64 timeout_ns; /* a recorded decision is used this long */
+};
+
+/* xlb_frags key: one datagram. IPv4 ids are 16 bits (network order in the
+ * low bytes as loaded), IPv6 ids 32 bits, as loaded. */
+struct frag_key {
+	__u8 src[16];
+	__u8 dst[16];
+	__u32 id;
+	__u8 family; /* enum xlb_family */
+	__u8 proto;
+	__u16 pad;
+};
+
+enum xlb_frag_state {
+	XLB_FRAG_WAITING = 1, /* later fragments are held, the first has not come */
+	XLB_FRAG_DECIDED = 2, /* the first fragment chose rid */
+};
+
+struct frag_entry {
+	__u64 ts_ns; /* bpf_ktime_get_coarse_ns at the decision / first hold */
+	__u64 hash;  /* the flow hash of the first fragment's 5-tuple */
+	__u32 rid;
+	__u32 svc_id;
+	__u8 state; /* enum xlb_frag_state */
+	__u8 encap; /* resolved enum xlb_encap */
+	__u16 pad;
+	__u32 pad2;
+};
+
+/* Ring buffer records (xlb_frag_ring) for xlbd. A HOLD record is followed by
+ * len bytes of the frame as the program saw it (after decapsulation of a
+ * redirected fragment); a RELEASE record has no frame. */
+enum xlb_frag_event_kind {
+	XLB_FRAG_EV_HOLD = 1,
+	XLB_FRAG_EV_RELEASE = 2,
+};
+
+struct frag_event {
+	__u32 kind; /* enum xlb_frag_event_kind */
+	__u32 len;
+	__u32 ifindex; /* ingress interface */
+	__u32 pad;
+	struct frag_key key;
+};
+
+/* Largest frame held for xlbd. */
+#define XLB_FRAG_HOLD_MAX 9216
 
 struct xlb_global {
 	__u64 count[XLB_STAT__MAX];

@@ -15,6 +15,7 @@
 #include "stats.h"
 #include "icmp.h"
 #include "icmp_echo.h"
+#include "frag.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -25,6 +26,11 @@ const enum xlb_node_flags *xlb_anchor_node_flags __attribute__((unused));
 const enum xlb_family *xlb_anchor_family __attribute__((unused));
 const enum xlb_encap *xlb_anchor_encap __attribute__((unused));
 const enum xlb_stat *xlb_anchor_stat __attribute__((unused));
+const enum xlb_vip_flags *xlb_anchor_vip_flags __attribute__((unused));
+const enum xlb_vip_addr_flags *xlb_anchor_vaddr_flags __attribute__((unused));
+const enum xlb_frag_state *xlb_anchor_frag_state __attribute__((unused));
+const enum xlb_frag_event_kind *xlb_anchor_frag_event_kind __attribute__((unused));
+const struct frag_event *xlb_anchor_frag_event __attribute__((unused));
 
 /* xlb_send counts a packet of service v and sends it to the selected real:
  * p is the IP datagram carried whole, h the hash of the flow it belongs to. */
@@ -106,6 +112,51 @@ __attribute__((noinline)) int xlb_icmp(struct xdp_md *ctx, const struct pkt *p)
 	return xlb_send(ctx, p, v, n, &sel, h);
 }
 
+/* xlb_frag: a fragment (SPEC F-DP9; bpf/frag.h): redirected to its pool
+ * node, or forwarded by the fragment table, or held for xlbd; dropped for
+ * services without fragments. from_peer: it came in a redirect (never
+ * redirected again). A global function, verified once. */
+__attribute__((noinline)) int xlb_frag(struct xdp_md *ctx, struct pkt *p, __u32 from_peer)
+{
+	if (!p) {
+		stats_count(XLB_STAT_DROP_INTERNAL);
+		return XDP_DROP;
+	}
+	return frag_handle(ctx, p, from_peer);
+}
+
+/* xlb_frag_gre: GRE that is a fragment redirect to this node is
+ * decapsulated (*p then names the inner family, same L2): returns
+ * FRAG_GRE_DECAPPED, and the caller hands p to xlb_frag (not called from
+ * here: two nested calls would exceed the 512-byte stack). Other GRE goes
+ * to the kernel. */
+#define FRAG_GRE_DECAPPED 100
+__attribute__((noinline)) int xlb_frag_gre(struct xdp_md *ctx, struct pkt *p)
+{
+	__be16 et = 0;
+	__u32 in_off;
+	__u16 l3_off;
+
+	if (!p) {
+		stats_count(XLB_STAT_DROP_INTERNAL);
+		return XDP_DROP;
+	}
+	in_off = frag_gre_ours(ctx, p, &et);
+	l3_off = p->l3_off;
+	if (!in_off || in_off <= l3_off) {
+		stats_count(XLB_STAT_PASS_OTHER_PROTO);
+		return XDP_PASS;
+	}
+	if (frag_decap(ctx, l3_off, in_off - l3_off, et)) {
+		stats_count(XLB_STAT_DROP_INTERNAL);
+		return XDP_DROP;
+	}
+	stats_count(XLB_STAT_FRAG_FROM_PEER);
+	/* xlb_frag parses the inner header (frag_parse) */
+	p->family = et == BE_ETH_P_IP ? XLB_AF_INET : XLB_AF_INET6;
+	return FRAG_GRE_DECAPPED;
+}
+
 /* A verdict from a global function, as the verifier cannot see its range. */
 static __always_inline int xlb_verdict(int rc)
 {
@@ -126,15 +177,16 @@ static __always_inline int xlb_unparsed(struct xdp_md *ctx, struct pkt *p, int r
 		    (p->family == XLB_AF_INET6 && p->proto == IPPROTO_ICMPV6)) {
 			return xlb_verdict(xlb_icmp(ctx, p));
 		}
+		if (p->proto == IPPROTO_GRE) {
+			rc = xlb_frag_gre(ctx, p);
+			if (rc == FRAG_GRE_DECAPPED)
+				return xlb_verdict(xlb_frag(ctx, p, 1));
+			return xlb_verdict(rc);
+		}
 		stats_count(XLB_STAT_PASS_OTHER_PROTO);
 		return XDP_PASS;
 	case PARSE_FRAGMENT:
-		if (select_is_vip_addr(p)) {
-			stats_count(XLB_STAT_DROP_FRAGMENT);
-			return XDP_DROP;
-		}
-		stats_count(XLB_STAT_PASS_NOT_VIP);
-		return XDP_PASS;
+		return xlb_verdict(xlb_frag(ctx, p, 0));
 	default: /* PARSE_BAD_L3, PARSE_BAD_L4 */
 		if (p->have_dst && select_is_vip_addr(p)) {
 			stats_count(XLB_STAT_DROP_MALFORMED);

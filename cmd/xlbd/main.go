@@ -129,6 +129,7 @@ func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts
 		PinDir:           pinDir,
 		Mode:             datapath.Mode(cfg.Node.XDPMode.String()),
 		ConntrackEntries: cfg.Node.ConntrackEntries,
+		FragEntries:      cfg.Node.FragmentTableEntries,
 		MaxServices:      maxServices,
 		MaxReals:         maxReals,
 		DiscardConntrack: so.discardCT,
@@ -141,6 +142,18 @@ func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts
 		return err
 	}
 	defer dp.Close()
+	// Later fragments that come before their first are held here
+	// (SPEC F-DP9), then re-injected through the forwarder.
+	holder, err := dp.NewFragHolder(datapath.FragHoldOptions{})
+	if err != nil {
+		return err
+	}
+	defer holder.Close()
+	go func() {
+		if err := holder.Run(ctx); err != nil {
+			log.Error("fragment holder stopped", "error", err)
+		}
+	}()
 	lim := controller.Limits{MaxServices: maxServices, MaxReals: maxReals}
 	var speaker *bgp.Speaker
 	copts := controller.Options{Path: path, Limits: lim, Log: log, OnCommit: func(e controller.CommitEvent) {

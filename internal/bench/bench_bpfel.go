@@ -132,7 +132,7 @@ type benchXlbCounters struct {
 
 type benchXlbGlobal struct {
 	_     structs.HostLayout
-	Count [27]uint64
+	Count [34]uint64
 }
 
 type benchXlbStat uint32
@@ -165,7 +165,14 @@ const (
 	benchXlbStatXLB_STAT_ICMP_ECHO_REPLY    benchXlbStat = 24
 	benchXlbStatXLB_STAT_ICMP_ECHO_LIMITED  benchXlbStat = 25
 	benchXlbStatXLB_STAT_ICMP_PASS          benchXlbStat = 26
-	benchXlbStatXLB_STAT__MAX               benchXlbStat = 27
+	benchXlbStatXLB_STAT_FRAG_REDIRECT      benchXlbStat = 27
+	benchXlbStatXLB_STAT_FRAG_FROM_PEER     benchXlbStat = 28
+	benchXlbStatXLB_STAT_FRAG_FIRST         benchXlbStat = 29
+	benchXlbStatXLB_STAT_FRAG_FORWARD       benchXlbStat = 30
+	benchXlbStatXLB_STAT_FRAG_HELD          benchXlbStat = 31
+	benchXlbStatXLB_STAT_FRAG_HOLD_FAIL     benchXlbStat = 32
+	benchXlbStatXLB_STAT_FRAG_RELEASE       benchXlbStat = 33
+	benchXlbStatXLB_STAT__MAX               benchXlbStat = 34
 )
 
 // Names of all BPF objects in the ELF.

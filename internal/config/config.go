@@ -29,6 +29,14 @@ const (
 	DefaultICMPEchoRate = 100
 	// MaxICMPEchoRate bounds node.icmp_echo_rate.
 	MaxICMPEchoRate = 1 << 24
+	// MaxFragmentPool bounds node.fragment_pool (LB nodes).
+	MaxFragmentPool = 64
+	// DefaultFragmentTableEntries is node.fragment_table_entries when
+	// absent: datagrams whose first fragment's decision is kept.
+	DefaultFragmentTableEntries = 65536
+	// MinFragmentTableEntries and MaxFragmentTableEntries bound it.
+	MinFragmentTableEntries = 1024
+	MaxFragmentTableEntries = 1 << 24
 
 	// DefaultTCPTimeout is the idle timeout of an established TCP flow.
 	DefaultTCPTimeout = 15 * time.Minute
@@ -106,6 +114,15 @@ type Node struct {
 	ICMPEchoRate uint32
 	// Timeouts are the connection tracking idle timeouts.
 	Timeouts Timeouts
+	// FragmentPool lists the addresses of every node of the LB pool,
+	// this node's node.address or node.address6 among them, identically
+	// on all nodes (order does not matter: it is sorted). Fragments of
+	// services with Fragments set are redirected to the node their
+	// (source, destination, protocol) hashes to (SPEC F-DP9). Empty: no
+	// redirect, fragments are handled where they arrive (one node).
+	FragmentPool []netip.Addr
+	// FragmentTableEntries bounds the fragment table.
+	FragmentTableEntries uint32
 }
 
 // Timeouts are the idle timeouts of connection tracking entries (SPEC F-DP3),
@@ -177,6 +194,10 @@ type Service struct {
 	// service has a usable backend (unless another service on the same
 	// address still wants it announced).
 	WithdrawWhenDown bool
+	// Fragments: IP fragments to the service reach the backend the
+	// unfragmented flow reaches (SPEC F-DP9); false: they are dropped and
+	// counted (drop_fragment).
+	Fragments bool
 }
 
 // Proto is an IP protocol number.

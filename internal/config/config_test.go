@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,14 +31,15 @@ func TestLoadFull(t *testing.T) {
 	a := netip.MustParseAddr
 	want := &Config{
 		Node: Node{
-			Name:             "lb-test.1",
-			Interface:        "enp1s0f0",
-			Address:          a("192.0.2.11"),
-			Address6:         a("2001:db8::11"),
-			GatewayMAC:       mustMAC(t, "02:aa:bb:00:00:01"),
-			XDPMode:          XDPModeNative,
-			ConntrackEntries: 2048,
-			ICMPEchoRate:     20,
+			Name:                 "lb-test.1",
+			Interface:            "enp1s0f0",
+			Address:              a("192.0.2.11"),
+			Address6:             a("2001:db8::11"),
+			GatewayMAC:           mustMAC(t, "02:aa:bb:00:00:01"),
+			XDPMode:              XDPModeNative,
+			ConntrackEntries:     2048,
+			ICMPEchoRate:         20,
+			FragmentTableEntries: DefaultFragmentTableEntries,
 			Timeouts: Timeouts{
 				TCP: time.Hour, TCPSyn: 10 * time.Second, TCPFin: 90 * time.Second, UDP: 30 * time.Second,
 			},
@@ -354,5 +356,52 @@ func TestICMPEchoRate(t *testing.T) {
 	c.Node.ICMPEchoRate = MaxICMPEchoRate + 1
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "node.icmp_echo_rate") {
 		t.Fatalf("hand-built rate over the maximum: %v", err)
+	}
+}
+
+// TestFragmentSettings: node.fragment_pool, node.fragment_table_entries and
+// a service's fragments flag are read, defaulted and written back.
+func TestFragmentSettings(t *testing.T) {
+	in := `node:
+  name: lb1
+  interface: eth0
+  address: 10.0.0.11
+  address6: fd00::11
+  fragment_pool: [10.0.0.12, 10.0.0.11, fd00::13]
+  fragment_table_entries: 4096
+pools:
+  p: {backends: [{address: 10.0.1.1}]}
+services:
+  - {name: s, vip: 10.200.0.1, port: 53, protocol: udp, pools: [p], fragments: true}
+  - {name: t, vip: 10.200.0.1, port: 80, protocol: tcp, pools: [p]}
+`
+	c, err := Parse([]byte(in), "c.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Addr{netip.MustParseAddr("10.0.0.12"), netip.MustParseAddr("10.0.0.11"), netip.MustParseAddr("fd00::13")}
+	if !slices.Equal(c.Node.FragmentPool, want) || c.Node.FragmentTableEntries != 4096 {
+		t.Fatalf("node %+v", c.Node)
+	}
+	if !c.Services[0].Fragments || c.Services[1].Fragments {
+		t.Fatalf("fragments flags %v %v, want true false", c.Services[0].Fragments, c.Services[1].Fragments)
+	}
+	out, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Parse(out, "again.yaml")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !reflect.DeepEqual(again, c) {
+		t.Fatalf("round trip changed the config\n%s", out)
+	}
+	d, err := Parse([]byte("node: {name: n1, interface: eth0}\n"), "d.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Node.FragmentPool != nil || d.Node.FragmentTableEntries != DefaultFragmentTableEntries {
+		t.Fatalf("defaults %+v", d.Node)
 	}
 }

@@ -496,9 +496,10 @@ func (d *decoder) config(root *yaml.Node) *Config {
 func (d *decoder) node(n *yaml.Node) Node {
 	const path = "node"
 	nd := Node{
-		XDPMode:          XDPModeAuto,
-		ConntrackEntries: DefaultConntrackEntries,
-		ICMPEchoRate:     DefaultICMPEchoRate,
+		XDPMode:              XDPModeAuto,
+		ConntrackEntries:     DefaultConntrackEntries,
+		ICMPEchoRate:         DefaultICMPEchoRate,
+		FragmentTableEntries: DefaultFragmentTableEntries,
 		Timeouts: Timeouts{
 			TCP:    DefaultTCPTimeout,
 			TCPSyn: DefaultTCPSynTimeout,
@@ -507,13 +508,27 @@ func (d *decoder) node(n *yaml.Node) Node {
 		},
 	}
 	f := d.fields(n, path, "name", "interface", "address", "address6", "gateway_mac",
-		"xdp_mode", "conntrack_entries", "timeouts", "flood_syn_rate", "icmp_echo_rate")
+		"xdp_mode", "conntrack_entries", "timeouts", "flood_syn_rate", "icmp_echo_rate",
+		"fragment_pool", "fragment_table_entries")
 	if f == nil {
 		return nd
 	}
 	if v := f["flood_syn_rate"]; v != nil {
 		if u, ok := d.uint(v, join(path, "flood_syn_rate"), MaxFloodSynRate); ok {
 			nd.FloodSynRate = uint32(u)
+		}
+	}
+	if v := f["fragment_pool"]; v != nil {
+		fp := join(path, "fragment_pool")
+		for i, item := range d.seq(v, fp) {
+			if a, ok := d.addr(item, index(fp, i)); ok {
+				nd.FragmentPool = append(nd.FragmentPool, a)
+			}
+		}
+	}
+	if v := f["fragment_table_entries"]; v != nil {
+		if u, ok := d.uint(v, join(path, "fragment_table_entries"), 1<<32-1); ok {
+			nd.FragmentTableEntries = uint32(u)
 		}
 	}
 	if v := f["icmp_echo_rate"]; v != nil {
@@ -655,7 +670,7 @@ var stateNames = []enumName[backendState]{{"active", stateActive}, {"drain", sta
 func (d *decoder) service(n *yaml.Node, path string) Service {
 	s := Service{Scheduler: SchedulerMaglev, TableSize: DefaultTableSize, Encap: EncapGRE}
 	f := d.fields(n, path, "name", "vip", "port", "protocol", "pools", "scheduler", "table_size", "encap",
-		"min_healthy", "withdraw_when_down")
+		"min_healthy", "withdraw_when_down", "fragments")
 	if f == nil {
 		return s
 	}
@@ -664,6 +679,9 @@ func (d *decoder) service(n *yaml.Node, path string) Service {
 	}
 	if v := f["withdraw_when_down"]; v != nil {
 		s.WithdrawWhenDown, _ = d.boolean(v, join(path, "withdraw_when_down"))
+	}
+	if v := f["fragments"]; v != nil {
+		s.Fragments, _ = d.boolean(v, join(path, "fragments"))
 	}
 	if v := f["name"]; v != nil {
 		s.Name, _ = d.str(v, join(path, "name"))

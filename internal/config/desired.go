@@ -38,6 +38,8 @@ type DesiredService struct {
 	MinHealthy float64
 	// WithdrawWhenDown: see Service.WithdrawWhenDown and AnnouncedVIPs.
 	WithdrawWhenDown bool
+	// Fragments: see Service.Fragments.
+	Fragments bool
 }
 
 // DesiredPool is one pool flattened: its own backends, then those of the pools
@@ -64,6 +66,7 @@ func (c *Config) Desired() *Desired {
 		HealthChecks: map[string]HealthCheck{},
 	}
 	d.Node.GatewayMAC = slices.Clone(c.Node.GatewayMAC)
+	d.Node.FragmentPool = slices.Clone(c.Node.FragmentPool)
 	if c.BGP != nil {
 		d.BGP = c.BGP.clone()
 	}
@@ -72,7 +75,7 @@ func (c *Config) Desired() *Desired {
 			Name: s.Name, VIP: s.VIP, Port: s.Port, Proto: s.Proto,
 			Scheduler: s.Scheduler, TableSize: s.TableSize, Encap: s.Encap,
 			Pools:      make([]DesiredPool, 0, len(s.Pools)),
-			MinHealthy: s.MinHealthy, WithdrawWhenDown: s.WithdrawWhenDown,
+			MinHealthy: s.MinHealthy, WithdrawWhenDown: s.WithdrawWhenDown, Fragments: s.Fragments,
 		}
 		for _, name := range s.Pools {
 			bs, ok := flat[name]

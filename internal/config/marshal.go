@@ -41,6 +41,14 @@ func (c *Config) Marshal() ([]byte, error) {
 	}
 	// Always written: absent means the default, not 0.
 	node.Content = append(node.Content, str("icmp_echo_rate"), integer(uint64(n.ICMPEchoRate)))
+	if len(n.FragmentPool) > 0 {
+		addrs := make([]string, len(n.FragmentPool))
+		for i, a := range n.FragmentPool {
+			addrs[i] = a.String()
+		}
+		node.Content = append(node.Content, str("fragment_pool"), list(addrs))
+	}
+	node.Content = append(node.Content, str("fragment_table_entries"), integer(uint64(n.FragmentTableEntries)))
 
 	pools := mapping()
 	for _, p := range c.Pools {
@@ -85,6 +93,7 @@ func (c *Config) Marshal() ([]byte, error) {
 			"encap", str(s.Encap.String()),
 			"min_healthy", float(s.MinHealthy),
 			"withdraw_when_down", boolean(s.WithdrawWhenDown),
+			"fragments", boolean(s.Fragments),
 		))
 	}
 

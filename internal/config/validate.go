@@ -95,6 +95,10 @@ func validateNode(n *Node, c *collector) {
 	if r := n.ICMPEchoRate; r > MaxICMPEchoRate {
 		c.errf("node.icmp_echo_rate", ErrInvalid, "%d is out of range 0..%d", r, MaxICMPEchoRate)
 	}
+	validateFragmentPool(n, c)
+	if e := n.FragmentTableEntries; e < MinFragmentTableEntries || e > MaxFragmentTableEntries {
+		c.errf("node.fragment_table_entries", ErrInvalid, "%d is out of range %d..%d", e, MinFragmentTableEntries, MaxFragmentTableEntries)
+	}
 	if e := n.ConntrackEntries; e < MinConntrackEntries || e > MaxConntrackEntries {
 		c.errf("node.conntrack_entries", ErrInvalid, "%d is out of range %d..%d", e, MinConntrackEntries, MaxConntrackEntries)
 	}
@@ -109,6 +113,47 @@ func validateNode(n *Node, c *collector) {
 			c.errf("node.timeouts."+t.key, ErrInvalid, "%s is out of range %s..%s",
 				formatDuration(t.val), formatDuration(MinTimeout), formatDuration(MaxTimeout))
 		}
+	}
+}
+
+// validateFragmentPool: unicast, unique, at most MaxFragmentPool, this
+// node among them, and a source address of each family used.
+func validateFragmentPool(n *Node, c *collector) {
+	const p = "node.fragment_pool"
+	if len(n.FragmentPool) == 0 {
+		return
+	}
+	if len(n.FragmentPool) > MaxFragmentPool {
+		c.errf(p, ErrInvalid, "%d nodes, at most %d", len(n.FragmentPool), MaxFragmentPool)
+	}
+	seen := map[netip.Addr]int{}
+	self := false
+	for i, a := range n.FragmentPool {
+		ip := index(p, i)
+		if !a.IsValid() {
+			continue // reported by the decoder
+		}
+		if msg := unicastProblem(a); msg != "" {
+			c.errf(ip, ErrInvalid, "%s %s", a, msg)
+			continue
+		}
+		if j, dup := seen[a]; dup {
+			c.errf(ip, ErrDuplicate, "%s appears twice (also at index %d)", a, j)
+			continue
+		}
+		seen[a] = i
+		if a == n.Address || a == n.Address6 {
+			self = true
+		}
+		if a.Is4() && !n.Address.IsValid() {
+			c.errf(ip, ErrInvalid, "%s is IPv4: redirects to it need node.address as their source", a)
+		}
+		if a.Is6() && !n.Address6.IsValid() {
+			c.errf(ip, ErrInvalid, "%s is IPv6: redirects to it need node.address6 as their source", a)
+		}
+	}
+	if !self {
+		c.errf(p, ErrInvalid, "this node is not in the pool: add node.address or node.address6 (every node lists the same pool)")
 	}
 }
 

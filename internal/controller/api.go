@@ -282,6 +282,11 @@ func (a *API) GlobalCounters(ctx context.Context) ([]api.Counter, error) {
 	for _, n := range datapath.StatNames() {
 		out = append(out, api.Counter{Name: n, Value: st[n]})
 	}
+	for _, n := range datapath.HolderStatNames {
+		if v, ok := st[n]; ok {
+			out = append(out, api.Counter{Name: n, Value: v})
+		}
+	}
 	return out, nil
 }
 

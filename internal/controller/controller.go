@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/xlbproject/xlb/internal/config"
@@ -147,12 +148,42 @@ func (c *Controller) Commit(cfg *config.Config) error {
 	return nil
 }
 
-// fillNextHops copies the cached next hops into st's reals.
+// fillNextHops copies the cached next hops into st's reals and fragment
+// pool nodes.
 func (c *Controller) fillNextHops(st *datapath.State) {
 	for id, r := range st.Reals {
 		r.NextHop = c.nexthops[r.Addr]
 		st.Reals[id] = r
 	}
+	fp := st.Node.Fragments
+	fp.Peers = slices.Clone(fp.Peers)
+	for i := range fp.Peers {
+		if i != fp.Self {
+			fp.Peers[i].NextHop = c.nexthops[fp.Peers[i].Addr]
+		}
+	}
+	st.Node.Fragments = fp
+}
+
+// nextHopAddrs are the addresses the forwarder sends to: backends and the
+// other nodes of the fragment pool.
+func (c *Controller) nextHopAddrs() []netip.Addr {
+	seen := map[netip.Addr]bool{}
+	var out []netip.Addr
+	for _, r := range c.state.Reals {
+		if !seen[r.Addr] {
+			seen[r.Addr] = true
+			out = append(out, r.Addr)
+		}
+	}
+	fp := c.state.Node.Fragments
+	for i, p := range fp.Peers {
+		if i != fp.Self && !seen[p.Addr] {
+			seen[p.Addr] = true
+			out = append(out, p.Addr)
+		}
+	}
+	return out
 }
 
 // refreshNextHops resolves every backend's next hop again and rewrites the
@@ -162,17 +193,14 @@ func (c *Controller) fillNextHops(st *datapath.State) {
 func (c *Controller) refreshNextHops() {
 	changed := false
 	seen := map[netip.Addr]bool{}
-	for _, r := range c.state.Reals {
-		if seen[r.Addr] {
-			continue
-		}
-		seen[r.Addr] = true
-		nh, err := datapath.LookupNextHop(r.Addr)
+	for _, a := range c.nextHopAddrs() {
+		seen[a] = true
+		nh, err := datapath.LookupNextHop(a)
 		if err != nil {
-			c.log.Debug("next hop not resolved", "backend", r.Addr, "error", err)
+			c.log.Debug("next hop not resolved", "address", a, "error", err)
 		}
-		if c.nexthops[r.Addr] != nh {
-			c.nexthops[r.Addr] = nh
+		if c.nexthops[a] != nh {
+			c.nexthops[a] = nh
 			changed = true
 		}
 	}
@@ -258,6 +286,8 @@ func immutable(old, new config.Node) error {
 		return fmt.Errorf("node.name %q -> %q: %w", old.Name, new.Name, ErrRestartRequired)
 	case old.Interface != new.Interface:
 		return fmt.Errorf("node.interface %q -> %q: %w", old.Interface, new.Interface, ErrRestartRequired)
+	case old.FragmentTableEntries != new.FragmentTableEntries:
+		return fmt.Errorf("node.fragment_table_entries %d -> %d: %w", old.FragmentTableEntries, new.FragmentTableEntries, ErrRestartRequired)
 	case old.ConntrackEntries != new.ConntrackEntries:
 		return fmt.Errorf("node.conntrack_entries %d -> %d: %w", old.ConntrackEntries, new.ConntrackEntries, ErrRestartRequired)
 	case old.XDPMode != new.XDPMode:
@@ -404,18 +434,13 @@ func (c *Controller) ForwarderOK() bool { return c.forwarderOK }
 // keepNeighbours keeps the next hop of every backend resolved, so the
 // forwarder's FIB lookup has a MAC for the first packet of any flow.
 func (c *Controller) keepNeighbours() {
-	seen := map[netip.Addr]bool{}
-	for _, r := range c.state.Reals {
-		if seen[r.Addr] {
-			continue
-		}
-		seen[r.Addr] = true
-		nh, err := datapath.ResolveNextHop(r.Addr)
+	for _, a := range c.nextHopAddrs() {
+		nh, err := datapath.ResolveNextHop(a)
 		if err == nil {
 			err = datapath.KeepNeighbour(nh)
 		}
 		if err != nil {
-			c.log.Warn("backend next hop not kept resolved; first packets may use the fallback gateway", "backend", r.Addr, "error", err)
+			c.log.Warn("next hop not kept resolved; first packets may use the fallback gateway", "address", a, "error", err)
 		}
 	}
 }

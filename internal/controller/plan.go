@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,6 +79,7 @@ func (p *Planner) Plan(desired *config.Desired, prev *datapath.State, healthy fu
 			GatewayMAC:   desired.Node.GatewayMAC,
 			FloodSynRate: desired.Node.FloodSynRate,
 			ICMPEchoRate: desired.Node.ICMPEchoRate,
+			Fragments:    fragPool(desired.Node),
 			Timeouts: datapath.Timeouts{
 				TCPSyn: desired.Node.Timeouts.TCPSyn, TCP: desired.Node.Timeouts.TCP,
 				TCPFin: desired.Node.Timeouts.TCPFin, UDP: desired.Node.Timeouts.UDP,
@@ -123,7 +125,7 @@ func (p *Planner) Plan(desired *config.Desired, prev *datapath.State, healthy fu
 			}
 			ids[i] = id
 		}
-		svc := &datapath.Service{SvcID: ids[i], Encap: encapOf(s.Encap)}
+		svc := &datapath.Service{SvcID: ids[i], Encap: encapOf(s.Encap), Fragments: s.Fragments}
 		byAddr := map[netip.Addr]uint32{}
 		for _, p := range s.Pools {
 			for _, b := range p.Backends {
@@ -252,6 +254,21 @@ func buildTable(usable []config.Backend, m uint32, ids map[netip.Addr]uint32) ([
 		out[i] = rids[e]
 	}
 	return out, nil
+}
+
+// fragPool sorts node.fragment_pool (every node then agrees on the order)
+// and finds this node in it (validation guarantees it is there).
+func fragPool(n config.Node) datapath.FragPool {
+	addrs := slices.Clone(n.FragmentPool)
+	slices.SortFunc(addrs, func(a, b netip.Addr) int { return a.Compare(b) })
+	var p datapath.FragPool
+	for i, a := range addrs {
+		if a == n.Address || a == n.Address6 {
+			p.Self = i
+		}
+		p.Peers = append(p.Peers, datapath.FragPeer{Addr: a})
+	}
+	return p
 }
 
 func encapOf(e config.Encap) datapath.Encap {

@@ -241,3 +241,28 @@ func TestPlanNodeRates(t *testing.T) {
 		t.Fatalf("node %+v: want icmp_echo_rate 0, flood_syn_rate 777", st.Node)
 	}
 }
+
+// TestPlanFragments: node.fragment_pool is sorted (the same order on every
+// node, whatever the file's) with this node's index, and a service's
+// fragments flag reaches its data plane service.
+func TestPlanFragments(t *testing.T) {
+	yaml := strings.Replace(baseConfig, `address6: "fd00::11"}`,
+		`address6: "fd00::11", fragment_pool: [10.0.0.13, "fd00::12", 10.0.0.11, 10.0.0.2]}`, 1)
+	yaml = strings.Replace(yaml, `table_size: 251, encap: ipip}`, `table_size: 251, encap: ipip, fragments: true}`, 1)
+	st := mustPlan(t, yaml, nil)
+	var got []string
+	for _, p := range st.Node.Fragments.Peers {
+		got = append(got, p.Addr.String())
+	}
+	if strings.Join(got, " ") != "10.0.0.2 10.0.0.11 10.0.0.13 fd00::12" || st.Node.Fragments.Self != 1 {
+		t.Fatalf("pool %v self %d, want sorted with this node (10.0.0.11) at 1", got, st.Node.Fragments.Self)
+	}
+	for k, s := range st.Services {
+		if s.Fragments != (k.Port == 53) {
+			t.Fatalf("service %s fragments %v", k, s.Fragments)
+		}
+	}
+	if st := mustPlan(t, baseConfig, nil); len(st.Node.Fragments.Peers) != 0 {
+		t.Fatalf("no pool configured, planned %+v", st.Node.Fragments)
+	}
+}

@@ -51,6 +51,13 @@ var pinnedMapPolicy = map[string]struct {
 	"xlb_real_stats": {policyRecreate, "the per-backend counters"},
 	"xlb_flood":      {policyRecreate, "the SYN flood defence state"},
 	"xlb_icmp_rl":    {policyRecreate, "the ICMP echo rate-limit state"},
+	"xlb_frag_conf":  {policyRefuse, "the fragment settings"},
+	"xlb_frag_peers": {policyRefuse, "the fragment pool's next hops"},
+	// Decisions live 5 s: starting empty costs only the later fragments
+	// of datagrams in flight, whose first fragment has gone.
+	"xlb_frags":     {policyRecreate, "the fragment table (first-fragment decisions of the last seconds)"},
+	"xlb_frag_ring": {policyRecreate, "fragments on their way to xlbd's holder"},
+	"xlb_frag_buf":  {policyRecreate, "per-CPU scratch space for held fragments"},
 }
 
 // MapLayout is what makes a map compatible with a program.

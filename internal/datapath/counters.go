@@ -36,10 +36,26 @@ var StatNames = sync.OnceValue(func() []string {
 	return names
 })
 
-// Stats returns the global counters by name (see StatNames).
+// Stats returns the global counters by name (see StatNames), and, once a
+// FragHolder runs, the holder's (HolderStatNames).
 func (d *Datapath) Stats() (map[string]uint64, error) {
-	return readStats(d.objs.XlbStats)
+	out, err := readStats(d.objs.XlbStats)
+	if err != nil {
+		return nil, err
+	}
+	if h := d.holder.Load(); h != nil {
+		s := h.Stats()
+		for i, v := range []uint64{s.Received, s.Released, s.Expired, s.Overflow, s.InjectErrors} {
+			out[HolderStatNames[i]] = v
+		}
+	}
+	return out, nil
 }
+
+// HolderStatNames name the FragHolder's counters in Stats: HOLD records
+// read, frames released (re-injected), expired, dropped over the bounds,
+// re-injections that failed.
+var HolderStatNames = []string{"frag_hold_received", "frag_released", "frag_expired", "frag_hold_overflow", "frag_inject_errors"}
 
 func readStats(m *ebpf.Map) (map[string]uint64, error) {
 	var per []xlbXlbGlobal

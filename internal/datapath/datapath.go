@@ -21,6 +21,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -55,7 +56,11 @@ type Options struct {
 	// that does not fit this build or ConntrackEntries with an empty one;
 	// without it they refuse (see compat.go).
 	DiscardConntrack bool
-	Logger           *slog.Logger
+	// FragEntries bounds the fragment table (datagrams whose first
+	// fragment's decision is kept; default 65536, least recently used
+	// goes first).
+	FragEntries uint32
+	Logger      *slog.Logger
 }
 
 // Sentinel errors.
@@ -81,6 +86,7 @@ type Datapath struct {
 	// recreated are the maps loaded new instead of their incompatible pins
 	// (compat.go); their pins are replaced once the program runs.
 	recreated []string
+	holder    atomic.Pointer[FragHolder]
 }
 
 func (o *Options) defaults() error {
@@ -101,6 +107,9 @@ func (o *Options) defaults() error {
 	}
 	if o.MaxReals == 0 {
 		o.MaxReals = 65536
+	}
+	if o.FragEntries == 0 {
+		o.FragEntries = 65536
 	}
 	if o.MaxReals > xlbMaxReals {
 		return fmt.Errorf("datapath: at most %d reals", xlbMaxReals)
@@ -167,6 +176,7 @@ func LoadSpec(o Options) (*ebpf.CollectionSpec, error) {
 	spec.Maps["xlb_tables"].MaxEntries = 2 * o.MaxServices
 	spec.Maps["xlb_reals"].MaxEntries = o.MaxReals
 	spec.Maps["xlb_real_stats"].MaxEntries = o.MaxReals
+	spec.Maps["xlb_frags"].MaxEntries = o.FragEntries
 	for name, m := range spec.Maps {
 		if len(name) > 4 && name[:4] == "xlb_" {
 			m.Pinning = ebpf.PinByName

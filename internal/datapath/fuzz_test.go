@@ -13,7 +13,11 @@ package datapath
 //     (outer IPv4 checksum right, lengths consistent) to the VIP's backend
 //     whose inner datagram is byte-identical to the input's;
 //   - XDP_TX of an echo request: exactly the reply (addresses and MACs
-//     swapped, type changed, TTL 64, checksums valid iff the request's were).
+//     swapped, type changed, TTL 64, checksums valid iff the request's were);
+//   - fragments to the fragment-enabled services (the UDP ones on port 53):
+//     a first fragment is forwarded like its flow, a later one is either
+//     held (XDP_DROP) or forwarded unchanged to a backend of such a service
+//     (which depends on the first fragments seen before).
 //
 // XLB_FUZZ_PACKETS sets the number of packets (default fuzzDefault; the
 // issue's acceptance run is XLB_FUZZ_PACKETS=10000000).
@@ -54,10 +58,15 @@ const (
 	outForward                // TCP/UDP to a VIP: XDP_TX, tunnel
 	outICMPFwd                // ICMP error about a VIP flow: XDP_TX, tunnel
 	outEcho                   // echo request to a VIP address: XDP_TX, reply
+	// A later fragment to a fragment-enabled VIP (SPEC F-DP9): forwarded
+	// by the fragment table (XDP_TX, a tunnel to one of the backends of
+	// the address's fragment-enabled services, datagram unchanged) or
+	// held (XDP_DROP): which depends on the fragments seen before.
+	outFragLater
 )
 
 func (o outcome) String() string {
-	return [...]string{"pass", "drop", "forward", "icmp-forward", "echo-reply"}[o]
+	return [...]string{"pass", "drop", "forward", "icmp-forward", "echo-reply", "fragment-later"}[o]
 }
 
 // verdictModel mirrors the documented rules; it shares no code with the
@@ -66,15 +75,73 @@ type verdictModel struct {
 	vips    map[VIPKey]netip.Addr // -> the only backend of the service
 	addrs   map[netip.Addr]bool
 	backend netip.Addr
+	// Fragments: services taking them, and per (address, protocol) the
+	// backends of those services.
+	fragVIPs  map[VIPKey]bool
+	fragAddrs map[VIPKey][]netip.Addr // port 0
 }
 
 func newVerdictModel(st *State) *verdictModel {
-	m := &verdictModel{vips: map[VIPKey]netip.Addr{}, addrs: map[netip.Addr]bool{}}
+	m := &verdictModel{vips: map[VIPKey]netip.Addr{}, addrs: map[netip.Addr]bool{},
+		fragVIPs: map[VIPKey]bool{}, fragAddrs: map[VIPKey][]netip.Addr{}}
 	for k, s := range st.Services {
 		m.vips[k] = st.Reals[s.Table[0]].Addr
 		m.addrs[k.Addr] = true
+		if s.Fragments {
+			m.fragVIPs[k] = true
+			ak := VIPKey{Addr: k.Addr, Proto: k.Proto}
+			m.fragAddrs[ak] = append(m.fragAddrs[ak], st.Reals[s.Table[0]].Addr)
+		}
 	}
 	return m
+}
+
+// classifyFrag: a fragment to VIP address dst some of whose services take
+// fragments. l4 is what follows the IPv4 header / the IPv6 fragment
+// header, proto the protocol there, off the fragment offset; end is where
+// the datagram ends in b.
+func (m *verdictModel) classifyFrag(b []byte, c classification, dst netip.Addr, proto uint8, l4, end int, off uint16) classification {
+	c.out = outDrop
+	if l4 > end {
+		return c // fragment header beyond the datagram
+	}
+	backends := m.fragAddrs[VIPKey{Addr: dst, Proto: proto}]
+	if len(backends) == 0 {
+		return c // no service of this protocol there takes fragments
+	}
+	if off != 0 {
+		c.out, c.backends = outFragLater, backends
+		return c
+	}
+	next, cur := proto, l4
+	for i := 0; i < 8 && (next == 0 || next == 43 || next == 60 || next == 51) && !c.v4; i++ {
+		if cur > 4096 || cur+8 > len(b) {
+			return c
+		}
+		nc := cur + (int(b[cur+1])+1)*8
+		if next == 51 {
+			nc = cur + (int(b[cur+1])+2)*4
+		}
+		next, cur = b[cur], nc
+	}
+	if cur > 4096 || cur >= end {
+		return c
+	}
+	room := end - cur
+	ok := next == 6 && cur+20 <= len(b) && room >= 20 && b[cur+12]>>4 >= 5 && int(b[cur+12]>>4)*4 <= room ||
+		next == 17 && cur+8 <= len(b) && room >= 8
+	if !ok {
+		return c
+	}
+	dport := be16(b[cur+2:])
+	k := VIPKey{dst, dport, next}
+	if _, found := m.vips[k]; !found {
+		k.Port = 0
+	}
+	if be, found := m.vips[k]; found && m.fragVIPs[k] {
+		c.out, c.backend = outForward, be
+	}
+	return c
 }
 
 func (m *verdictModel) vip(dst netip.Addr, dport uint16, proto uint8) (netip.Addr, bool) {
@@ -92,6 +159,8 @@ type classification struct {
 	tot     int // IP datagram length
 	backend netip.Addr
 	v4      bool
+	// outFragLater: the backends it may go to.
+	backends []netip.Addr
 }
 
 func be16(b []byte) uint16 { return binary.BigEndian.Uint16(b) }
@@ -120,6 +189,7 @@ func (m *verdictModel) classify(b []byte) classification {
 		tot, l4     int
 		proto       uint8
 		bad, frag   bool
+		fragOff     uint16
 		icmpProto   uint8
 		fixedHeader int
 	)
@@ -137,7 +207,7 @@ func (m *verdictModel) classify(b []byte) classification {
 		case ip[0]>>4 != 4 || hlen < 20 || tot < hlen || off+tot > len(b):
 			bad = true
 		case be16(ip[6:])&0x3fff != 0:
-			frag = true
+			frag, fragOff = true, be16(ip[6:])&0x1fff
 		}
 		proto, l4 = ip[9], off+hlen
 	case 0x86dd:
@@ -162,7 +232,7 @@ func (m *verdictModel) classify(b []byte) classification {
 			switch next {
 			case 44:
 				if be16(b[cur+2:])&0xfff9 != 0 {
-					frag = true
+					frag, fragOff = true, be16(b[cur+2:])>>3
 				}
 				nc = cur + 8
 			case 51:
@@ -179,6 +249,9 @@ func (m *verdictModel) classify(b []byte) classification {
 	}
 	c.tot = tot
 	isVIP := m.addrs[dst]
+	if frag && !bad && isVIP {
+		return m.classifyFrag(b, c, dst, proto, l4, off+tot, fragOff)
+	}
 	if bad || frag {
 		if isVIP {
 			c.out = outDrop
@@ -272,6 +345,21 @@ func (f *fuzzChecker) check(frame []byte, out []byte) (uint32, outcome, error) {
 	got := opts.DataOut
 	c := f.model.classify(frame)
 	want := map[outcome]uint32{outPass: xdpPass, outDrop: xdpDrop, outForward: xdpTX, outICMPFwd: xdpTX, outEcho: xdpTX}[c.out]
+	if c.out == outFragLater {
+		switch ret {
+		case xdpDrop:
+			return ret, c.out, nil
+		case xdpTX:
+			for _, be := range c.backends {
+				c.backend = be
+				if checkTunnel(frame, got, c) == nil {
+					return ret, c.out, nil
+				}
+			}
+			return ret, c.out, fmt.Errorf("later fragment forwarded, but not as a tunnel of it to any of %v: %v", c.backends, checkTunnel(frame, got, c))
+		}
+		return ret, c.out, fmt.Errorf("verdict %s for a later fragment, want DROP (held) or TX (by the table)", xdpNames[ret])
+	}
 	if ret != want {
 		return ret, c.out, fmt.Errorf("verdict %s, model says %s (%s)", xdpNames[ret], c.out, xdpNames[want])
 	}
@@ -365,11 +453,17 @@ func checkEcho(in, got []byte, c classification) error {
 }
 
 // fuzzSetup loads the forwarder with the fixture services and answers
-// every echo (rate high enough never to limit a test).
+// every echo (rate high enough never to limit a test). The UDP services
+// on port 53 take fragments (SPEC F-DP9; no pool: handled here).
 func fuzzSetup(t testing.TB) (*Datapath, *fuzzChecker) {
 	d := newTestDatapath(t, Options{})
 	st := fixtureState()
 	st.Node.ICMPEchoRate = 1 << 24
+	for k, s := range st.Services {
+		if k.Port == 53 {
+			s.Fragments = true
+		}
+	}
 	if _, err := d.Apply(st); err != nil {
 		t.Fatal(err)
 	}
@@ -419,6 +513,19 @@ func fuzzSeeds() [][]byte {
 			}
 		}
 		seeds = append(seeds, echoRequest(c.src, c.dst, 7, 9, []byte("ping data 0123456789")))
+		// Fragments of UDP datagrams, first and later ones sharing ids, to
+		// fragment-enabled services and others.
+		for _, port := range []uint16{53, 80} {
+			f := packet.Flow{Src: c.src, Dst: c.dst, SrcPort: 40000, DstPort: port, Proto: packet.ProtoUDP,
+				Payload: bytes.Repeat([]byte("fragment"), 40), SrcMAC: peerMAC, DstMAC: nodeMAC}
+			for _, fr := range packet.Fragment(f, 7, 128) {
+				et := uint16(packet.EtherIPv4)
+				if c.src.Is6() {
+					et = packet.EtherIPv6
+				}
+				seeds = append(seeds, packet.Ethernet(nodeMAC, peerMAC, 0, et, fr))
+			}
+		}
 	}
 	return seeds
 }
@@ -580,7 +687,7 @@ func fuzzCount(t *testing.T) int {
 // TestPacketFuzz runs random and mutated packets through the program on
 // all CPUs and fails on the first violations (up to 10 reported).
 func TestPacketFuzz(t *testing.T) {
-	_, fc := fuzzSetup(t)
+	d, fc := fuzzSetup(t)
 	seeds := fuzzSeeds()
 	// Every seed alone first: the model and the program agree on them.
 	out := make([]byte, 4096)
@@ -595,7 +702,7 @@ func TestPacketFuzz(t *testing.T) {
 		next       atomic.Int64
 		violations atomic.Int64
 		mu         sync.Mutex
-		byOutcome  [5]int64
+		byOutcome  [6]int64
 		reports    []string
 	)
 	start := time.Now()
@@ -606,7 +713,7 @@ func TestPacketFuzz(t *testing.T) {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(uint64(w)+1, uint64(start.UnixNano())))
 			out := make([]byte, 4096)
-			var local [5]int64
+			var local [6]int64
 			const batch = 1024
 			for {
 				lo := next.Add(batch) - batch
@@ -645,9 +752,9 @@ func TestPacketFuzz(t *testing.T) {
 	for _, n := range byOutcome {
 		ran += n
 	}
-	t.Logf("%d packets in %v on %d workers (%.0f packets/s): pass %d, drop %d, forward %d, icmp-forward %d, echo %d",
+	t.Logf("%d packets in %v on %d workers (%.0f packets/s): pass %d, drop %d, forward %d, icmp-forward %d, echo %d, later fragment %d",
 		ran, el.Round(time.Millisecond), workers, float64(ran)/el.Seconds(),
-		byOutcome[outPass], byOutcome[outDrop], byOutcome[outForward], byOutcome[outICMPFwd], byOutcome[outEcho])
+		byOutcome[outPass], byOutcome[outDrop], byOutcome[outForward], byOutcome[outICMPFwd], byOutcome[outEcho], byOutcome[outFragLater])
 	for _, r := range reports {
 		t.Error(r)
 	}
@@ -657,6 +764,16 @@ func TestPacketFuzz(t *testing.T) {
 	for o, n := range byOutcome {
 		if ran > 10000 && n == 0 {
 			t.Errorf("no packet ended as %s: the mutations miss a path", outcome(o))
+		}
+	}
+	st, err := d.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("fragments: first %d, forwarded by the table %d, held %d", st["frag_first"], st["frag_forward"], st["frag_held"])
+	for _, n := range []string{"frag_first", "frag_forward", "frag_held"} {
+		if ran > 10000 && st[n] == 0 {
+			t.Errorf("%s stayed 0: the mutations miss a fragment path", n)
 		}
 	}
 }

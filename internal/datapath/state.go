@@ -55,6 +55,9 @@ func (k VIPKey) String() string {
 type Service struct {
 	SvcID uint32 // stable per VIP, >= 1
 	Encap Encap
+	// Fragments: the service takes IP fragments (SPEC F-DP9); without it
+	// fragments to the VIP are dropped (drop_fragment).
+	Fragments bool
 	// Table is the Maglev lookup table: len(Table) = M, each entry a real
 	// id (0 = no backend: packets to that slot are dropped).
 	Table []uint32
@@ -92,7 +95,35 @@ type Node struct {
 	// ICMPEchoRate: echo requests to a VIP address each CPU answers per
 	// second (0: never answered; over the rate: dropped).
 	ICMPEchoRate uint32
+	// Fragments is the LB pool fragments are redirected over.
+	Fragments FragPool
 }
+
+// FragPool is the pool of LB nodes fragments are spread over by their
+// 3-tuple (SPEC F-DP9): the same list, in the same (sorted) order, on
+// every node. Empty: fragment support is off (no redirect, no GRE
+// decapsulation); fragments of fragment-enabled services are then handled
+// where they arrive.
+type FragPool struct {
+	Peers []FragPeer // sorted by address; at most MaxFragPeers
+	Self  int        // this node's index in Peers
+	// Timeout is how long a first fragment's decision is used (default
+	// DefaultFragTimeout: a datagram's fragments come within it, and an
+	// IP id reused after it starts afresh).
+	Timeout time.Duration
+}
+
+// FragPeer is one LB node of the fragment pool; NextHop as for reals.
+type FragPeer struct {
+	Addr    netip.Addr
+	NextHop NextHopCache
+}
+
+// MaxFragPeers is the size of xlb_frag_peers.
+const MaxFragPeers = 64
+
+// DefaultFragTimeout is FragPool.Timeout when zero.
+const DefaultFragTimeout = 5 * time.Second
 
 // State is the complete content the control plane wants in the maps.
 type State struct {
@@ -104,6 +135,7 @@ type State struct {
 // applied is what this process knows to be in the maps.
 type applied struct {
 	node     xlbNodeInfo
+	frag     []byte // the FragPool last written (fragPoolKey)
 	services map[VIPKey]*appliedService
 	reals    map[uint32]Real
 }
@@ -120,7 +152,7 @@ func (d *Datapath) Snapshot() *State {
 	st := &State{Services: map[VIPKey]*Service{}, Reals: map[uint32]Real{}}
 	st.Node = nodeFromInfo(d.cache.node)
 	for k, s := range d.cache.services {
-		st.Services[k] = &Service{SvcID: s.SvcID, Encap: s.Encap, Table: slices.Clone(s.Table)}
+		st.Services[k] = &Service{SvcID: s.SvcID, Encap: s.Encap, Fragments: s.Fragments, Table: slices.Clone(s.Table)}
 	}
 	for id, r := range d.cache.reals {
 		st.Reals[id] = r
@@ -176,6 +208,9 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 			return stats, fmt.Errorf("write node settings: %w", err)
 		}
 		d.cache.node = node
+	}
+	if err := d.applyFragPool(st.Node.Fragments); err != nil {
+		return stats, err
 	}
 	for id, r := range st.Reals {
 		if old, ok := d.cache.reals[id]; ok && old == r {
@@ -260,13 +295,13 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 			slot = cur.slot
 		}
 		if cur != nil && !changed {
-			if cur.Encap != s.Encap {
+			if cur.Encap != s.Encap || cur.Fragments != s.Fragments {
 				vk := vipKey(key)
-				vi := xlbVipInfo{SvcId: s.SvcID, TableId: cur.slot, TableSize: uint32(len(s.Table)), Encap: uint8(s.Encap)}
+				vi := vipInfo(s, cur.slot)
 				if err := d.objs.XlbVips.Put(&vk, &vi); err != nil {
 					return stats, fmt.Errorf("publish vip %s: %w", key, err)
 				}
-				cur.Encap = s.Encap
+				cur.Encap, cur.Fragments = s.Encap, s.Fragments
 			}
 			continue
 		}
@@ -277,7 +312,7 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 			stats.ServicesAdded++
 		}
 		vk := vipKey(key)
-		vi := xlbVipInfo{SvcId: s.SvcID, TableId: slot, TableSize: uint32(len(s.Table)), Encap: uint8(s.Encap)}
+		vi := vipInfo(s, slot)
 		if err := d.objs.XlbVips.Put(&vk, &vi); err != nil {
 			return stats, fmt.Errorf("publish vip %s: %w", key, err)
 		}
@@ -288,7 +323,7 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 			}
 		}
 		d.cache.services[key] = &appliedService{
-			Service: Service{SvcID: s.SvcID, Encap: s.Encap, Table: s.Table},
+			Service: Service{SvcID: s.SvcID, Encap: s.Encap, Fragments: s.Fragments, Table: s.Table},
 			slot:    slot,
 			table:   newLive[key],
 		}
@@ -494,9 +529,16 @@ func (d *Datapath) resetSvcStats(id uint32) error {
 
 // syncVIPAddrs makes xlb_vip_addrs hold exactly the VIP addresses.
 func (d *Datapath) syncVIPAddrs() error {
-	want := map[xlbVipKey]bool{}
-	for k := range d.cache.services {
-		want[vipKey(VIPKey{Addr: k.Addr})] = true
+	want := map[xlbVipKey]uint32{}
+	for k, s := range d.cache.services {
+		ak := vipKey(VIPKey{Addr: k.Addr})
+		want[ak] |= uint32(xlbXlbVipAddrFlagsXLB_VADDR_F_VIP)
+		if s.Fragments && k.Proto == 6 {
+			want[ak] |= uint32(xlbXlbVipAddrFlagsXLB_VADDR_F_FRAG_TCP)
+		}
+		if s.Fragments && k.Proto == 17 {
+			want[ak] |= uint32(xlbXlbVipAddrFlagsXLB_VADDR_F_FRAG_UDP)
+		}
 	}
 	var (
 		k   xlbVipKey
@@ -505,17 +547,18 @@ func (d *Datapath) syncVIPAddrs() error {
 	)
 	it := d.objs.XlbVipAddrs.Iterate()
 	for it.Next(&k, &v) {
-		if !want[k] {
+		w, ok := want[k]
+		if !ok {
 			old = append(old, k)
+		} else if w == v {
+			delete(want, k)
 		}
-		delete(want, k)
 	}
 	if err := it.Err(); err != nil {
 		return fmt.Errorf("read vip addresses: %w", err)
 	}
-	one := uint32(1)
-	for k := range want {
-		if err := d.objs.XlbVipAddrs.Put(&k, &one); err != nil {
+	for k, v := range want {
+		if err := d.objs.XlbVipAddrs.Put(&k, &v); err != nil {
 			return fmt.Errorf("write vip address: %w", err)
 		}
 	}
@@ -555,7 +598,9 @@ func (d *Datapath) loadApplied() error {
 		}
 		table := lt.read(int(vi.TableSize))
 		d.cache.services[key] = &appliedService{
-			Service: Service{SvcID: vi.SvcId, Encap: Encap(vi.Encap), Table: table}, slot: vi.TableId, table: lt,
+			Service: Service{SvcID: vi.SvcId, Encap: Encap(vi.Encap), Table: table,
+				Fragments: vi.Flags&uint8(xlbXlbVipFlagsXLB_VIP_F_FRAGMENTS) != 0},
+			slot: vi.TableId, table: lt,
 		}
 	}
 	if err := it.Err(); err != nil {
@@ -600,6 +645,14 @@ func vipKey(k VIPKey) xlbVipKey {
 
 func keyFromVip(k xlbVipKey) VIPKey {
 	return VIPKey{Addr: addrFrom(k.Addr, k.Family), Port: bits.ReverseBytes16(k.Port), Proto: k.Proto}
+}
+
+func vipInfo(s *Service, slot uint32) xlbVipInfo {
+	vi := xlbVipInfo{SvcId: s.SvcID, TableId: slot, TableSize: uint32(len(s.Table)), Encap: uint8(s.Encap)}
+	if s.Fragments {
+		vi.Flags |= uint8(xlbXlbVipFlagsXLB_VIP_F_FRAGMENTS)
+	}
+	return vi
 }
 
 func realInfo(r Real) xlbRealInfo {

@@ -25,6 +25,50 @@ type xlbFloodState struct {
 	Active uint32
 }
 
+type xlbFragConf struct {
+	_         structs.HostLayout
+	Peers     uint32
+	Self      uint32
+	TimeoutNs uint64
+}
+
+type xlbFragEntry struct {
+	_     structs.HostLayout
+	TsNs  uint64
+	Hash  uint64
+	Rid   uint32
+	SvcId uint32
+	State uint8
+	Encap uint8
+	Pad   uint16
+	Pad2  uint32
+}
+
+type xlbFragEvent struct {
+	_       structs.HostLayout
+	Kind    uint32
+	Len     uint32
+	Ifindex uint32
+	Pad     uint32
+	Key     xlbFragKey
+}
+
+type xlbFragHoldBuf struct {
+	_    structs.HostLayout
+	Ev   xlbFragEvent
+	Data [9216]uint8
+}
+
+type xlbFragKey struct {
+	_      structs.HostLayout
+	Src    [16]uint8
+	Dst    [16]uint8
+	Id     uint32
+	Family uint8
+	Proto  uint8
+	Pad    uint16
+}
+
 type xlbIcmpRlState struct {
 	_      structs.HostLayout
 	LastNs uint64
@@ -110,9 +154,23 @@ const (
 	xlbXlbFamilyXLB_AF_INET6 xlbXlbFamily = 6
 )
 
+type xlbXlbFragEventKind uint32
+
+const (
+	xlbXlbFragEventKindXLB_FRAG_EV_HOLD    xlbXlbFragEventKind = 1
+	xlbXlbFragEventKindXLB_FRAG_EV_RELEASE xlbXlbFragEventKind = 2
+)
+
+type xlbXlbFragState uint32
+
+const (
+	xlbXlbFragStateXLB_FRAG_WAITING xlbXlbFragState = 1
+	xlbXlbFragStateXLB_FRAG_DECIDED xlbXlbFragState = 2
+)
+
 type xlbXlbGlobal struct {
 	_     structs.HostLayout
-	Count [27]uint64
+	Count [34]uint64
 }
 
 type xlbXlbNodeFlags uint32
@@ -160,33 +218,64 @@ const (
 	xlbXlbStatXLB_STAT_ICMP_ECHO_REPLY    xlbXlbStat = 24
 	xlbXlbStatXLB_STAT_ICMP_ECHO_LIMITED  xlbXlbStat = 25
 	xlbXlbStatXLB_STAT_ICMP_PASS          xlbXlbStat = 26
-	xlbXlbStatXLB_STAT__MAX               xlbXlbStat = 27
+	xlbXlbStatXLB_STAT_FRAG_REDIRECT      xlbXlbStat = 27
+	xlbXlbStatXLB_STAT_FRAG_FROM_PEER     xlbXlbStat = 28
+	xlbXlbStatXLB_STAT_FRAG_FIRST         xlbXlbStat = 29
+	xlbXlbStatXLB_STAT_FRAG_FORWARD       xlbXlbStat = 30
+	xlbXlbStatXLB_STAT_FRAG_HELD          xlbXlbStat = 31
+	xlbXlbStatXLB_STAT_FRAG_HOLD_FAIL     xlbXlbStat = 32
+	xlbXlbStatXLB_STAT_FRAG_RELEASE       xlbXlbStat = 33
+	xlbXlbStatXLB_STAT__MAX               xlbXlbStat = 34
+)
+
+type xlbXlbVipAddrFlags uint32
+
+const (
+	xlbXlbVipAddrFlagsXLB_VADDR_F_VIP      xlbXlbVipAddrFlags = 1
+	xlbXlbVipAddrFlagsXLB_VADDR_F_FRAG_TCP xlbXlbVipAddrFlags = 2
+	xlbXlbVipAddrFlagsXLB_VADDR_F_FRAG_UDP xlbXlbVipAddrFlags = 4
+)
+
+type xlbXlbVipFlags uint32
+
+const (
+	xlbXlbVipFlagsXLB_VIP_F_FRAGMENTS xlbXlbVipFlags = 1
 )
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	xlbMapXlbCt              = "xlb_ct"
-	xlbMapXlbFlood           = "xlb_flood"
-	xlbMapXlbIcmpRl          = "xlb_icmp_rl"
-	xlbMapXlbNode            = "xlb_node"
-	xlbMapXlbRealStats       = "xlb_real_stats"
-	xlbMapXlbReals           = "xlb_reals"
-	xlbMapXlbStats           = "xlb_stats"
-	xlbMapXlbSvcStats        = "xlb_svc_stats"
-	xlbMapXlbTables          = "xlb_tables"
-	xlbMapXlbVipAddrs        = "xlb_vip_addrs"
-	xlbMapXlbVips            = "xlb_vips"
-	xlbProgXlbForward        = "xlb_forward"
-	xlbVarCtShift            = "ct_shift"
-	xlbVarNrCpus             = "nr_cpus"
-	xlbVarXlbAnchorCtState   = "xlb_anchor_ct_state"
-	xlbVarXlbAnchorEncap     = "xlb_anchor_encap"
-	xlbVarXlbAnchorFamily    = "xlb_anchor_family"
-	xlbVarXlbAnchorNodeFlags = "xlb_anchor_node_flags"
-	xlbVarXlbAnchorRealFlags = "xlb_anchor_real_flags"
-	xlbVarXlbAnchorStat      = "xlb_anchor_stat"
+	xlbMapXlbCt                  = "xlb_ct"
+	xlbMapXlbFlood               = "xlb_flood"
+	xlbMapXlbFragBuf             = "xlb_frag_buf"
+	xlbMapXlbFragConf            = "xlb_frag_conf"
+	xlbMapXlbFragPeers           = "xlb_frag_peers"
+	xlbMapXlbFragRing            = "xlb_frag_ring"
+	xlbMapXlbFrags               = "xlb_frags"
+	xlbMapXlbIcmpRl              = "xlb_icmp_rl"
+	xlbMapXlbNode                = "xlb_node"
+	xlbMapXlbRealStats           = "xlb_real_stats"
+	xlbMapXlbReals               = "xlb_reals"
+	xlbMapXlbStats               = "xlb_stats"
+	xlbMapXlbSvcStats            = "xlb_svc_stats"
+	xlbMapXlbTables              = "xlb_tables"
+	xlbMapXlbVipAddrs            = "xlb_vip_addrs"
+	xlbMapXlbVips                = "xlb_vips"
+	xlbProgXlbForward            = "xlb_forward"
+	xlbVarCtShift                = "ct_shift"
+	xlbVarNrCpus                 = "nr_cpus"
+	xlbVarXlbAnchorCtState       = "xlb_anchor_ct_state"
+	xlbVarXlbAnchorEncap         = "xlb_anchor_encap"
+	xlbVarXlbAnchorFamily        = "xlb_anchor_family"
+	xlbVarXlbAnchorFragEvent     = "xlb_anchor_frag_event"
+	xlbVarXlbAnchorFragEventKind = "xlb_anchor_frag_event_kind"
+	xlbVarXlbAnchorFragState     = "xlb_anchor_frag_state"
+	xlbVarXlbAnchorNodeFlags     = "xlb_anchor_node_flags"
+	xlbVarXlbAnchorRealFlags     = "xlb_anchor_real_flags"
+	xlbVarXlbAnchorStat          = "xlb_anchor_stat"
+	xlbVarXlbAnchorVaddrFlags    = "xlb_anchor_vaddr_flags"
+	xlbVarXlbAnchorVipFlags      = "xlb_anchor_vip_flags"
 )
 
 // loadXlb returns the embedded CollectionSpec for xlb.
@@ -240,6 +329,11 @@ type xlbProgramSpecs struct {
 type xlbMapSpecs struct {
 	XlbCt        *ebpf.MapSpec `ebpf:"xlb_ct"`
 	XlbFlood     *ebpf.MapSpec `ebpf:"xlb_flood"`
+	XlbFragBuf   *ebpf.MapSpec `ebpf:"xlb_frag_buf"`
+	XlbFragConf  *ebpf.MapSpec `ebpf:"xlb_frag_conf"`
+	XlbFragPeers *ebpf.MapSpec `ebpf:"xlb_frag_peers"`
+	XlbFragRing  *ebpf.MapSpec `ebpf:"xlb_frag_ring"`
+	XlbFrags     *ebpf.MapSpec `ebpf:"xlb_frags"`
 	XlbIcmpRl    *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
 	XlbNode      *ebpf.MapSpec `ebpf:"xlb_node"`
 	XlbRealStats *ebpf.MapSpec `ebpf:"xlb_real_stats"`
@@ -255,14 +349,19 @@ type xlbMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbVariableSpecs struct {
-	CtShift            *ebpf.VariableSpec `ebpf:"ct_shift"`
-	NrCpus             *ebpf.VariableSpec `ebpf:"nr_cpus"`
-	XlbAnchorCtState   *ebpf.VariableSpec `ebpf:"xlb_anchor_ct_state"`
-	XlbAnchorEncap     *ebpf.VariableSpec `ebpf:"xlb_anchor_encap"`
-	XlbAnchorFamily    *ebpf.VariableSpec `ebpf:"xlb_anchor_family"`
-	XlbAnchorNodeFlags *ebpf.VariableSpec `ebpf:"xlb_anchor_node_flags"`
-	XlbAnchorRealFlags *ebpf.VariableSpec `ebpf:"xlb_anchor_real_flags"`
-	XlbAnchorStat      *ebpf.VariableSpec `ebpf:"xlb_anchor_stat"`
+	CtShift                *ebpf.VariableSpec `ebpf:"ct_shift"`
+	NrCpus                 *ebpf.VariableSpec `ebpf:"nr_cpus"`
+	XlbAnchorCtState       *ebpf.VariableSpec `ebpf:"xlb_anchor_ct_state"`
+	XlbAnchorEncap         *ebpf.VariableSpec `ebpf:"xlb_anchor_encap"`
+	XlbAnchorFamily        *ebpf.VariableSpec `ebpf:"xlb_anchor_family"`
+	XlbAnchorFragEvent     *ebpf.VariableSpec `ebpf:"xlb_anchor_frag_event"`
+	XlbAnchorFragEventKind *ebpf.VariableSpec `ebpf:"xlb_anchor_frag_event_kind"`
+	XlbAnchorFragState     *ebpf.VariableSpec `ebpf:"xlb_anchor_frag_state"`
+	XlbAnchorNodeFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_node_flags"`
+	XlbAnchorRealFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_flags"`
+	XlbAnchorStat          *ebpf.VariableSpec `ebpf:"xlb_anchor_stat"`
+	XlbAnchorVaddrFlags    *ebpf.VariableSpec `ebpf:"xlb_anchor_vaddr_flags"`
+	XlbAnchorVipFlags      *ebpf.VariableSpec `ebpf:"xlb_anchor_vip_flags"`
 }
 
 // xlbObjects contains all objects after they have been loaded into the kernel.
@@ -287,6 +386,11 @@ func (o *xlbObjects) Close() error {
 type xlbMaps struct {
 	XlbCt        *ebpf.Map `ebpf:"xlb_ct"`
 	XlbFlood     *ebpf.Map `ebpf:"xlb_flood"`
+	XlbFragBuf   *ebpf.Map `ebpf:"xlb_frag_buf"`
+	XlbFragConf  *ebpf.Map `ebpf:"xlb_frag_conf"`
+	XlbFragPeers *ebpf.Map `ebpf:"xlb_frag_peers"`
+	XlbFragRing  *ebpf.Map `ebpf:"xlb_frag_ring"`
+	XlbFrags     *ebpf.Map `ebpf:"xlb_frags"`
 	XlbIcmpRl    *ebpf.Map `ebpf:"xlb_icmp_rl"`
 	XlbNode      *ebpf.Map `ebpf:"xlb_node"`
 	XlbRealStats *ebpf.Map `ebpf:"xlb_real_stats"`
@@ -302,6 +406,11 @@ func (m *xlbMaps) Close() error {
 	return _XlbClose(
 		m.XlbCt,
 		m.XlbFlood,
+		m.XlbFragBuf,
+		m.XlbFragConf,
+		m.XlbFragPeers,
+		m.XlbFragRing,
+		m.XlbFrags,
 		m.XlbIcmpRl,
 		m.XlbNode,
 		m.XlbRealStats,
@@ -318,14 +427,19 @@ func (m *xlbMaps) Close() error {
 //
 // It can be passed to loadXlbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbVariables struct {
-	CtShift            *ebpf.Variable `ebpf:"ct_shift"`
-	NrCpus             *ebpf.Variable `ebpf:"nr_cpus"`
-	XlbAnchorCtState   *ebpf.Variable `ebpf:"xlb_anchor_ct_state"`
-	XlbAnchorEncap     *ebpf.Variable `ebpf:"xlb_anchor_encap"`
-	XlbAnchorFamily    *ebpf.Variable `ebpf:"xlb_anchor_family"`
-	XlbAnchorNodeFlags *ebpf.Variable `ebpf:"xlb_anchor_node_flags"`
-	XlbAnchorRealFlags *ebpf.Variable `ebpf:"xlb_anchor_real_flags"`
-	XlbAnchorStat      *ebpf.Variable `ebpf:"xlb_anchor_stat"`
+	CtShift                *ebpf.Variable `ebpf:"ct_shift"`
+	NrCpus                 *ebpf.Variable `ebpf:"nr_cpus"`
+	XlbAnchorCtState       *ebpf.Variable `ebpf:"xlb_anchor_ct_state"`
+	XlbAnchorEncap         *ebpf.Variable `ebpf:"xlb_anchor_encap"`
+	XlbAnchorFamily        *ebpf.Variable `ebpf:"xlb_anchor_family"`
+	XlbAnchorFragEvent     *ebpf.Variable `ebpf:"xlb_anchor_frag_event"`
+	XlbAnchorFragEventKind *ebpf.Variable `ebpf:"xlb_anchor_frag_event_kind"`
+	XlbAnchorFragState     *ebpf.Variable `ebpf:"xlb_anchor_frag_state"`
+	XlbAnchorNodeFlags     *ebpf.Variable `ebpf:"xlb_anchor_node_flags"`
+	XlbAnchorRealFlags     *ebpf.Variable `ebpf:"xlb_anchor_real_flags"`
+	XlbAnchorStat          *ebpf.Variable `ebpf:"xlb_anchor_stat"`
+	XlbAnchorVaddrFlags    *ebpf.Variable `ebpf:"xlb_anchor_vaddr_flags"`
+	XlbAnchorVipFlags      *ebpf.Variable `ebpf:"xlb_anchor_vip_flags"`
 }
 
 // xlbPrograms contains all programs after they have been loaded into the kernel.

@@ -16,27 +16,37 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	xlbvariantMapXlbCt              = "xlb_ct"
-	xlbvariantMapXlbFlood           = "xlb_flood"
-	xlbvariantMapXlbIcmpRl          = "xlb_icmp_rl"
-	xlbvariantMapXlbNode            = "xlb_node"
-	xlbvariantMapXlbRealStats       = "xlb_real_stats"
-	xlbvariantMapXlbReals           = "xlb_reals"
-	xlbvariantMapXlbStats           = "xlb_stats"
-	xlbvariantMapXlbSvcStats        = "xlb_svc_stats"
-	xlbvariantMapXlbTables          = "xlb_tables"
-	xlbvariantMapXlbVipAddrs        = "xlb_vip_addrs"
-	xlbvariantMapXlbVips            = "xlb_vips"
-	xlbvariantProgXlbForward        = "xlb_forward"
-	xlbvariantVarCtShift            = "ct_shift"
-	xlbvariantVarNrCpus             = "nr_cpus"
-	xlbvariantVarXlbAnchorCtState   = "xlb_anchor_ct_state"
-	xlbvariantVarXlbAnchorEncap     = "xlb_anchor_encap"
-	xlbvariantVarXlbAnchorFamily    = "xlb_anchor_family"
-	xlbvariantVarXlbAnchorNodeFlags = "xlb_anchor_node_flags"
-	xlbvariantVarXlbAnchorRealFlags = "xlb_anchor_real_flags"
-	xlbvariantVarXlbAnchorStat      = "xlb_anchor_stat"
-	xlbvariantVarXlbBuildVariant    = "xlb_build_variant"
+	xlbvariantMapXlbCt                  = "xlb_ct"
+	xlbvariantMapXlbFlood               = "xlb_flood"
+	xlbvariantMapXlbFragBuf             = "xlb_frag_buf"
+	xlbvariantMapXlbFragConf            = "xlb_frag_conf"
+	xlbvariantMapXlbFragPeers           = "xlb_frag_peers"
+	xlbvariantMapXlbFragRing            = "xlb_frag_ring"
+	xlbvariantMapXlbFrags               = "xlb_frags"
+	xlbvariantMapXlbIcmpRl              = "xlb_icmp_rl"
+	xlbvariantMapXlbNode                = "xlb_node"
+	xlbvariantMapXlbRealStats           = "xlb_real_stats"
+	xlbvariantMapXlbReals               = "xlb_reals"
+	xlbvariantMapXlbStats               = "xlb_stats"
+	xlbvariantMapXlbSvcStats            = "xlb_svc_stats"
+	xlbvariantMapXlbTables              = "xlb_tables"
+	xlbvariantMapXlbVipAddrs            = "xlb_vip_addrs"
+	xlbvariantMapXlbVips                = "xlb_vips"
+	xlbvariantProgXlbForward            = "xlb_forward"
+	xlbvariantVarCtShift                = "ct_shift"
+	xlbvariantVarNrCpus                 = "nr_cpus"
+	xlbvariantVarXlbAnchorCtState       = "xlb_anchor_ct_state"
+	xlbvariantVarXlbAnchorEncap         = "xlb_anchor_encap"
+	xlbvariantVarXlbAnchorFamily        = "xlb_anchor_family"
+	xlbvariantVarXlbAnchorFragEvent     = "xlb_anchor_frag_event"
+	xlbvariantVarXlbAnchorFragEventKind = "xlb_anchor_frag_event_kind"
+	xlbvariantVarXlbAnchorFragState     = "xlb_anchor_frag_state"
+	xlbvariantVarXlbAnchorNodeFlags     = "xlb_anchor_node_flags"
+	xlbvariantVarXlbAnchorRealFlags     = "xlb_anchor_real_flags"
+	xlbvariantVarXlbAnchorStat          = "xlb_anchor_stat"
+	xlbvariantVarXlbAnchorVaddrFlags    = "xlb_anchor_vaddr_flags"
+	xlbvariantVarXlbAnchorVipFlags      = "xlb_anchor_vip_flags"
+	xlbvariantVarXlbBuildVariant        = "xlb_build_variant"
 )
 
 // loadXlbvariant returns the embedded CollectionSpec for xlbvariant.
@@ -90,6 +100,11 @@ type xlbvariantProgramSpecs struct {
 type xlbvariantMapSpecs struct {
 	XlbCt        *ebpf.MapSpec `ebpf:"xlb_ct"`
 	XlbFlood     *ebpf.MapSpec `ebpf:"xlb_flood"`
+	XlbFragBuf   *ebpf.MapSpec `ebpf:"xlb_frag_buf"`
+	XlbFragConf  *ebpf.MapSpec `ebpf:"xlb_frag_conf"`
+	XlbFragPeers *ebpf.MapSpec `ebpf:"xlb_frag_peers"`
+	XlbFragRing  *ebpf.MapSpec `ebpf:"xlb_frag_ring"`
+	XlbFrags     *ebpf.MapSpec `ebpf:"xlb_frags"`
 	XlbIcmpRl    *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
 	XlbNode      *ebpf.MapSpec `ebpf:"xlb_node"`
 	XlbRealStats *ebpf.MapSpec `ebpf:"xlb_real_stats"`
@@ -105,15 +120,20 @@ type xlbvariantMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbvariantVariableSpecs struct {
-	CtShift            *ebpf.VariableSpec `ebpf:"ct_shift"`
-	NrCpus             *ebpf.VariableSpec `ebpf:"nr_cpus"`
-	XlbAnchorCtState   *ebpf.VariableSpec `ebpf:"xlb_anchor_ct_state"`
-	XlbAnchorEncap     *ebpf.VariableSpec `ebpf:"xlb_anchor_encap"`
-	XlbAnchorFamily    *ebpf.VariableSpec `ebpf:"xlb_anchor_family"`
-	XlbAnchorNodeFlags *ebpf.VariableSpec `ebpf:"xlb_anchor_node_flags"`
-	XlbAnchorRealFlags *ebpf.VariableSpec `ebpf:"xlb_anchor_real_flags"`
-	XlbAnchorStat      *ebpf.VariableSpec `ebpf:"xlb_anchor_stat"`
-	XlbBuildVariant    *ebpf.VariableSpec `ebpf:"xlb_build_variant"`
+	CtShift                *ebpf.VariableSpec `ebpf:"ct_shift"`
+	NrCpus                 *ebpf.VariableSpec `ebpf:"nr_cpus"`
+	XlbAnchorCtState       *ebpf.VariableSpec `ebpf:"xlb_anchor_ct_state"`
+	XlbAnchorEncap         *ebpf.VariableSpec `ebpf:"xlb_anchor_encap"`
+	XlbAnchorFamily        *ebpf.VariableSpec `ebpf:"xlb_anchor_family"`
+	XlbAnchorFragEvent     *ebpf.VariableSpec `ebpf:"xlb_anchor_frag_event"`
+	XlbAnchorFragEventKind *ebpf.VariableSpec `ebpf:"xlb_anchor_frag_event_kind"`
+	XlbAnchorFragState     *ebpf.VariableSpec `ebpf:"xlb_anchor_frag_state"`
+	XlbAnchorNodeFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_node_flags"`
+	XlbAnchorRealFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_flags"`
+	XlbAnchorStat          *ebpf.VariableSpec `ebpf:"xlb_anchor_stat"`
+	XlbAnchorVaddrFlags    *ebpf.VariableSpec `ebpf:"xlb_anchor_vaddr_flags"`
+	XlbAnchorVipFlags      *ebpf.VariableSpec `ebpf:"xlb_anchor_vip_flags"`
+	XlbBuildVariant        *ebpf.VariableSpec `ebpf:"xlb_build_variant"`
 }
 
 // xlbvariantObjects contains all objects after they have been loaded into the kernel.
@@ -138,6 +158,11 @@ func (o *xlbvariantObjects) Close() error {
 type xlbvariantMaps struct {
 	XlbCt        *ebpf.Map `ebpf:"xlb_ct"`
 	XlbFlood     *ebpf.Map `ebpf:"xlb_flood"`
+	XlbFragBuf   *ebpf.Map `ebpf:"xlb_frag_buf"`
+	XlbFragConf  *ebpf.Map `ebpf:"xlb_frag_conf"`
+	XlbFragPeers *ebpf.Map `ebpf:"xlb_frag_peers"`
+	XlbFragRing  *ebpf.Map `ebpf:"xlb_frag_ring"`
+	XlbFrags     *ebpf.Map `ebpf:"xlb_frags"`
 	XlbIcmpRl    *ebpf.Map `ebpf:"xlb_icmp_rl"`
 	XlbNode      *ebpf.Map `ebpf:"xlb_node"`
 	XlbRealStats *ebpf.Map `ebpf:"xlb_real_stats"`
@@ -153,6 +178,11 @@ func (m *xlbvariantMaps) Close() error {
 	return _XlbvariantClose(
 		m.XlbCt,
 		m.XlbFlood,
+		m.XlbFragBuf,
+		m.XlbFragConf,
+		m.XlbFragPeers,
+		m.XlbFragRing,
+		m.XlbFrags,
 		m.XlbIcmpRl,
 		m.XlbNode,
 		m.XlbRealStats,
@@ -169,15 +199,20 @@ func (m *xlbvariantMaps) Close() error {
 //
 // It can be passed to loadXlbvariantObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbvariantVariables struct {
-	CtShift            *ebpf.Variable `ebpf:"ct_shift"`
-	NrCpus             *ebpf.Variable `ebpf:"nr_cpus"`
-	XlbAnchorCtState   *ebpf.Variable `ebpf:"xlb_anchor_ct_state"`
-	XlbAnchorEncap     *ebpf.Variable `ebpf:"xlb_anchor_encap"`
-	XlbAnchorFamily    *ebpf.Variable `ebpf:"xlb_anchor_family"`
-	XlbAnchorNodeFlags *ebpf.Variable `ebpf:"xlb_anchor_node_flags"`
-	XlbAnchorRealFlags *ebpf.Variable `ebpf:"xlb_anchor_real_flags"`
-	XlbAnchorStat      *ebpf.Variable `ebpf:"xlb_anchor_stat"`
-	XlbBuildVariant    *ebpf.Variable `ebpf:"xlb_build_variant"`
+	CtShift                *ebpf.Variable `ebpf:"ct_shift"`
+	NrCpus                 *ebpf.Variable `ebpf:"nr_cpus"`
+	XlbAnchorCtState       *ebpf.Variable `ebpf:"xlb_anchor_ct_state"`
+	XlbAnchorEncap         *ebpf.Variable `ebpf:"xlb_anchor_encap"`
+	XlbAnchorFamily        *ebpf.Variable `ebpf:"xlb_anchor_family"`
+	XlbAnchorFragEvent     *ebpf.Variable `ebpf:"xlb_anchor_frag_event"`
+	XlbAnchorFragEventKind *ebpf.Variable `ebpf:"xlb_anchor_frag_event_kind"`
+	XlbAnchorFragState     *ebpf.Variable `ebpf:"xlb_anchor_frag_state"`
+	XlbAnchorNodeFlags     *ebpf.Variable `ebpf:"xlb_anchor_node_flags"`
+	XlbAnchorRealFlags     *ebpf.Variable `ebpf:"xlb_anchor_real_flags"`
+	XlbAnchorStat          *ebpf.Variable `ebpf:"xlb_anchor_stat"`
+	XlbAnchorVaddrFlags    *ebpf.Variable `ebpf:"xlb_anchor_vaddr_flags"`
+	XlbAnchorVipFlags      *ebpf.Variable `ebpf:"xlb_anchor_vip_flags"`
+	XlbBuildVariant        *ebpf.Variable `ebpf:"xlb_build_variant"`
 }
 
 // xlbvariantPrograms contains all programs after they have been loaded into the kernel.

@@ -81,7 +81,34 @@ func fixtures() []fixture {
 	gre6 := func(p []byte) []byte { return ip6{src: lb6, dst: local6, next: protoGRE}.build(p) }
 	tiny := udp4(client4, vip4, 1, 2, nil)
 
+	// Inner fragments (SPEC F-DP9): decapsulated like whole datagrams, so
+	// the stack reassembles them.
+	frag4 := ip4{src: client4, dst: vip4, proto: protoUDP, frag: 0x2000}.build(udp4(client4, vip4, 40003, 53, make([]byte, 64))[20:])
+	frag4late := ip4{src: client4, dst: vip4, proto: protoUDP, frag: 0x0009}.build(make([]byte, 40))
+	frag6 := ip6{src: client6, dst: vip6, next: 44}.build(cat([]byte{protoUDP, 0, 0, 9, 0, 0, 0, 7}, make([]byte, 40)))
+
 	return []fixture{
+		{
+			name:    "gre4 inner ipv4 first fragment",
+			in:      cat(ethHdr(etherIPv4), gre4(cat(greHdr(0, etherIPv4), frag4))),
+			action:  xdpPass,
+			out:     cat(ethHdr(etherIPv4), frag4),
+			counter: decapDecapCounterDECAP_RX_GRE_4IN4,
+		},
+		{
+			name:    "gre4 inner ipv4 later fragment",
+			in:      cat(ethHdr(etherIPv4), gre4(cat(greHdr(0, etherIPv4), frag4late))),
+			action:  xdpPass,
+			out:     cat(ethHdr(etherIPv4), frag4late),
+			counter: decapDecapCounterDECAP_RX_GRE_4IN4,
+		},
+		{
+			name:    "gre6 inner ipv6 later fragment",
+			in:      cat(ethHdr(etherIPv6), gre6(cat(greHdr(0, etherIPv6), frag6))),
+			action:  xdpPass,
+			out:     cat(ethHdr(etherIPv6), frag6),
+			counter: decapDecapCounterDECAP_RX_GRE_6IN6,
+		},
 		// Decapsulated: the inner datagram behind the same L2 header.
 		{
 			name:    "gre4 tcp4",

@@ -57,6 +57,7 @@ var (
 	dForwarded = desc("xlb_forwarded_packets_total", "Packets encapsulated and sent to a backend, by XDP action (tx, redirect).", "action")
 	dCTLookups = desc("xlb_conntrack_lookups_total", "Connection table lookups, by result (hit, remote_hit, miss, reselect).", "result")
 	dEvents    = desc("xlb_datapath_events_total", "Other data plane events, by name.", "event")
+	dFragments = desc("xlb_fragments_total", "IP fragments to fragment-enabled VIPs, by outcome (redirect, from_peer, first, forward, held, hold_fail, release; xlbd's holder: hold_received, released, expired, hold_overflow, inject_errors).", "outcome")
 
 	dSvcPackets  = desc("xlb_service_packets_total", "Packets to the VIP forwarded to a backend.", svcLabels...)
 	dSvcBytes    = desc("xlb_service_bytes_total", "Bytes (of the original frames) to the VIP forwarded to a backend.", svcLabels...)
@@ -83,7 +84,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		dInfo, dSelfCheckOK, dSelfCheckTime, dDrained, dGeneration, dCommitTime, dCfgServices, dCfgBackends,
 		dOverrides, dCTCapacity, dCTEntries, dBGPUp, dBGPState, dBGPUptime, dBGPAdvertis,
-		dPassed, dDropped, dForwarded, dCTLookups, dEvents,
+		dPassed, dDropped, dForwarded, dCTLookups, dEvents, dFragments,
 		dSvcPackets, dSvcBytes, dSvcNewFlows, dSvcUp, dSvcTable,
 		dBePackets, dBeBytes, dBeNewFlows, dBeHealthy, dBeWeight, dBeDraining, dBeActive, dBeEntries, dBeTracked,
 	} {
@@ -212,6 +213,7 @@ var globalPrefixes = []struct {
 	desc   *prometheus.Desc
 }{
 	{"pass_", dPassed}, {"drop_", dDropped}, {"forward_", dForwarded}, {"ct_", dCTLookups},
+	{"frag_", dFragments},
 }
 
 func collectGlobal(ch chan<- prometheus.Metric, glob []api.Counter) {
