@@ -499,6 +499,7 @@ func (d *decoder) node(n *yaml.Node) Node {
 		XDPMode:          XDPModeAuto,
 		ConntrackEntries: DefaultConntrackEntries,
 		ICMPEchoRate:     DefaultICMPEchoRate,
+		TraceRate:        DefaultTraceRate,
 		Timeouts: Timeouts{
 			TCP:    DefaultTCPTimeout,
 			TCPSyn: DefaultTCPSynTimeout,
@@ -507,7 +508,7 @@ func (d *decoder) node(n *yaml.Node) Node {
 		},
 	}
 	f := d.fields(n, path, "name", "interface", "address", "address6", "gateway_mac",
-		"xdp_mode", "conntrack_entries", "timeouts", "flood_syn_rate", "icmp_echo_rate")
+		"xdp_mode", "conntrack_entries", "timeouts", "flood_syn_rate", "icmp_echo_rate", "trace_rate")
 	if f == nil {
 		return nd
 	}
@@ -519,6 +520,11 @@ func (d *decoder) node(n *yaml.Node) Node {
 	if v := f["icmp_echo_rate"]; v != nil {
 		if u, ok := d.uint(v, join(path, "icmp_echo_rate"), MaxICMPEchoRate); ok {
 			nd.ICMPEchoRate = uint32(u)
+		}
+	}
+	if v := f["trace_rate"]; v != nil {
+		if u, ok := d.uint(v, join(path, "trace_rate"), MaxTraceRate); ok {
+			nd.TraceRate = uint32(u)
 		}
 	}
 	if v := f["name"]; v != nil {

@@ -41,6 +41,7 @@ func (c *Config) Marshal() ([]byte, error) {
 	}
 	// Always written: absent means the default, not 0.
 	node.Content = append(node.Content, str("icmp_echo_rate"), integer(uint64(n.ICMPEchoRate)))
+	node.Content = append(node.Content, str("trace_rate"), integer(uint64(n.TraceRate)))
 
 	pools := mapping()
 	for _, p := range c.Pools {

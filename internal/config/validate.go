@@ -95,6 +95,9 @@ func validateNode(n *Node, c *collector) {
 	if r := n.ICMPEchoRate; r > MaxICMPEchoRate {
 		c.errf("node.icmp_echo_rate", ErrInvalid, "%d is out of range 0..%d", r, MaxICMPEchoRate)
 	}
+	if r := n.TraceRate; r > MaxTraceRate {
+		c.errf("node.trace_rate", ErrInvalid, "%d is out of range 0..%d", r, MaxTraceRate)
+	}
 	if e := n.ConntrackEntries; e < MinConntrackEntries || e > MaxConntrackEntries {
 		c.errf("node.conntrack_entries", ErrInvalid, "%d is out of range %d..%d", e, MinConntrackEntries, MaxConntrackEntries)
 	}

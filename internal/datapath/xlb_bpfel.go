@@ -45,6 +45,10 @@ type xlbNodeInfo struct {
 	_             [2]byte
 	FloodSynLimit uint32
 	IcmpEchoRate  uint32
+	TraceRate     uint32
+	Pad           uint32
+	_             [4]byte
+	ProbeCookie   uint64
 }
 
 type xlbRealInfo struct {
@@ -59,6 +63,41 @@ type xlbRealInfo struct {
 	Smac    [6]uint8
 	Ifindex uint32
 	Mtu     uint32
+}
+
+type xlbTraceEvent struct {
+	_              structs.HostLayout
+	KtimeNs        uint64
+	Src            [16]uint8
+	Dst            [16]uint8
+	Backend        [16]uint8
+	Receiver       [16]uint8
+	Id             uint32
+	Cpu            uint32
+	SvcId          uint32
+	RealId         uint32
+	Reason         uint32
+	Verdict        uint32
+	Sport          uint16
+	Dport          uint16
+	ReceiverPort   uint16
+	Family         uint8
+	Proto          uint8
+	ReceiverFamily uint8
+	BackendFamily  uint8
+	CtHit          uint8
+	Pad            uint8
+	Pad2           uint32
+}
+
+type xlbTraceMarker struct {
+	_       structs.HostLayout
+	Magic   uint32
+	Version uint8
+	Family  uint8
+	Port    uint16
+	Id      uint32
+	Addr    [16]uint8
 }
 
 type xlbVipInfo struct {
@@ -112,7 +151,7 @@ const (
 
 type xlbXlbGlobal struct {
 	_     structs.HostLayout
-	Count [27]uint64
+	Count [32]uint64
 }
 
 type xlbXlbNodeFlags uint32
@@ -160,33 +199,42 @@ const (
 	xlbXlbStatXLB_STAT_ICMP_ECHO_REPLY    xlbXlbStat = 24
 	xlbXlbStatXLB_STAT_ICMP_ECHO_LIMITED  xlbXlbStat = 25
 	xlbXlbStatXLB_STAT_ICMP_PASS          xlbXlbStat = 26
-	xlbXlbStatXLB_STAT__MAX               xlbXlbStat = 27
+	xlbXlbStatXLB_STAT_TRACE_EMITTED      xlbXlbStat = 27
+	xlbXlbStatXLB_STAT_TRACE_LIMITED      xlbXlbStat = 28
+	xlbXlbStatXLB_STAT_TRACE_LOST         xlbXlbStat = 29
+	xlbXlbStatXLB_STAT_TRACE_INVALID      xlbXlbStat = 30
+	xlbXlbStatXLB_STAT_SELFCHECK_PROBE    xlbXlbStat = 31
+	xlbXlbStatXLB_STAT__MAX               xlbXlbStat = 32
 )
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	xlbMapXlbCt              = "xlb_ct"
-	xlbMapXlbFlood           = "xlb_flood"
-	xlbMapXlbIcmpRl          = "xlb_icmp_rl"
-	xlbMapXlbNode            = "xlb_node"
-	xlbMapXlbRealStats       = "xlb_real_stats"
-	xlbMapXlbReals           = "xlb_reals"
-	xlbMapXlbStats           = "xlb_stats"
-	xlbMapXlbSvcStats        = "xlb_svc_stats"
-	xlbMapXlbTables          = "xlb_tables"
-	xlbMapXlbVipAddrs        = "xlb_vip_addrs"
-	xlbMapXlbVips            = "xlb_vips"
-	xlbProgXlbForward        = "xlb_forward"
-	xlbVarCtShift            = "ct_shift"
-	xlbVarNrCpus             = "nr_cpus"
-	xlbVarXlbAnchorCtState   = "xlb_anchor_ct_state"
-	xlbVarXlbAnchorEncap     = "xlb_anchor_encap"
-	xlbVarXlbAnchorFamily    = "xlb_anchor_family"
-	xlbVarXlbAnchorNodeFlags = "xlb_anchor_node_flags"
-	xlbVarXlbAnchorRealFlags = "xlb_anchor_real_flags"
-	xlbVarXlbAnchorStat      = "xlb_anchor_stat"
+	xlbMapXlbCt                = "xlb_ct"
+	xlbMapXlbFlood             = "xlb_flood"
+	xlbMapXlbIcmpRl            = "xlb_icmp_rl"
+	xlbMapXlbNode              = "xlb_node"
+	xlbMapXlbRealStats         = "xlb_real_stats"
+	xlbMapXlbReals             = "xlb_reals"
+	xlbMapXlbStats             = "xlb_stats"
+	xlbMapXlbSvcStats          = "xlb_svc_stats"
+	xlbMapXlbTables            = "xlb_tables"
+	xlbMapXlbTraceRing         = "xlb_trace_ring"
+	xlbMapXlbTraceRl           = "xlb_trace_rl"
+	xlbMapXlbVipAddrs          = "xlb_vip_addrs"
+	xlbMapXlbVips              = "xlb_vips"
+	xlbProgXlbForward          = "xlb_forward"
+	xlbVarCtShift              = "ct_shift"
+	xlbVarNrCpus               = "nr_cpus"
+	xlbVarXlbAnchorCtState     = "xlb_anchor_ct_state"
+	xlbVarXlbAnchorEncap       = "xlb_anchor_encap"
+	xlbVarXlbAnchorFamily      = "xlb_anchor_family"
+	xlbVarXlbAnchorNodeFlags   = "xlb_anchor_node_flags"
+	xlbVarXlbAnchorRealFlags   = "xlb_anchor_real_flags"
+	xlbVarXlbAnchorStat        = "xlb_anchor_stat"
+	xlbVarXlbAnchorTraceEvent  = "xlb_anchor_trace_event"
+	xlbVarXlbAnchorTraceMarker = "xlb_anchor_trace_marker"
 )
 
 // loadXlb returns the embedded CollectionSpec for xlb.
@@ -247,6 +295,8 @@ type xlbMapSpecs struct {
 	XlbStats     *ebpf.MapSpec `ebpf:"xlb_stats"`
 	XlbSvcStats  *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
 	XlbTables    *ebpf.MapSpec `ebpf:"xlb_tables"`
+	XlbTraceRing *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
+	XlbTraceRl   *ebpf.MapSpec `ebpf:"xlb_trace_rl"`
 	XlbVipAddrs  *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
 	XlbVips      *ebpf.MapSpec `ebpf:"xlb_vips"`
 }
@@ -255,14 +305,16 @@ type xlbMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbVariableSpecs struct {
-	CtShift            *ebpf.VariableSpec `ebpf:"ct_shift"`
-	NrCpus             *ebpf.VariableSpec `ebpf:"nr_cpus"`
-	XlbAnchorCtState   *ebpf.VariableSpec `ebpf:"xlb_anchor_ct_state"`
-	XlbAnchorEncap     *ebpf.VariableSpec `ebpf:"xlb_anchor_encap"`
-	XlbAnchorFamily    *ebpf.VariableSpec `ebpf:"xlb_anchor_family"`
-	XlbAnchorNodeFlags *ebpf.VariableSpec `ebpf:"xlb_anchor_node_flags"`
-	XlbAnchorRealFlags *ebpf.VariableSpec `ebpf:"xlb_anchor_real_flags"`
-	XlbAnchorStat      *ebpf.VariableSpec `ebpf:"xlb_anchor_stat"`
+	CtShift              *ebpf.VariableSpec `ebpf:"ct_shift"`
+	NrCpus               *ebpf.VariableSpec `ebpf:"nr_cpus"`
+	XlbAnchorCtState     *ebpf.VariableSpec `ebpf:"xlb_anchor_ct_state"`
+	XlbAnchorEncap       *ebpf.VariableSpec `ebpf:"xlb_anchor_encap"`
+	XlbAnchorFamily      *ebpf.VariableSpec `ebpf:"xlb_anchor_family"`
+	XlbAnchorNodeFlags   *ebpf.VariableSpec `ebpf:"xlb_anchor_node_flags"`
+	XlbAnchorRealFlags   *ebpf.VariableSpec `ebpf:"xlb_anchor_real_flags"`
+	XlbAnchorStat        *ebpf.VariableSpec `ebpf:"xlb_anchor_stat"`
+	XlbAnchorTraceEvent  *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_event"`
+	XlbAnchorTraceMarker *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_marker"`
 }
 
 // xlbObjects contains all objects after they have been loaded into the kernel.
@@ -294,6 +346,8 @@ type xlbMaps struct {
 	XlbStats     *ebpf.Map `ebpf:"xlb_stats"`
 	XlbSvcStats  *ebpf.Map `ebpf:"xlb_svc_stats"`
 	XlbTables    *ebpf.Map `ebpf:"xlb_tables"`
+	XlbTraceRing *ebpf.Map `ebpf:"xlb_trace_ring"`
+	XlbTraceRl   *ebpf.Map `ebpf:"xlb_trace_rl"`
 	XlbVipAddrs  *ebpf.Map `ebpf:"xlb_vip_addrs"`
 	XlbVips      *ebpf.Map `ebpf:"xlb_vips"`
 }
@@ -309,6 +363,8 @@ func (m *xlbMaps) Close() error {
 		m.XlbStats,
 		m.XlbSvcStats,
 		m.XlbTables,
+		m.XlbTraceRing,
+		m.XlbTraceRl,
 		m.XlbVipAddrs,
 		m.XlbVips,
 	)
@@ -318,14 +374,16 @@ func (m *xlbMaps) Close() error {
 //
 // It can be passed to loadXlbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbVariables struct {
-	CtShift            *ebpf.Variable `ebpf:"ct_shift"`
-	NrCpus             *ebpf.Variable `ebpf:"nr_cpus"`
-	XlbAnchorCtState   *ebpf.Variable `ebpf:"xlb_anchor_ct_state"`
-	XlbAnchorEncap     *ebpf.Variable `ebpf:"xlb_anchor_encap"`
-	XlbAnchorFamily    *ebpf.Variable `ebpf:"xlb_anchor_family"`
-	XlbAnchorNodeFlags *ebpf.Variable `ebpf:"xlb_anchor_node_flags"`
-	XlbAnchorRealFlags *ebpf.Variable `ebpf:"xlb_anchor_real_flags"`
-	XlbAnchorStat      *ebpf.Variable `ebpf:"xlb_anchor_stat"`
+	CtShift              *ebpf.Variable `ebpf:"ct_shift"`
+	NrCpus               *ebpf.Variable `ebpf:"nr_cpus"`
+	XlbAnchorCtState     *ebpf.Variable `ebpf:"xlb_anchor_ct_state"`
+	XlbAnchorEncap       *ebpf.Variable `ebpf:"xlb_anchor_encap"`
+	XlbAnchorFamily      *ebpf.Variable `ebpf:"xlb_anchor_family"`
+	XlbAnchorNodeFlags   *ebpf.Variable `ebpf:"xlb_anchor_node_flags"`
+	XlbAnchorRealFlags   *ebpf.Variable `ebpf:"xlb_anchor_real_flags"`
+	XlbAnchorStat        *ebpf.Variable `ebpf:"xlb_anchor_stat"`
+	XlbAnchorTraceEvent  *ebpf.Variable `ebpf:"xlb_anchor_trace_event"`
+	XlbAnchorTraceMarker *ebpf.Variable `ebpf:"xlb_anchor_trace_marker"`
 }
 
 // xlbPrograms contains all programs after they have been loaded into the kernel.
