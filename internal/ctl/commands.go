@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/xlbproject/xlb/api/xlb/v1"
@@ -551,7 +549,3 @@ func (c *CLI) node(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (c *CLI) trace(ctx context.Context, args []string) error {
-	return status.Error(codes.Unimplemented,
-		"trace is not implemented yet (packet tracer, SPEC F-DP13); 'xlbctl explain' shows what this node does with one packet")
-}
