@@ -37,7 +37,7 @@ commands:
   explain SRC:PORT DST:PORT tcp|udp [--flags S] [--hex]
                                          run a crafted packet through the live program
   node drain | node undrain              BGP graceful shutdown then withdraw / announce again
-  trace --vip ADDR:PORT [--proto tcp|udp] [--src ADDR[:PORT]] [--count N] [--listen ADDR[:PORT]]
+  trace --vip ADDR:PORT [--proto tcp|udp] [--src ADDR[:PORT]] [--count N [--interval D]] [--listen ADDR[:PORT]]
                                          send marked packets to a VIP and print the record
                                          of every node that forwarded one (--timeout: wait, 3s)
 

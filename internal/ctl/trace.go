@@ -28,6 +28,7 @@ type traceOpts struct {
 	src    netip.AddrPort // port 0: ephemeral; invalid addr: the route's source
 	listen netip.AddrPort // port 0: ephemeral; invalid addr: the source address
 	count  int
+	every  time.Duration // between marked packets
 	wait   time.Duration
 }
 
@@ -50,6 +51,7 @@ func (c *CLI) parseTrace(args []string) (traceOpts, error) {
 	src := fs.String("src", "", "source ADDR[:PORT] of the traced flow (default: the route's source address, an ephemeral port)")
 	listen := fs.String("listen", "", "ADDR[:PORT] the nodes send records to (default: the source address, an ephemeral port)")
 	count := fs.Int("count", 1, "marked datagrams (udp) or connections (tcp) to send")
+	every := fs.Duration("interval", 0, "pause between marked packets (0: back to back)")
 	var o traceOpts
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -92,6 +94,10 @@ func (c *CLI) parseTrace(args []string) (traceOpts, error) {
 		return o, usagef("trace: --count %d: 1..10000", *count)
 	}
 	o.count = *count
+	if *every < 0 || *every > time.Minute {
+		return o, usagef("trace: --interval %v: 0..1m", *every)
+	}
+	o.every = *every
 	if o.tcp && o.src.Port() != 0 && o.count > 1 {
 		return o, usagef("trace: --proto tcp with a fixed source port takes --count 1 (each connection needs its own port)")
 	}
@@ -196,7 +202,7 @@ func runTrace(ctx context.Context, o traceOpts) ([]tracer.Record, error) {
 	}
 	srcAP := netip.AddrPortFrom(src, o.src.Port())
 	if o.tcp {
-		conns, err := sendTCP(ctx, srcAP, o.vip, markers, deadline)
+		conns, err := sendTCP(ctx, srcAP, o.vip, markers, o.every, deadline)
 		defer func() {
 			for _, c := range conns {
 				c.Close()
@@ -205,36 +211,59 @@ func runTrace(ctx context.Context, o traceOpts) ([]tracer.Record, error) {
 		if err != nil {
 			return nil, err
 		}
-	} else if err := sendUDP(srcAP, o.vip, markers); err != nil {
-		return nil, err
+	} else {
+		// The socket stays open until the records are in: the service's
+		// answers then reach it instead of drawing ICMP port unreachable
+		// errors toward the VIP.
+		c, err := sendUDP(ctx, srcAP, o.vip, markers, o.every)
+		if c != nil {
+			defer c.Close()
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 	return collect(ctx, ln, base, o.count, deadline)
 }
 
-func sendUDP(src, vip netip.AddrPort, markers [][]byte) error {
-	c, err := net.DialUDP("udp", net.UDPAddrFromAddrPort(src), net.UDPAddrFromAddrPort(vip))
-	if err != nil {
-		return fmt.Errorf("udp socket %s -> %s: %w", src, vip, err)
-	}
-	defer c.Close()
-	for _, m := range markers {
-		if _, err := c.Write(m); err != nil {
-			return fmt.Errorf("send to %s: %w", vip, err)
+func pause(ctx context.Context, d time.Duration) {
+	if d > 0 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
 		}
 	}
-	return nil
+}
+
+func sendUDP(ctx context.Context, src, vip netip.AddrPort, markers [][]byte, every time.Duration) (*net.UDPConn, error) {
+	c, err := net.DialUDP("udp", net.UDPAddrFromAddrPort(src), net.UDPAddrFromAddrPort(vip))
+	if err != nil {
+		return nil, fmt.Errorf("udp socket %s -> %s: %w", src, vip, err)
+	}
+	for i, m := range markers {
+		if i > 0 {
+			pause(ctx, every)
+		}
+		if _, err := c.Write(m); err != nil {
+			return c, fmt.Errorf("send to %s: %w", vip, err)
+		}
+	}
+	return c, ctx.Err()
 }
 
 // sendTCP opens one connection per marker and sends the marker as its
 // first data; the connections stay open (the caller closes them) so the
 // trace follows an established flow and nothing else is sent on it.
-func sendTCP(ctx context.Context, src, vip netip.AddrPort, markers [][]byte, deadline time.Time) ([]net.Conn, error) {
+func sendTCP(ctx context.Context, src, vip netip.AddrPort, markers [][]byte, every time.Duration, deadline time.Time) ([]net.Conn, error) {
 	var conns []net.Conn
 	d := net.Dialer{Deadline: deadline}
 	if src.Addr().IsValid() {
 		d.LocalAddr = net.TCPAddrFromAddrPort(src)
 	}
-	for _, m := range markers {
+	for i, m := range markers {
+		if i > 0 {
+			pause(ctx, every)
+		}
 		c, err := d.DialContext(ctx, "tcp", vip.String())
 		if err != nil {
 			return conns, fmt.Errorf("connect to %s: %w", vip, err)
