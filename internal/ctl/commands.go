@@ -548,4 +548,3 @@ func (c *CLI) node(ctx context.Context, args []string) error {
 	}
 	return nil
 }
-
