@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -158,6 +159,32 @@ func TestTraceRecords(t *testing.T) {
 		}
 	}
 
+	// The marker is found behind TCP options, IPv4 options, IPv6
+	// extension headers and VLAN tags.
+	tcpOpts := packet.Flow{Src: client4, Dst: vip4, SrcPort: 40003, DstPort: 80, Proto: packet.ProtoTCP, TCPFlags: packet.ACK, SrcMAC: peerMAC, DstMAC: nodeMAC}
+	tcpOpts = marked(tcpOpts, 11, "198.51.100.9:5555")
+	tcpOpts.Payload = append([]byte{1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2}, tcpOpts.Payload...) // NOP NOP timestamp
+	optFrame := tcpOpts.Frame()
+	optFrame[14+20+12] = 8 << 4 // data offset 8: the 12 option bytes are header
+	ipOpts := marked(udp, 12, "198.51.100.9:5555")
+	ipOpts.IPv4Options = []byte{1, 1, 1, 0}
+	ext6 := marked(packet.Flow{Src: client6, Dst: vip6, SrcPort: 40004, DstPort: 53, Proto: packet.ProtoUDP, SrcMAC: peerMAC, DstMAC: nodeMAC}, 13, "198.51.100.9:5555")
+	ext6.IPv6ExtHeaders = []packet.ExtHeader{{Type: 0, Body: make([]byte, 6)}, {Type: 60, Body: make([]byte, 14)}}
+	vlan := marked(udp, 14, "198.51.100.9:5555")
+	vlan.VLAN = 42
+	for _, fr := range [][]byte{optFrame, ipOpts.Frame(), ext6.Frame(), vlan.Frame()} {
+		if ret, _ := run(t, prog, fr); ret != xdpTX {
+			t.Fatalf("verdict %d, want XDP_TX", ret)
+		}
+	}
+	var ids []uint32
+	for _, e := range drainTrace(t, r) {
+		ids = append(ids, e.ID)
+	}
+	if fmt.Sprint(ids) != "[11 12 13 14]" {
+		t.Fatalf("records behind options / extension headers / VLAN: ids %v, want [11 12 13 14]", ids)
+	}
+
 	// Markers the forwarder must ignore: the packets are forwarded as
 	// usual and give no record.
 	good, _ := tracer.Marker{ID: 1, Receiver: netip.MustParseAddrPort("198.51.100.9:5555")}.Encode()
@@ -197,8 +224,8 @@ func TestTraceRecords(t *testing.T) {
 		t.Fatalf("records for ignored markers: %+v", extra)
 	}
 	after, _ := d.Stats()
-	if n := after["trace_emitted"] - before["trace_emitted"]; n != 4 {
-		t.Errorf("trace_emitted +%d, want 4", n)
+	if n := after["trace_emitted"] - before["trace_emitted"]; n != 8 {
+		t.Errorf("trace_emitted +%d, want 8", n)
 	}
 	if n := after["trace_invalid"] - before["trace_invalid"]; n != uint64(invalid) {
 		t.Errorf("trace_invalid +%d, want %d", n, invalid)
