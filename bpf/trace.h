@@ -142,7 +142,7 @@ __attribute__((noinline)) int xlb_trace(struct xdp_md *ctx, const struct pkt *p,
 	struct vip_info *v;
 	__u32 zero = 0;
 
-	if (!p || off > TRACE_MAX_OFF + 128)
+	if (!p || off > TRACE_MAX_OFF + 256)
 		return 0;
 	m = data + off;
 	if ((void *)(m + 1) > data_end || m->magic != bpf_htonl(TRACE_MAGIC))
