@@ -358,7 +358,7 @@ func TestTraceECMP(t *testing.T) {
 	const flood = 3000
 	before := statsOf()
 	start := time.Now()
-	recs = traceCtl(t, ctx, l, "--vip", udpVIP.String(), "--src", netip.AddrPortFrom(client, 43000).String(), "--count", fmt.Sprint(flood), "--interval", "300us", "--timeout", "4s")
+	recs = traceCtl(t, ctx, l, "--vip", udpVIP.String(), "--src", netip.AddrPortFrom(client, 43000).String(), "--count", fmt.Sprint(flood), "--interval", "300us", "--timeout", "1s")
 	took := time.Since(start)
 	after := statsOf()
 	var emitted, limited, packets float64

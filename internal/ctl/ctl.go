@@ -39,7 +39,8 @@ commands:
   node drain | node undrain              BGP graceful shutdown then withdraw / announce again
   trace --vip ADDR:PORT [--proto tcp|udp] [--src ADDR[:PORT]] [--count N [--interval D]] [--listen ADDR[:PORT]]
                                          send marked packets to a VIP and print the record
-                                         of every node that forwarded one (--timeout: wait, 3s)
+                                         of every node that forwarded one (--timeout: wait after
+                                         the last packet, default 3s)
 
 Drain, undrain and weight are runtime overrides on top of the config: they
 survive reloads and 'apply', and end with 'reset', 'apply --reset-overrides',

@@ -196,13 +196,9 @@ func runTrace(ctx context.Context, o traceOpts) ([]tracer.Record, error) {
 		}
 		markers[i] = append(markers[i], "xlbctl trace\n"...)
 	}
-	deadline := time.Now().Add(o.wait)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
 	srcAP := netip.AddrPortFrom(src, o.src.Port())
 	if o.tcp {
-		conns, err := sendTCP(ctx, srcAP, o.vip, markers, o.every, deadline)
+		conns, err := sendTCP(ctx, srcAP, o.vip, markers, o.every, time.Now().Add(o.wait))
 		defer func() {
 			for _, c := range conns {
 				c.Close()
@@ -223,11 +219,24 @@ func runTrace(ctx context.Context, o traceOpts) ([]tracer.Record, error) {
 			return nil, err
 		}
 	}
-	return collect(ctx, ln, base, o.count, deadline)
+	// The wait starts when the last marked packet is out; records that
+	// came in meanwhile wait in the socket's buffer.
+	return collect(ctx, ln, base, o.count, time.Now().Add(o.wait))
 }
 
-func pause(ctx context.Context, d time.Duration) {
-	if d > 0 {
+// pacer spaces packets every apart on average: the i-th leaves at
+// start + i*every (sleeps are coarse; a late packet does not delay the
+// schedule of the next ones).
+type pacer struct {
+	start time.Time
+	every time.Duration
+}
+
+func (p pacer) wait(ctx context.Context, i int) {
+	if p.every <= 0 {
+		return
+	}
+	if d := time.Until(p.start.Add(time.Duration(i) * p.every)); d > 0 {
 		select {
 		case <-ctx.Done():
 		case <-time.After(d):
@@ -240,10 +249,9 @@ func sendUDP(ctx context.Context, src, vip netip.AddrPort, markers [][]byte, eve
 	if err != nil {
 		return nil, fmt.Errorf("udp socket %s -> %s: %w", src, vip, err)
 	}
+	pace := pacer{time.Now(), every}
 	for i, m := range markers {
-		if i > 0 {
-			pause(ctx, every)
-		}
+		pace.wait(ctx, i)
 		if _, err := c.Write(m); err != nil {
 			return c, fmt.Errorf("send to %s: %w", vip, err)
 		}
@@ -260,10 +268,9 @@ func sendTCP(ctx context.Context, src, vip netip.AddrPort, markers [][]byte, eve
 	if src.Addr().IsValid() {
 		d.LocalAddr = net.TCPAddrFromAddrPort(src)
 	}
+	pace := pacer{time.Now(), every}
 	for i, m := range markers {
-		if i > 0 {
-			pause(ctx, every)
-		}
+		pace.wait(ctx, i)
 		c, err := d.DialContext(ctx, "tcp", vip.String())
 		if err != nil {
 			return conns, fmt.Errorf("connect to %s: %w", vip, err)
@@ -284,8 +291,14 @@ func collect(ctx context.Context, ln *net.UDPConn, base uint32, count int, deadl
 	buf := make([]byte, 64<<10)
 	stop := context.AfterFunc(ctx, func() { ln.SetReadDeadline(time.Now()) })
 	defer stop()
-	ln.SetReadDeadline(deadline)
 	for len(seen) < count {
+		// A deadline in the past fails a read at once, even with records
+		// buffered: take what is there first.
+		rd := deadline
+		if time.Now().After(deadline) {
+			rd = time.Now().Add(time.Millisecond)
+		}
+		ln.SetReadDeadline(rd)
 		n, _, err := ln.ReadFromUDPAddrPort(buf)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			break
