@@ -107,3 +107,18 @@ struct {
 	__type(value, struct icmp_rl_state);
 	__uint(max_entries, 1);
 } xlb_icmp_rl SEC(".maps");
+
+/* 0 -> packet tracer token bucket, per CPU (same layout as the ICMP one). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct icmp_rl_state);
+	__uint(max_entries, 1);
+} xlb_trace_rl SEC(".maps");
+
+/* Tracer records (struct trace_event) for the daemon, which sends them to
+ * the receivers (XDP cannot send a second packet). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 18);
+} xlb_trace_ring SEC(".maps");

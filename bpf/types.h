@@ -108,6 +108,13 @@ struct node_info {
 	/* ICMP echo requests to a VIP address each CPU answers per second
 	 * (token bucket, burst of one second's worth). 0: never answered. */
 	__u32 icmp_echo_rate;
+	/* Packet tracer (trace.h): records each CPU may emit per second
+	 * (token bucket, burst of one second's worth). 0: tracer off. */
+	__u32 trace_rate;
+	__u32 pad;
+	/* Self-check probes carry this value in their marker (trace.h); 0:
+	 * no packet is taken for a probe. Random, set by the control plane. */
+	__u64 probe_cookie;
 };
 
 /* xlb_icmp_rl value (per CPU): the echo-reply token bucket. credit is in
@@ -167,6 +174,11 @@ enum xlb_stat {
 	XLB_STAT_FRAG_HELD,         /* later fragment before its first: copied to xlbd, held */
 	XLB_STAT_FRAG_HOLD_FAIL,    /* could not be held (larger than the hold buffer, ring full): dropped */
 	XLB_STAT_FRAG_RELEASE,      /* first fragment found fragments held: release event sent */
+	XLB_STAT_TRACE_EMITTED,     /* traced packet: a record went to the ring buffer */
+	XLB_STAT_TRACE_LIMITED,     /* traced packet over node.trace_rate (or tracer off): no record */
+	XLB_STAT_TRACE_LOST,        /* traced packet, ring buffer full: no record */
+	XLB_STAT_TRACE_INVALID,     /* marker magic with a bad version/family/port/cookie: ordinary packet */
+	XLB_STAT_SELFCHECK_PROBE,   /* self-check probe: read-only selection, not in service/real counters */
 	XLB_STAT__MAX,
 };
 
@@ -228,6 +240,50 @@ struct frag_event {
 
 struct xlb_global {
 	__u64 count[XLB_STAT__MAX];
+};
+
+/* Tracer marker (SPEC F-DP13, docs/ARCHITECTURE.md "Packet tracer"): the
+ * first TRACE_MARKER_LEN bytes of a TCP/UDP payload, multi-byte fields in
+ * network order. magic TRACE_MAGIC: trace this packet and send the record
+ * to addr:port; magic TRACE_MAGIC_PROBE: a control-plane self-check probe
+ * (addr[0..7] holds node_info.probe_cookie, family and port are 0). */
+#define TRACE_MAGIC 0x584c4274       /* "XLBt" */
+#define TRACE_MAGIC_PROBE 0x584c4270 /* "XLBp" */
+#define TRACE_VERSION 1
+#define TRACE_MARKER_LEN 28
+
+struct trace_marker {
+	__be32 magic;
+	__u8 version; /* TRACE_VERSION */
+	__u8 family;  /* enum xlb_family of addr */
+	__be16 port;  /* receiver's UDP port, not 0 */
+	__be32 id;    /* chosen by the sender, echoed in the record */
+	__u8 addr[16]; /* receiver; IPv4 in addr[0..3], addr[4..15] zero */
+};
+
+/* xlb_trace_ring record: one traced packet, as the node handled it. */
+struct trace_event {
+	__u64 ktime_ns;    /* CLOCK_MONOTONIC when recorded */
+	__u8 src[16];      /* flow source (client); IPv4 in [0..3] */
+	__u8 dst[16];      /* VIP address */
+	__u8 backend[16];  /* chosen backend, zero when none */
+	__u8 receiver[16]; /* from the marker */
+	__u32 id;          /* marker id, host order */
+	__u32 cpu;
+	__u32 svc_id;
+	__u32 real_id;     /* 0: no backend */
+	__u32 reason;      /* enum xlb_stat drop reason of selection, 0: none */
+	__u32 verdict;     /* enum xdp_action */
+	__be16 sport;
+	__be16 dport;
+	__be16 receiver_port;
+	__u8 family;          /* of the flow */
+	__u8 proto;
+	__u8 receiver_family; /* enum xlb_family */
+	__u8 backend_family;  /* enum xlb_family, 0: no backend */
+	__u8 ct_hit;          /* 1: the flow was tracked (conntrack hit) */
+	__u8 pad;
+	__u32 pad2;
 };
 
 /* Connection table: a plain ARRAY of buckets, sliced by CPU (index =

@@ -16,6 +16,7 @@
 #include "icmp.h"
 #include "icmp_echo.h"
 #include "frag.h"
+#include "trace.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -31,15 +32,23 @@ const enum xlb_vip_addr_flags *xlb_anchor_vaddr_flags __attribute__((unused));
 const enum xlb_frag_state *xlb_anchor_frag_state __attribute__((unused));
 const enum xlb_frag_event_kind *xlb_anchor_frag_event_kind __attribute__((unused));
 const struct frag_event *xlb_anchor_frag_event __attribute__((unused));
+const struct trace_marker *xlb_anchor_trace_marker __attribute__((unused));
+const struct trace_event *xlb_anchor_trace_event __attribute__((unused));
 
-/* xlb_send counts a packet of service v and sends it to the selected real:
- * p is the IP datagram carried whole, h the hash of the flow it belongs to. */
+/* xlb_send counts a packet of service v (unless it is a self-check probe)
+ * and sends it to the selected real: p is the IP datagram carried whole, h
+ * the hash of the flow it belongs to. */
 static __always_inline int xlb_send(struct xdp_md *ctx, const struct pkt *p,
 				    const struct vip_info *v, const struct node_info *n,
-				    const struct selection *sel, __u64 h)
+				    const struct selection *sel, __u64 h, int probe,
+				    int trace)
 {
-	stats_add(&xlb_svc_stats, v->svc_id, p->l3_len, sel->new_flow);
-	stats_add(&xlb_real_stats, sel->rid, p->l3_len, sel->new_flow);
+	if (probe) {
+		stats_count(XLB_STAT_SELFCHECK_PROBE);
+	} else {
+		stats_add(&xlb_svc_stats, v->svc_id, p->l3_len, sel->new_flow);
+		stats_add(&xlb_real_stats, sel->rid, p->l3_len, sel->new_flow);
+	}
 
 	__u8 encap = sel->real->encap ? sel->real->encap : v->encap;
 	__u16 outer = (sel->real->family == XLB_AF_INET ? IPV4_HLEN : IPV6_HLEN) +
@@ -50,7 +59,14 @@ static __always_inline int xlb_send(struct xdp_md *ctx, const struct pkt *p,
 		stats_count(rc);
 		return XDP_DROP;
 	}
-	return nexthop_forward(ctx, sel->real, n, outer + p->l3_len);
+	rc = nexthop_forward(ctx, sel->real, n, outer + p->l3_len);
+	if (trace) { /* trace.h; the payload moved by the outer headers */
+		__u32 mark = trace_marker_off(ctx, p, outer);
+
+		if (mark)
+			xlb_trace(ctx, p, mark, sel->rid, trace_info(rc, 0, sel));
+	}
+	return rc;
 }
 
 /* xlb_icmp: ICMP to a VIP address (SPEC F-DP8). Errors about a VIP flow go
@@ -109,7 +125,7 @@ __attribute__((noinline)) int xlb_icmp(struct xdp_md *ctx, const struct pkt *p)
 	stats_count(kind == ICMP_K_FRAG_NEEDED ? XLB_STAT_ICMP_FRAG_NEEDED :
 		    kind == ICMP_K_UNREACH     ? XLB_STAT_ICMP_UNREACH :
 						 XLB_STAT_ICMP_TIME_EXCEEDED);
-	return xlb_send(ctx, p, v, n, &sel, h);
+	return xlb_send(ctx, p, v, n, &sel, h, 0, 0);
 }
 
 /* xlb_frag: a fragment (SPEC F-DP9; bpf/frag.h): redirected to its pool
@@ -156,6 +172,38 @@ __attribute__((noinline)) int xlb_frag_gre(struct xdp_md *ctx, struct pkt *p)
 	p->family = et == BE_ETH_P_IP ? XLB_AF_INET : XLB_AF_INET6;
 	return FRAG_GRE_DECAPPED;
 }
+/* xlb_probe: a self-check probe (trace.h) to service v: selected read-only
+ * (no conntrack entry made or refreshed), counted only as a probe, then
+ * forwarded like any packet so the control plane sees the verdict and the
+ * backend. */
+__attribute__((noinline)) int xlb_probe(struct xdp_md *ctx, const struct pkt *p)
+{
+	struct selection sel = {};
+	struct vip_info *v;
+	struct node_info *n;
+	__u32 zero = 0;
+	__u64 h;
+	int rc;
+
+	if (!p)
+		return XDP_DROP;
+	v = select_vip(p);
+	n = bpf_map_lookup_elem(&xlb_node, &zero);
+	if (!v || !n) {
+		stats_count(XLB_STAT_DROP_INTERNAL);
+		return XDP_DROP;
+	}
+	h = select_flow_hash(p);
+	rc = select_backend_ro(p, v, n, h, &sel);
+	if (rc) {
+		stats_count(rc);
+		return XDP_DROP;
+	}
+	return xlb_send(ctx, p, v, n, &sel, h, 1, 0);
+}
+
+/* xlb_l4's answer for a self-check probe (not an XDP action). */
+#define XLB_L4_PROBE 0x100
 
 /* A verdict from a global function, as the verifier cannot see its range. */
 static __always_inline int xlb_verdict(int rc)
@@ -205,7 +253,7 @@ __attribute__((noinline)) int xlb_l4(struct xdp_md *ctx, const struct pkt *p)
 	struct selection sel = {};
 	struct vip_info *v;
 	struct node_info *n;
-	__u32 zero = 0;
+	__u32 zero = 0, mark;
 	__u64 h;
 	int rc;
 
@@ -223,13 +271,20 @@ __attribute__((noinline)) int xlb_l4(struct xdp_md *ctx, const struct pkt *p)
 		stats_count(XLB_STAT_DROP_INTERNAL);
 		return XDP_DROP;
 	}
+	/* trace.h: a tracer or self-check marker at the payload's start */
+	mark = trace_marker_off(ctx, p, 0);
+	if (mark && trace_is_probe(ctx, n, mark))
+		return XLB_L4_PROBE; /* xlb_forward calls xlb_probe: stack depth */
 	h = select_flow_hash(p);
 	rc = select_backend(p, v, n, h, &sel);
 	if (rc) {
 		stats_count(rc);
+		mark = trace_marker_off(ctx, p, 0);
+		if (mark)
+			xlb_trace(ctx, p, mark, 0, trace_info(XDP_DROP, rc, &sel));
 		return XDP_DROP;
 	}
-	return xlb_send(ctx, p, v, n, &sel, h);
+	return xlb_send(ctx, p, v, n, &sel, h, 0, 1);
 }
 
 SEC("xdp")
@@ -241,5 +296,8 @@ int xlb_forward(struct xdp_md *ctx)
 	rc = parse_packet(ctx, &p);
 	if (rc != PARSE_OK)
 		return xlb_unparsed(ctx, &p, rc);
-	return xlb_verdict(xlb_l4(ctx, &p));
+	rc = xlb_l4(ctx, &p);
+	if (rc == XLB_L4_PROBE)
+		rc = xlb_probe(ctx, &p);
+	return xlb_verdict(rc);
 }

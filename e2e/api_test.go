@@ -94,9 +94,9 @@ func TestAPIAndMetrics(t *testing.T) {
 	if len(families) < 5 {
 		t.Fatalf("only %d metric families", len(families))
 	}
-	// Per-VIP packets equal the sum over the VIP's backends, and what the
-	// pinned maps hold (the scrape happens after the traffic, and the
-	// self-check probes are forwarded like any packet, so read both now).
+	// Per-VIP packets equal the sum over the VIP's backends (self-check
+	// probes count in neither; TestMetricsExactCounts checks exact counts
+	// against the traffic sent).
 	svcPkts := map[string]float64{}
 	for _, m := range families["xlb_service_packets_total"].GetMetric() {
 		svcPkts[label(m.GetLabel(), "service")] += m.GetCounter().GetValue()

@@ -154,6 +154,12 @@ func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts
 			log.Error("fragment holder stopped", "error", err)
 		}
 	}()
+	traces, err := dp.TraceReader()
+	if err != nil {
+		return err
+	}
+	defer traces.Close()
+	go relayTraces(log, traces, cfg.Node.Name)
 	lim := controller.Limits{MaxServices: maxServices, MaxReals: maxReals}
 	var speaker *bgp.Speaker
 	copts := controller.Options{Path: path, Limits: lim, Log: log, OnCommit: func(e controller.CommitEvent) {

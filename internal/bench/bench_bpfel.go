@@ -89,6 +89,10 @@ type benchNodeInfo struct {
 	_             [2]byte
 	FloodSynLimit uint32
 	IcmpEchoRate  uint32
+	TraceRate     uint32
+	Pad           uint32
+	_             [4]byte
+	ProbeCookie   uint64
 }
 
 type benchRealInfo struct {
@@ -132,7 +136,7 @@ type benchXlbCounters struct {
 
 type benchXlbGlobal struct {
 	_     structs.HostLayout
-	Count [34]uint64
+	Count [39]uint64
 }
 
 type benchXlbStat uint32
@@ -172,7 +176,12 @@ const (
 	benchXlbStatXLB_STAT_FRAG_HELD          benchXlbStat = 31
 	benchXlbStatXLB_STAT_FRAG_HOLD_FAIL     benchXlbStat = 32
 	benchXlbStatXLB_STAT_FRAG_RELEASE       benchXlbStat = 33
-	benchXlbStatXLB_STAT__MAX               benchXlbStat = 34
+	benchXlbStatXLB_STAT_TRACE_EMITTED      benchXlbStat = 34
+	benchXlbStatXLB_STAT_TRACE_LIMITED      benchXlbStat = 35
+	benchXlbStatXLB_STAT_TRACE_LOST         benchXlbStat = 36
+	benchXlbStatXLB_STAT_TRACE_INVALID      benchXlbStat = 37
+	benchXlbStatXLB_STAT_SELFCHECK_PROBE    benchXlbStat = 38
+	benchXlbStatXLB_STAT__MAX               benchXlbStat = 39
 )
 
 // Names of all BPF objects in the ELF.
@@ -190,6 +199,8 @@ const (
 	benchMapXlbStats            = "xlb_stats"
 	benchMapXlbSvcStats         = "xlb_svc_stats"
 	benchMapXlbTables           = "xlb_tables"
+	benchMapXlbTraceRing        = "xlb_trace_ring"
+	benchMapXlbTraceRl          = "xlb_trace_rl"
 	benchMapXlbVipAddrs         = "xlb_vip_addrs"
 	benchMapXlbVips             = "xlb_vips"
 	benchProgBenchLru           = "bench_lru"
@@ -275,6 +286,8 @@ type benchMapSpecs struct {
 	XlbStats     *ebpf.MapSpec `ebpf:"xlb_stats"`
 	XlbSvcStats  *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
 	XlbTables    *ebpf.MapSpec `ebpf:"xlb_tables"`
+	XlbTraceRing *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
+	XlbTraceRl   *ebpf.MapSpec `ebpf:"xlb_trace_rl"`
 	XlbVipAddrs  *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
 	XlbVips      *ebpf.MapSpec `ebpf:"xlb_vips"`
 }
@@ -332,6 +345,8 @@ type benchMaps struct {
 	XlbStats     *ebpf.Map `ebpf:"xlb_stats"`
 	XlbSvcStats  *ebpf.Map `ebpf:"xlb_svc_stats"`
 	XlbTables    *ebpf.Map `ebpf:"xlb_tables"`
+	XlbTraceRing *ebpf.Map `ebpf:"xlb_trace_ring"`
+	XlbTraceRl   *ebpf.Map `ebpf:"xlb_trace_rl"`
 	XlbVipAddrs  *ebpf.Map `ebpf:"xlb_vip_addrs"`
 	XlbVips      *ebpf.Map `ebpf:"xlb_vips"`
 }
@@ -349,6 +364,8 @@ func (m *benchMaps) Close() error {
 		m.XlbStats,
 		m.XlbSvcStats,
 		m.XlbTables,
+		m.XlbTraceRing,
+		m.XlbTraceRl,
 		m.XlbVipAddrs,
 		m.XlbVips,
 	)

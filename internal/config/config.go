@@ -37,6 +37,11 @@ const (
 	// MinFragmentTableEntries and MaxFragmentTableEntries bound it.
 	MinFragmentTableEntries = 1024
 	MaxFragmentTableEntries = 1 << 24
+	// DefaultTraceRate is node.trace_rate when absent: packet tracer
+	// records each CPU emits per second (SPEC F-DP13).
+	DefaultTraceRate = 10
+	// MaxTraceRate bounds node.trace_rate.
+	MaxTraceRate = 1 << 20
 
 	// DefaultTCPTimeout is the idle timeout of an established TCP flow.
 	DefaultTCPTimeout = 15 * time.Minute
@@ -112,6 +117,10 @@ type Node struct {
 	// each CPU answers per second (SPEC F-DP8); over it they are dropped.
 	// 0: never answered. Default DefaultICMPEchoRate.
 	ICMPEchoRate uint32
+	// TraceRate is how many packet tracer records (SPEC F-DP13) each CPU
+	// emits per second; marked packets beyond it are forwarded without a
+	// record. 0: tracer off. Default DefaultTraceRate.
+	TraceRate uint32
 	// Timeouts are the connection tracking idle timeouts.
 	Timeouts Timeouts
 	// FragmentPool lists the addresses of every node of the LB pool,

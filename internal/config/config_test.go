@@ -40,6 +40,7 @@ func TestLoadFull(t *testing.T) {
 			ConntrackEntries:     2048,
 			ICMPEchoRate:         20,
 			FragmentTableEntries: DefaultFragmentTableEntries,
+			TraceRate:            5,
 			Timeouts: Timeouts{
 				TCP: time.Hour, TCPSyn: 10 * time.Second, TCPFin: 90 * time.Second, UDP: 30 * time.Second,
 			},
@@ -132,6 +133,7 @@ func TestDefaults(t *testing.T) {
 		{"node.xdp_mode", n.XDPMode, XDPModeAuto},
 		{"node.conntrack_entries", n.ConntrackEntries, uint32(1048576)},
 		{"node.icmp_echo_rate", n.ICMPEchoRate, uint32(DefaultICMPEchoRate)},
+		{"node.trace_rate", n.TraceRate, uint32(DefaultTraceRate)},
 		{"node.timeouts.tcp", n.Timeouts.TCP, 15 * time.Minute},
 		{"node.timeouts.tcp_syn", n.Timeouts.TCPSyn, 60 * time.Second},
 		{"node.timeouts.tcp_fin", n.Timeouts.TCPFin, 2 * time.Minute},

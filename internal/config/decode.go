@@ -500,6 +500,7 @@ func (d *decoder) node(n *yaml.Node) Node {
 		ConntrackEntries:     DefaultConntrackEntries,
 		ICMPEchoRate:         DefaultICMPEchoRate,
 		FragmentTableEntries: DefaultFragmentTableEntries,
+		TraceRate:            DefaultTraceRate,
 		Timeouts: Timeouts{
 			TCP:    DefaultTCPTimeout,
 			TCPSyn: DefaultTCPSynTimeout,
@@ -509,7 +510,7 @@ func (d *decoder) node(n *yaml.Node) Node {
 	}
 	f := d.fields(n, path, "name", "interface", "address", "address6", "gateway_mac",
 		"xdp_mode", "conntrack_entries", "timeouts", "flood_syn_rate", "icmp_echo_rate",
-		"fragment_pool", "fragment_table_entries")
+		"fragment_pool", "fragment_table_entries", "trace_rate")
 	if f == nil {
 		return nd
 	}
@@ -534,6 +535,11 @@ func (d *decoder) node(n *yaml.Node) Node {
 	if v := f["icmp_echo_rate"]; v != nil {
 		if u, ok := d.uint(v, join(path, "icmp_echo_rate"), MaxICMPEchoRate); ok {
 			nd.ICMPEchoRate = uint32(u)
+		}
+	}
+	if v := f["trace_rate"]; v != nil {
+		if u, ok := d.uint(v, join(path, "trace_rate"), MaxTraceRate); ok {
+			nd.TraceRate = uint32(u)
 		}
 	}
 	if v := f["name"]; v != nil {

@@ -49,6 +49,7 @@ func (c *Config) Marshal() ([]byte, error) {
 		node.Content = append(node.Content, str("fragment_pool"), list(addrs))
 	}
 	node.Content = append(node.Content, str("fragment_table_entries"), integer(uint64(n.FragmentTableEntries)))
+	node.Content = append(node.Content, str("trace_rate"), integer(uint64(n.TraceRate)))
 
 	pools := mapping()
 	for _, p := range c.Pools {

@@ -99,6 +99,9 @@ func validateNode(n *Node, c *collector) {
 	if e := n.FragmentTableEntries; e < MinFragmentTableEntries || e > MaxFragmentTableEntries {
 		c.errf("node.fragment_table_entries", ErrInvalid, "%d is out of range %d..%d", e, MinFragmentTableEntries, MaxFragmentTableEntries)
 	}
+	if r := n.TraceRate; r > MaxTraceRate {
+		c.errf("node.trace_rate", ErrInvalid, "%d is out of range 0..%d", r, MaxTraceRate)
+	}
 	if e := n.ConntrackEntries; e < MinConntrackEntries || e > MaxConntrackEntries {
 		c.errf("node.conntrack_entries", ErrInvalid, "%d is out of range %d..%d", e, MinConntrackEntries, MaxConntrackEntries)
 	}

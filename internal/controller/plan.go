@@ -80,6 +80,7 @@ func (p *Planner) Plan(desired *config.Desired, prev *datapath.State, healthy fu
 			FloodSynRate: desired.Node.FloodSynRate,
 			ICMPEchoRate: desired.Node.ICMPEchoRate,
 			Fragments:    fragPool(desired.Node),
+			TraceRate:    desired.Node.TraceRate,
 			Timeouts: datapath.Timeouts{
 				TCPSyn: desired.Node.Timeouts.TCPSyn, TCP: desired.Node.Timeouts.TCP,
 				TCPFin: desired.Node.Timeouts.TCPFin, UDP: desired.Node.Timeouts.UDP,

@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/xlbproject/xlb/api/xlb/v1"
@@ -549,9 +547,4 @@ func (c *CLI) node(ctx context.Context, args []string) error {
 		fmt.Fprintln(c.Out, "node was not drained")
 	}
 	return nil
-}
-
-func (c *CLI) trace(ctx context.Context, args []string) error {
-	return status.Error(codes.Unimplemented,
-		"trace is not implemented yet (packet tracer, SPEC F-DP13); 'xlbctl explain' shows what this node does with one packet")
 }

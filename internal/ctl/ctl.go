@@ -37,7 +37,10 @@ commands:
   explain SRC:PORT DST:PORT tcp|udp [--flags S] [--hex]
                                          run a crafted packet through the live program
   node drain | node undrain              BGP graceful shutdown then withdraw / announce again
-  trace                                  (not implemented yet)
+  trace --vip ADDR:PORT [--proto tcp|udp] [--src ADDR[:PORT]] [--count N [--interval D]] [--listen ADDR[:PORT]]
+                                         send marked packets to a VIP and print the record
+                                         of every node that forwarded one (--timeout: wait after
+                                         the last packet, default 3s)
 
 Drain, undrain and weight are runtime overrides on top of the config: they
 survive reloads and 'apply', and end with 'reset', 'apply --reset-overrides',
@@ -96,7 +99,7 @@ func (c *CLI) globalFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.dial.TLS.CA, "tls-ca", c.dial.TLS.CA, "CA of xlbd's certificate (PEM) for --addr")
 	fs.StringVar(&c.dial.ServerName, "tls-server-name", c.dial.ServerName, "name in xlbd's certificate (default: the host of --addr)")
 	fs.StringVar(&c.output, "o", c.output, "output: table | json")
-	fs.DurationVar(&c.timeout, "timeout", c.timeout, "deadline of each call")
+	fs.DurationVar(&c.timeout, "timeout", c.timeout, "deadline of each call (default 30s; trace: how long to wait for records, default 3s)")
 }
 
 // parse parses args with fs, flags and positional arguments in any order
@@ -124,7 +127,6 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 func (c *CLI) Run(ctx context.Context, args []string) int {
 	c.dial.Socket = api.DefaultSocket
 	c.output = "table"
-	c.timeout = 30 * time.Second
 	top := flag.NewFlagSet("xlbctl", flag.ContinueOnError)
 	top.SetOutput(io.Discard)
 	c.globalFlags(top)
@@ -186,8 +188,14 @@ func (c *CLI) connect() (*api.Client, error) {
 	return cl, nil
 }
 
+// DefaultCallTimeout bounds an RPC when --timeout is not given.
+const DefaultCallTimeout = 30 * time.Second
+
 // call bounds one RPC by --timeout.
 func (c *CLI) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.timeout == 0 {
+		return context.WithTimeout(ctx, DefaultCallTimeout)
+	}
 	return context.WithTimeout(ctx, c.timeout)
 }
 

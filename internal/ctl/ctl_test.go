@@ -385,8 +385,21 @@ func TestUsage(t *testing.T) {
 	if _, errOut, code := e.run("status", "extra"); code != 2 || !strings.Contains(errOut, "takes no argument") {
 		t.Fatalf("extra argument: %d %q", code, errOut)
 	}
-	if _, errOut, code := e.run("trace"); code != 1 || !strings.Contains(errOut, "not implemented yet") {
-		t.Fatalf("trace: %d %q", code, errOut)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"trace"}, "--vip ADDR:PORT is required"},
+		{[]string{"trace", "--vip", "10.0.0.1"}, "want ADDR:PORT with a port"},
+		{[]string{"trace", "--vip", "10.0.0.1:80", "--proto", "sctp"}, "tcp or udp"},
+		{[]string{"trace", "--vip", "10.0.0.1:80", "--src", "2001:db8::1"}, "different families"},
+		{[]string{"trace", "--vip", "10.0.0.1:80", "--count", "0"}, "--count 0: 1..10000"},
+		{[]string{"trace", "--vip", "10.0.0.1:80", "--listen", "224.0.0.1:9"}, "unicast"},
+		{[]string{"trace", "--vip", "10.0.0.1:80", "--proto", "tcp", "--src", "10.0.0.2:999", "--count", "2"}, "--count 1"},
+	} {
+		if _, errOut, code := e.run(c.args...); code != 2 || !strings.Contains(errOut, c.want) {
+			t.Fatalf("%q: exit %d %q, want 2 and %q", c.args, code, errOut, c.want)
+		}
 	}
 }
 

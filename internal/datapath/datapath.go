@@ -82,7 +82,8 @@ type Datapath struct {
 	// placeholder is the empty table retired slots point to.
 	placeholder *liveTable
 	probeTurn   int
-	adopted     bool // the link was already pinned: a restart, not a first start
+	probeCookie uint64 // node_info.probe_cookie: marks self-check probes
+	adopted     bool   // the link was already pinned: a restart, not a first start
 	// recreated are the maps loaded new instead of their incompatible pins
 	// (compat.go); their pins are replaced once the program runs.
 	recreated []string

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/xlbproject/xlb/internal/packet"
+	"github.com/xlbproject/xlb/internal/tracer"
 )
 
 // XDP verdicts (enum xdp_action).
@@ -50,8 +51,11 @@ func (d *Datapath) RunPacket(frame []byte) (uint32, []byte, error) {
 // through the program gets the expected verdict: for a VIP (one per call,
 // in turn), an encapsulated packet toward an active backend of that
 // service; without VIPs, XDP_PASS for a packet to no VIP. Probes come from
-// 192.0.2.1 / 2001:db8::1 (documentation addresses) and are counted like
-// any packet.
+// 192.0.2.1 / 2001:db8::1 (documentation addresses) and carry the
+// self-check marker with this node's cookie (tracer.ProbeMarker): the
+// forwarder selects their backend read-only (no conntrack entry made or
+// refreshed) and counts them in selfcheck_probe, not in the service and
+// real counters.
 func (d *Datapath) SelfCheck() error {
 	if d.link == nil {
 		return fmt.Errorf("%w: not attached", ErrSelfCheck)
@@ -99,7 +103,11 @@ func (d *Datapath) SelfCheck() error {
 	if port == 0 {
 		port = 1
 	}
-	f := packet.Flow{Src: src, Dst: k.Addr, SrcPort: uint16(40000 + d.probeTurn%20000), DstPort: port, Proto: k.Proto, TCPFlags: packet.SYN}
+	f := packet.Flow{Src: src, Dst: k.Addr, SrcPort: uint16(40000 + d.probeTurn%20000), DstPort: port, Proto: k.Proto, TCPFlags: packet.SYN,
+		Payload: tracer.ProbeMarker(d.probeCookie)}
+	if k.Proto == packet.ProtoUDP {
+		f.TCPFlags = 0
+	}
 	ret, out, err := d.RunPacket(f.Frame())
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrSelfCheck, err)

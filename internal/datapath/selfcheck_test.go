@@ -85,6 +85,21 @@ func TestOpenSelfCheck(t *testing.T) {
 		if stats["forward_tx"] == 0 || stats["nexthop_fallback"] != 0 {
 			t.Fatalf("probe not forwarded through the FIB: %v", stats)
 		}
+		// Probes are counted apart and leave no conntrack entry.
+		if stats["selfcheck_probe"] != 3 || stats["ct_miss"] != 0 {
+			t.Fatalf("selfcheck_probe %d, ct_miss %d: want 3, 0", stats["selfcheck_probe"], stats["ct_miss"])
+		}
+		if c, _ := dp.ServiceCounters(1); c != (Counters{}) {
+			t.Fatalf("service counters %+v after self-checks, want zero", c)
+		}
+		if c, _ := dp.RealCounters(1); c != (Counters{}) {
+			t.Fatalf("real counters %+v after self-checks, want zero", c)
+		}
+		n := 0
+		dp.ScanConntrack(func(CTEntry) bool { n++; return true })
+		if n != 0 {
+			t.Fatalf("%d conntrack entries after self-checks, want 0", n)
+		}
 		if err := dp.link.Detach(); err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package datapath
 import (
 	"bytes"
 	"cmp"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -97,6 +98,8 @@ type Node struct {
 	ICMPEchoRate uint32
 	// Fragments is the LB pool fragments are redirected over.
 	Fragments FragPool
+	// TraceRate: packet tracer records each CPU emits per second (0: off).
+	TraceRate uint32
 }
 
 // FragPool is the pool of LB nodes fragments are spread over by their
@@ -203,6 +206,7 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 	if err != nil {
 		return stats, err
 	}
+	node.ProbeCookie = d.probeCookie
 	if node != d.cache.node {
 		if err := d.objs.XlbNode.Put(uint32(0), &node); err != nil {
 			return stats, fmt.Errorf("write node settings: %w", err)
@@ -576,6 +580,17 @@ func (d *Datapath) loadApplied() error {
 	if err := d.objs.XlbNode.Lookup(uint32(0), &d.cache.node); err != nil {
 		return err
 	}
+	// Self-check probes carry the cookie (trace.h): keep the pinned one,
+	// so probes of a restarted daemon are recognised before its first
+	// Apply; draw one on a first start.
+	d.probeCookie = d.cache.node.ProbeCookie
+	for d.probeCookie == 0 {
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return fmt.Errorf("probe cookie: %w", err)
+		}
+		d.probeCookie = binary.LittleEndian.Uint64(b[:])
+	}
 	var (
 		k  xlbVipKey
 		vi xlbVipInfo
@@ -722,6 +737,7 @@ func nodeInfo(n Node, ifmac net.HardwareAddr) (xlbNodeInfo, error) {
 		ni.FloodSynLimit = uint32(max(1, uint64(n.FloodSynRate)*(1<<28)/uint64(time.Second)))
 	}
 	ni.IcmpEchoRate = n.ICMPEchoRate
+	ni.TraceRate = n.TraceRate
 	return ni, nil
 }
 
@@ -741,6 +757,7 @@ func nodeFromInfo(ni xlbNodeInfo) Node {
 		n.FloodSynRate = uint32(uint64(ni.FloodSynLimit) * uint64(time.Second) >> 28)
 	}
 	n.ICMPEchoRate = ni.IcmpEchoRate
+	n.TraceRate = ni.TraceRate
 	n.Timeouts = Timeouts{
 		TCPSyn: time.Duration(ni.TimeoutTcpSyn) * tick, TCP: time.Duration(ni.TimeoutTcp) * tick,
 		TCPFin: time.Duration(ni.TimeoutTcpFin) * tick, UDP: time.Duration(ni.TimeoutUdp) * tick,

@@ -89,6 +89,10 @@ type xlbNodeInfo struct {
 	_             [2]byte
 	FloodSynLimit uint32
 	IcmpEchoRate  uint32
+	TraceRate     uint32
+	Pad           uint32
+	_             [4]byte
+	ProbeCookie   uint64
 }
 
 type xlbRealInfo struct {
@@ -103,6 +107,41 @@ type xlbRealInfo struct {
 	Smac    [6]uint8
 	Ifindex uint32
 	Mtu     uint32
+}
+
+type xlbTraceEvent struct {
+	_              structs.HostLayout
+	KtimeNs        uint64
+	Src            [16]uint8
+	Dst            [16]uint8
+	Backend        [16]uint8
+	Receiver       [16]uint8
+	Id             uint32
+	Cpu            uint32
+	SvcId          uint32
+	RealId         uint32
+	Reason         uint32
+	Verdict        uint32
+	Sport          uint16
+	Dport          uint16
+	ReceiverPort   uint16
+	Family         uint8
+	Proto          uint8
+	ReceiverFamily uint8
+	BackendFamily  uint8
+	CtHit          uint8
+	Pad            uint8
+	Pad2           uint32
+}
+
+type xlbTraceMarker struct {
+	_       structs.HostLayout
+	Magic   uint32
+	Version uint8
+	Family  uint8
+	Port    uint16
+	Id      uint32
+	Addr    [16]uint8
 }
 
 type xlbVipInfo struct {
@@ -170,7 +209,7 @@ const (
 
 type xlbXlbGlobal struct {
 	_     structs.HostLayout
-	Count [34]uint64
+	Count [39]uint64
 }
 
 type xlbXlbNodeFlags uint32
@@ -225,7 +264,12 @@ const (
 	xlbXlbStatXLB_STAT_FRAG_HELD          xlbXlbStat = 31
 	xlbXlbStatXLB_STAT_FRAG_HOLD_FAIL     xlbXlbStat = 32
 	xlbXlbStatXLB_STAT_FRAG_RELEASE       xlbXlbStat = 33
-	xlbXlbStatXLB_STAT__MAX               xlbXlbStat = 34
+	xlbXlbStatXLB_STAT_TRACE_EMITTED      xlbXlbStat = 34
+	xlbXlbStatXLB_STAT_TRACE_LIMITED      xlbXlbStat = 35
+	xlbXlbStatXLB_STAT_TRACE_LOST         xlbXlbStat = 36
+	xlbXlbStatXLB_STAT_TRACE_INVALID      xlbXlbStat = 37
+	xlbXlbStatXLB_STAT_SELFCHECK_PROBE    xlbXlbStat = 38
+	xlbXlbStatXLB_STAT__MAX               xlbXlbStat = 39
 )
 
 type xlbXlbVipAddrFlags uint32
@@ -260,6 +304,8 @@ const (
 	xlbMapXlbStats               = "xlb_stats"
 	xlbMapXlbSvcStats            = "xlb_svc_stats"
 	xlbMapXlbTables              = "xlb_tables"
+	xlbMapXlbTraceRing           = "xlb_trace_ring"
+	xlbMapXlbTraceRl             = "xlb_trace_rl"
 	xlbMapXlbVipAddrs            = "xlb_vip_addrs"
 	xlbMapXlbVips                = "xlb_vips"
 	xlbProgXlbForward            = "xlb_forward"
@@ -274,6 +320,8 @@ const (
 	xlbVarXlbAnchorNodeFlags     = "xlb_anchor_node_flags"
 	xlbVarXlbAnchorRealFlags     = "xlb_anchor_real_flags"
 	xlbVarXlbAnchorStat          = "xlb_anchor_stat"
+	xlbVarXlbAnchorTraceEvent    = "xlb_anchor_trace_event"
+	xlbVarXlbAnchorTraceMarker   = "xlb_anchor_trace_marker"
 	xlbVarXlbAnchorVaddrFlags    = "xlb_anchor_vaddr_flags"
 	xlbVarXlbAnchorVipFlags      = "xlb_anchor_vip_flags"
 )
@@ -341,6 +389,8 @@ type xlbMapSpecs struct {
 	XlbStats     *ebpf.MapSpec `ebpf:"xlb_stats"`
 	XlbSvcStats  *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
 	XlbTables    *ebpf.MapSpec `ebpf:"xlb_tables"`
+	XlbTraceRing *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
+	XlbTraceRl   *ebpf.MapSpec `ebpf:"xlb_trace_rl"`
 	XlbVipAddrs  *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
 	XlbVips      *ebpf.MapSpec `ebpf:"xlb_vips"`
 }
@@ -360,6 +410,8 @@ type xlbVariableSpecs struct {
 	XlbAnchorNodeFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_node_flags"`
 	XlbAnchorRealFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_flags"`
 	XlbAnchorStat          *ebpf.VariableSpec `ebpf:"xlb_anchor_stat"`
+	XlbAnchorTraceEvent    *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_event"`
+	XlbAnchorTraceMarker   *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_marker"`
 	XlbAnchorVaddrFlags    *ebpf.VariableSpec `ebpf:"xlb_anchor_vaddr_flags"`
 	XlbAnchorVipFlags      *ebpf.VariableSpec `ebpf:"xlb_anchor_vip_flags"`
 }
@@ -398,6 +450,8 @@ type xlbMaps struct {
 	XlbStats     *ebpf.Map `ebpf:"xlb_stats"`
 	XlbSvcStats  *ebpf.Map `ebpf:"xlb_svc_stats"`
 	XlbTables    *ebpf.Map `ebpf:"xlb_tables"`
+	XlbTraceRing *ebpf.Map `ebpf:"xlb_trace_ring"`
+	XlbTraceRl   *ebpf.Map `ebpf:"xlb_trace_rl"`
 	XlbVipAddrs  *ebpf.Map `ebpf:"xlb_vip_addrs"`
 	XlbVips      *ebpf.Map `ebpf:"xlb_vips"`
 }
@@ -418,6 +472,8 @@ func (m *xlbMaps) Close() error {
 		m.XlbStats,
 		m.XlbSvcStats,
 		m.XlbTables,
+		m.XlbTraceRing,
+		m.XlbTraceRl,
 		m.XlbVipAddrs,
 		m.XlbVips,
 	)
@@ -438,6 +494,8 @@ type xlbVariables struct {
 	XlbAnchorNodeFlags     *ebpf.Variable `ebpf:"xlb_anchor_node_flags"`
 	XlbAnchorRealFlags     *ebpf.Variable `ebpf:"xlb_anchor_real_flags"`
 	XlbAnchorStat          *ebpf.Variable `ebpf:"xlb_anchor_stat"`
+	XlbAnchorTraceEvent    *ebpf.Variable `ebpf:"xlb_anchor_trace_event"`
+	XlbAnchorTraceMarker   *ebpf.Variable `ebpf:"xlb_anchor_trace_marker"`
 	XlbAnchorVaddrFlags    *ebpf.Variable `ebpf:"xlb_anchor_vaddr_flags"`
 	XlbAnchorVipFlags      *ebpf.Variable `ebpf:"xlb_anchor_vip_flags"`
 }

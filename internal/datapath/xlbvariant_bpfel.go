@@ -30,6 +30,8 @@ const (
 	xlbvariantMapXlbStats               = "xlb_stats"
 	xlbvariantMapXlbSvcStats            = "xlb_svc_stats"
 	xlbvariantMapXlbTables              = "xlb_tables"
+	xlbvariantMapXlbTraceRing           = "xlb_trace_ring"
+	xlbvariantMapXlbTraceRl             = "xlb_trace_rl"
 	xlbvariantMapXlbVipAddrs            = "xlb_vip_addrs"
 	xlbvariantMapXlbVips                = "xlb_vips"
 	xlbvariantProgXlbForward            = "xlb_forward"
@@ -44,6 +46,8 @@ const (
 	xlbvariantVarXlbAnchorNodeFlags     = "xlb_anchor_node_flags"
 	xlbvariantVarXlbAnchorRealFlags     = "xlb_anchor_real_flags"
 	xlbvariantVarXlbAnchorStat          = "xlb_anchor_stat"
+	xlbvariantVarXlbAnchorTraceEvent    = "xlb_anchor_trace_event"
+	xlbvariantVarXlbAnchorTraceMarker   = "xlb_anchor_trace_marker"
 	xlbvariantVarXlbAnchorVaddrFlags    = "xlb_anchor_vaddr_flags"
 	xlbvariantVarXlbAnchorVipFlags      = "xlb_anchor_vip_flags"
 	xlbvariantVarXlbBuildVariant        = "xlb_build_variant"
@@ -112,6 +116,8 @@ type xlbvariantMapSpecs struct {
 	XlbStats     *ebpf.MapSpec `ebpf:"xlb_stats"`
 	XlbSvcStats  *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
 	XlbTables    *ebpf.MapSpec `ebpf:"xlb_tables"`
+	XlbTraceRing *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
+	XlbTraceRl   *ebpf.MapSpec `ebpf:"xlb_trace_rl"`
 	XlbVipAddrs  *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
 	XlbVips      *ebpf.MapSpec `ebpf:"xlb_vips"`
 }
@@ -131,6 +137,8 @@ type xlbvariantVariableSpecs struct {
 	XlbAnchorNodeFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_node_flags"`
 	XlbAnchorRealFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_flags"`
 	XlbAnchorStat          *ebpf.VariableSpec `ebpf:"xlb_anchor_stat"`
+	XlbAnchorTraceEvent    *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_event"`
+	XlbAnchorTraceMarker   *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_marker"`
 	XlbAnchorVaddrFlags    *ebpf.VariableSpec `ebpf:"xlb_anchor_vaddr_flags"`
 	XlbAnchorVipFlags      *ebpf.VariableSpec `ebpf:"xlb_anchor_vip_flags"`
 	XlbBuildVariant        *ebpf.VariableSpec `ebpf:"xlb_build_variant"`
@@ -170,6 +178,8 @@ type xlbvariantMaps struct {
 	XlbStats     *ebpf.Map `ebpf:"xlb_stats"`
 	XlbSvcStats  *ebpf.Map `ebpf:"xlb_svc_stats"`
 	XlbTables    *ebpf.Map `ebpf:"xlb_tables"`
+	XlbTraceRing *ebpf.Map `ebpf:"xlb_trace_ring"`
+	XlbTraceRl   *ebpf.Map `ebpf:"xlb_trace_rl"`
 	XlbVipAddrs  *ebpf.Map `ebpf:"xlb_vip_addrs"`
 	XlbVips      *ebpf.Map `ebpf:"xlb_vips"`
 }
@@ -190,6 +200,8 @@ func (m *xlbvariantMaps) Close() error {
 		m.XlbStats,
 		m.XlbSvcStats,
 		m.XlbTables,
+		m.XlbTraceRing,
+		m.XlbTraceRl,
 		m.XlbVipAddrs,
 		m.XlbVips,
 	)
@@ -210,6 +222,8 @@ type xlbvariantVariables struct {
 	XlbAnchorNodeFlags     *ebpf.Variable `ebpf:"xlb_anchor_node_flags"`
 	XlbAnchorRealFlags     *ebpf.Variable `ebpf:"xlb_anchor_real_flags"`
 	XlbAnchorStat          *ebpf.Variable `ebpf:"xlb_anchor_stat"`
+	XlbAnchorTraceEvent    *ebpf.Variable `ebpf:"xlb_anchor_trace_event"`
+	XlbAnchorTraceMarker   *ebpf.Variable `ebpf:"xlb_anchor_trace_marker"`
 	XlbAnchorVaddrFlags    *ebpf.Variable `ebpf:"xlb_anchor_vaddr_flags"`
 	XlbAnchorVipFlags      *ebpf.Variable `ebpf:"xlb_anchor_vip_flags"`
 	XlbBuildVariant        *ebpf.Variable `ebpf:"xlb_build_variant"`

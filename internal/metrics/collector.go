@@ -60,7 +60,7 @@ var (
 	dFragments = desc("xlb_fragments_total", "IP fragments to fragment-enabled VIPs, by outcome (redirect, from_peer, first, forward, held, hold_fail, release; xlbd's holder: hold_received, released, expired, hold_overflow, inject_errors).", "outcome")
 
 	dSvcPackets  = desc("xlb_service_packets_total", "Packets to the VIP forwarded to a backend.", svcLabels...)
-	dSvcBytes    = desc("xlb_service_bytes_total", "Bytes (of the original frames) to the VIP forwarded to a backend.", svcLabels...)
+	dSvcBytes    = desc("xlb_service_bytes_total", "Bytes (of the IP datagrams as received, before encapsulation) to the VIP forwarded to a backend.", svcLabels...)
 	dSvcNewFlows = desc("xlb_service_new_flows_total", "New flows (connection table misses given a backend) of the VIP.", svcLabels...)
 	dSvcUp       = desc("xlb_service_up", "1 while the service has a pool with a usable backend (new flows are served), else 0.", "service")
 	dSvcTable    = desc("xlb_service_table_size", "The service's Maglev table size M.", "service")
