@@ -5,7 +5,7 @@ CMDS    := xlbd xlbctl xlb-decap xlb-lab
 GOFLAGS ?=
 export GOFLAGS
 
-.PHONY: all deps generate proto build test test-unit demo bench check-generated clean
+.PHONY: all deps generate proto build test test-unit fuzz demo bench check-generated clean
 
 all: build
 
@@ -37,6 +37,17 @@ build: deps
 test: build
 	$(GO) vet ./...
 	$(GO) test -count=1 -p 1 -timeout 40m ./...
+	@$(MAKE) --no-print-directory fuzz
+
+# Issue 6's fuzzing, bounded: the packet fuzzer at its acceptance size
+# (10 M random and mutated packets through the loaded forwarder), then the
+# native Go fuzzers of the config decoder and the API's request decoding
+# for FUZZTIME each (plain `go test` runs only their seeds).
+FUZZTIME ?= 30s
+fuzz:
+	XLB_FUZZ_PACKETS=10000000 $(GO) test -count=1 -run '^TestPacketFuzz$$' -v ./internal/datapath
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -parallel 2 ./internal/config
+	$(GO) test -run '^$$' -fuzz '^FuzzAPIRequests$$' -fuzztime $(FUZZTIME) -parallel 2 ./internal/api
 
 test-unit:
 	$(GO) test -count=1 -short ./...
