@@ -97,21 +97,26 @@ static __always_inline int encap_push(struct xdp_md *ctx, const struct pkt *p,
 		return XLB_STAT_DROP_INTERNAL;
 
 	if (r->family == XLB_AF_INET) {
-		struct iphdr *ip = l3;
+		__u32 *w = l3;
+		__u32 saddr, daddr;
 
 		*ethertype = BE_ETH_P_IP;
-		ip->version = 4;
-		ip->ihl = 5;
-		ip->tos = p->tos;
-		ip->tot_len = bpf_htons(outer + p->l3_len);
-		ip->id = 0;
-		ip->frag_off = bpf_htons(IP_DF);
-		ip->ttl = OUTER_TTL;
-		ip->protocol = proto;
-		ip->check = 0;
-		__builtin_memcpy(&ip->saddr, n->addr4, 4);
-		__builtin_memcpy(&ip->daddr, r->addr, 4);
-		ip->check = csum_ipv4(ip);
+		/* The header as five words (little-endian loads of the wire
+		 * bytes): version 4, IHL 5, TOS, total length | id 0, DF |
+		 * TTL, protocol, checksum | source | destination. The checksum
+		 * is summed from these registers, not read back. */
+		__builtin_memcpy(&saddr, n->addr4, 4);
+		__builtin_memcpy(&daddr, r->addr, 4);
+		__u32 w0 = 0x45 | (__u32)p->tos << 8 | (__u32)bpf_htons(outer + p->l3_len) << 16;
+		__u32 w1 = (__u32)bpf_htons(IP_DF) << 16;
+		__u32 w2 = OUTER_TTL | (__u32)proto << 8;
+
+		w2 |= (__u32)csum_ipv4_words(w0, w1, w2, saddr, daddr) << 16;
+		w[0] = w0;
+		w[1] = w1;
+		w[2] = w2;
+		w[3] = saddr;
+		w[4] = daddr;
 	} else {
 		struct ipv6hdr *ip6 = l3;
 		__u32 label = (__u32)h & 0xfffff;

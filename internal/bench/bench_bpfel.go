@@ -105,6 +105,17 @@ type benchRealInfo struct {
 	Mtu     uint32
 }
 
+type benchVipBucket struct {
+	_   structs.HostLayout
+	Ent [4]uint32
+}
+
+type benchVipEnt struct {
+	_    structs.HostLayout
+	Key  benchVipKey
+	Info benchVipInfo
+}
+
 type benchVipInfo struct {
 	_         structs.HostLayout
 	SvcId     uint32
@@ -184,6 +195,8 @@ const (
 	benchMapXlbSvcStats         = "xlb_svc_stats"
 	benchMapXlbTables           = "xlb_tables"
 	benchMapXlbVipAddrs         = "xlb_vip_addrs"
+	benchMapXlbVipEnts          = "xlb_vip_ents"
+	benchMapXlbVipIndex         = "xlb_vip_index"
 	benchMapXlbVips             = "xlb_vips"
 	benchProgBenchLru           = "bench_lru"
 	benchProgBenchTx            = "bench_tx"
@@ -204,6 +217,7 @@ const (
 	benchVarBenchVarOff         = "bench_var_off"
 	benchVarCtShift             = "ct_shift"
 	benchVarNrCpus              = "nr_cpus"
+	benchVarVipBuckets          = "vip_buckets"
 )
 
 // loadBench returns the embedded CollectionSpec for bench.
@@ -269,6 +283,8 @@ type benchMapSpecs struct {
 	XlbSvcStats  *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
 	XlbTables    *ebpf.MapSpec `ebpf:"xlb_tables"`
 	XlbVipAddrs  *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
+	XlbVipEnts   *ebpf.MapSpec `ebpf:"xlb_vip_ents"`
+	XlbVipIndex  *ebpf.MapSpec `ebpf:"xlb_vip_index"`
 	XlbVips      *ebpf.MapSpec `ebpf:"xlb_vips"`
 }
 
@@ -292,6 +308,7 @@ type benchVariableSpecs struct {
 	BenchVarOff         *ebpf.VariableSpec `ebpf:"bench_var_off"`
 	CtShift             *ebpf.VariableSpec `ebpf:"ct_shift"`
 	NrCpus              *ebpf.VariableSpec `ebpf:"nr_cpus"`
+	VipBuckets          *ebpf.VariableSpec `ebpf:"vip_buckets"`
 }
 
 // benchObjects contains all objects after they have been loaded into the kernel.
@@ -326,6 +343,8 @@ type benchMaps struct {
 	XlbSvcStats  *ebpf.Map `ebpf:"xlb_svc_stats"`
 	XlbTables    *ebpf.Map `ebpf:"xlb_tables"`
 	XlbVipAddrs  *ebpf.Map `ebpf:"xlb_vip_addrs"`
+	XlbVipEnts   *ebpf.Map `ebpf:"xlb_vip_ents"`
+	XlbVipIndex  *ebpf.Map `ebpf:"xlb_vip_index"`
 	XlbVips      *ebpf.Map `ebpf:"xlb_vips"`
 }
 
@@ -343,6 +362,8 @@ func (m *benchMaps) Close() error {
 		m.XlbSvcStats,
 		m.XlbTables,
 		m.XlbVipAddrs,
+		m.XlbVipEnts,
+		m.XlbVipIndex,
 		m.XlbVips,
 	)
 }
@@ -367,6 +388,7 @@ type benchVariables struct {
 	BenchVarOff         *ebpf.Variable `ebpf:"bench_var_off"`
 	CtShift             *ebpf.Variable `ebpf:"ct_shift"`
 	NrCpus              *ebpf.Variable `ebpf:"nr_cpus"`
+	VipBuckets          *ebpf.Variable `ebpf:"vip_buckets"`
 }
 
 // benchPrograms contains all programs after they have been loaded into the kernel.

@@ -61,6 +61,17 @@ type xlbRealInfo struct {
 	Mtu     uint32
 }
 
+type xlbVipBucket struct {
+	_   structs.HostLayout
+	Ent [4]uint32
+}
+
+type xlbVipEnt struct {
+	_    structs.HostLayout
+	Key  xlbVipKey
+	Info xlbVipInfo
+}
+
 type xlbVipInfo struct {
 	_         structs.HostLayout
 	SvcId     uint32
@@ -177,10 +188,13 @@ const (
 	xlbMapXlbSvcStats        = "xlb_svc_stats"
 	xlbMapXlbTables          = "xlb_tables"
 	xlbMapXlbVipAddrs        = "xlb_vip_addrs"
+	xlbMapXlbVipEnts         = "xlb_vip_ents"
+	xlbMapXlbVipIndex        = "xlb_vip_index"
 	xlbMapXlbVips            = "xlb_vips"
 	xlbProgXlbForward        = "xlb_forward"
 	xlbVarCtShift            = "ct_shift"
 	xlbVarNrCpus             = "nr_cpus"
+	xlbVarVipBuckets         = "vip_buckets"
 	xlbVarXlbAnchorCtState   = "xlb_anchor_ct_state"
 	xlbVarXlbAnchorEncap     = "xlb_anchor_encap"
 	xlbVarXlbAnchorFamily    = "xlb_anchor_family"
@@ -248,6 +262,8 @@ type xlbMapSpecs struct {
 	XlbSvcStats  *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
 	XlbTables    *ebpf.MapSpec `ebpf:"xlb_tables"`
 	XlbVipAddrs  *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
+	XlbVipEnts   *ebpf.MapSpec `ebpf:"xlb_vip_ents"`
+	XlbVipIndex  *ebpf.MapSpec `ebpf:"xlb_vip_index"`
 	XlbVips      *ebpf.MapSpec `ebpf:"xlb_vips"`
 }
 
@@ -257,6 +273,7 @@ type xlbMapSpecs struct {
 type xlbVariableSpecs struct {
 	CtShift            *ebpf.VariableSpec `ebpf:"ct_shift"`
 	NrCpus             *ebpf.VariableSpec `ebpf:"nr_cpus"`
+	VipBuckets         *ebpf.VariableSpec `ebpf:"vip_buckets"`
 	XlbAnchorCtState   *ebpf.VariableSpec `ebpf:"xlb_anchor_ct_state"`
 	XlbAnchorEncap     *ebpf.VariableSpec `ebpf:"xlb_anchor_encap"`
 	XlbAnchorFamily    *ebpf.VariableSpec `ebpf:"xlb_anchor_family"`
@@ -295,6 +312,8 @@ type xlbMaps struct {
 	XlbSvcStats  *ebpf.Map `ebpf:"xlb_svc_stats"`
 	XlbTables    *ebpf.Map `ebpf:"xlb_tables"`
 	XlbVipAddrs  *ebpf.Map `ebpf:"xlb_vip_addrs"`
+	XlbVipEnts   *ebpf.Map `ebpf:"xlb_vip_ents"`
+	XlbVipIndex  *ebpf.Map `ebpf:"xlb_vip_index"`
 	XlbVips      *ebpf.Map `ebpf:"xlb_vips"`
 }
 
@@ -310,6 +329,8 @@ func (m *xlbMaps) Close() error {
 		m.XlbSvcStats,
 		m.XlbTables,
 		m.XlbVipAddrs,
+		m.XlbVipEnts,
+		m.XlbVipIndex,
 		m.XlbVips,
 	)
 }
@@ -320,6 +341,7 @@ func (m *xlbMaps) Close() error {
 type xlbVariables struct {
 	CtShift            *ebpf.Variable `ebpf:"ct_shift"`
 	NrCpus             *ebpf.Variable `ebpf:"nr_cpus"`
+	VipBuckets         *ebpf.Variable `ebpf:"vip_buckets"`
 	XlbAnchorCtState   *ebpf.Variable `ebpf:"xlb_anchor_ct_state"`
 	XlbAnchorEncap     *ebpf.Variable `ebpf:"xlb_anchor_encap"`
 	XlbAnchorFamily    *ebpf.Variable `ebpf:"xlb_anchor_family"`
