@@ -69,9 +69,11 @@ static __always_inline struct vip_info *select_vip(const struct pkt *p)
 	if (p->family == XLB_AF_INET) {
 		a0 = *(const __u32 *)p->dst;
 	} else {
-		/* struct pkt is 4-byte aligned (the stack wants aligned loads) */
-		__builtin_memcpy(&a0, p->dst, 8);
-		__builtin_memcpy(&a1, p->dst + 8, 8);
+		/* 4-byte loads: struct pkt may be on the stack, 4-byte aligned */
+		const __u32 *d = (const __u32 *)p->dst;
+
+		a0 = (__u64)d[0] | (__u64)d[1] << 32;
+		a1 = (__u64)d[2] | (__u64)d[3] << 32;
 	}
 	v = vip_match(a0, a1, tail | pkt_dport(p));
 	if (v)
