@@ -13,8 +13,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/xlbproject/xlb/internal/datapath"
-	"github.com/xlbproject/xlb/internal/progrun"
 	"github.com/xlbproject/xlb/internal/packet"
+	"github.com/xlbproject/xlb/internal/progrun"
 	"golang.org/x/sys/unix"
 )
 
