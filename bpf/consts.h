@@ -46,3 +46,4 @@
 /* Set by the loader (internal/datapath). */
 volatile const __u32 ct_shift = 17;  /* log2(conntrack buckets per CPU) */
 volatile const __u32 nr_cpus = 1;    /* possible CPUs: slices in xlb_ct */
+volatile const __u32 vip_buckets = 4096; /* buckets in xlb_vip_index, a power of two */

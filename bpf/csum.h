@@ -12,15 +12,19 @@ static __always_inline __u16 csum_fold(__u32 sum)
 	return (__u16)~sum;
 }
 
-/* csum_ipv4 sums the 20-byte header (check must be 0). The sum is taken in
- * memory order, so the result is stored as is. */
-static __always_inline __u16 csum_ipv4(const struct iphdr *ip)
+/* csum_ipv4_words is the checksum of a 20-byte header given as its five
+ * 32-bit words (little-endian loads of the wire bytes, check = 0), summed
+ * from registers instead of being read back from the packet. The sum is in
+ * memory order, so the result is stored as is. The one's complement sum of
+ * the ten 16-bit words equals the folded sum of the five 32-bit ones, as
+ * 2^16 = 2^32 = 1 (mod 2^16 - 1). */
+static __always_inline __u16 csum_ipv4_words(__u32 w0, __u32 w1, __u32 w2, __u32 w3, __u32 w4)
 {
-	const __u16 *w = (const __u16 *)ip;
-	__u32 sum = 0;
+	__u64 sum = (__u64)w0 + w1 + w2 + w3 + w4;
 
-#pragma unroll
-	for (int i = 0; i < IPV4_HLEN / 2; i++)
-		sum += w[i];
-	return csum_fold(sum);
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (__u16)~sum;
 }

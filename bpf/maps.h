@@ -7,13 +7,32 @@
 #include <bpf/bpf_helpers.h>
 #include "types.h"
 
-/* VIP (address, port, proto) -> service. Port 0 entries serve all ports. */
+/* VIP (address, port, proto) -> service. Port 0 entries serve all ports.
+ * The catalog: the forwarder matches VIPs with xlb_vip_index, below. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__type(key, struct vip_key);
 	__type(value, struct vip_info);
 	__uint(max_entries, 4096);
 } xlb_vips SEC(".maps");
+
+/* The forwarder's VIP match (see struct vip_bucket): a power-of-two
+ * number of buckets, mmapped by the control plane for atomic stores. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct vip_bucket);
+	__uint(max_entries, 4096);
+} xlb_vip_index SEC(".maps");
+
+/* Entry id -> VIP key and service (id 0 unused). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct vip_ent);
+	__uint(max_entries, 8193);
+} xlb_vip_ents SEC(".maps");
 
 /* VIP address (port 0, proto 0) -> 1: lets a malformed packet to a VIP be
  * told from one to any other host. */

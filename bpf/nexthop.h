@@ -9,6 +9,7 @@
 #include <linux/if_ether.h>
 #include <bpf/bpf_helpers.h>
 #include "consts.h"
+#include "encap.h"
 #include "stats.h"
 #include "types.h"
 
@@ -32,8 +33,8 @@ static __always_inline int nexthop_forward(struct xdp_md *ctx, const struct real
 			stats_count(XLB_STAT_DROP_TOO_BIG);
 			return XDP_DROP;
 		}
-		__builtin_memcpy(eth->h_dest, r->dmac, ETH_ALEN);
-		__builtin_memcpy(eth->h_source, r->smac, ETH_ALEN);
+		copy_mac(eth->h_dest, r->dmac);
+		copy_mac(eth->h_source, r->smac);
 		if (r->ifindex == ctx->ingress_ifindex) {
 			stats_count(XLB_STAT_FORWARD_TX);
 			return XDP_TX;

@@ -10,23 +10,75 @@
 #include "parse.h"
 #include "stats.h"
 
+/* vip_hash: the two candidate buckets of a VIP key are its low and high
+ * 32 bits, masked. a0, a1: the address as two little-endian 64-bit loads
+ * (IPv4: a0 = the 4 bytes, a1 = 0); tail: the key's last 4 bytes (port in
+ * network order, proto, family) as one little-endian load. Its Go twin is
+ * internal/datapath vipHash. */
+static __always_inline __u64 vip_hash(__u64 a0, __u64 a1, __u32 tail)
+{
+	__u64 h = hash_mix(XLB_VIP_SEED, a0);
+
+	h = hash_mix(h, a1);
+	return hash_mix(h, tail);
+}
+
+/* vip_probe looks for the key in one bucket. */
+static __always_inline struct vip_info *vip_probe(__u32 bucket, __u64 a0, __u64 a1, __u32 tail)
+{
+	struct vip_bucket *b = bpf_map_lookup_elem(&xlb_vip_index, &bucket);
+
+	if (!b)
+		return NULL;
+#pragma unroll
+	for (int i = 0; i < XLB_VIP_SLOTS; i++) {
+		__u32 id = *(volatile __u32 *)&b->ent[i];
+		struct vip_ent *e;
+
+		if (!id)
+			continue;
+		e = bpf_map_lookup_elem(&xlb_vip_ents, &id);
+		if (e && *(__u64 *)e->key.addr == a0 && *(__u64 *)(e->key.addr + 8) == a1 &&
+		    *(__u32 *)&e->key.port == tail)
+			return &e->info;
+	}
+	return NULL;
+}
+
+/* vip_match: the key's first bucket, then its second. */
+static __always_inline struct vip_info *vip_match(__u64 a0, __u64 a1, __u32 tail)
+{
+	__u64 h = vip_hash(a0, a1, tail);
+	__u32 mask = vip_buckets - 1;
+	struct vip_info *v = vip_probe((__u32)h & mask, a0, a1, tail);
+
+	if (v)
+		return v;
+	if (((__u32)(h >> 32) & mask) == ((__u32)h & mask))
+		return NULL;
+	return vip_probe((__u32)(h >> 32) & mask, a0, a1, tail);
+}
+
 /* select_vip matches (dst, dport, proto) exactly, then (dst, 0, proto). */
 static __always_inline struct vip_info *select_vip(const struct pkt *p)
 {
-	struct vip_key k = {};
+	__u64 a0, a1 = 0;
+	__u32 tail = (__u32)p->proto << 16 | (__u32)p->family << 24;
 	struct vip_info *v;
 
-	__builtin_memcpy(k.addr, p->dst, 16);
-	if (p->family == XLB_AF_INET)
-		__builtin_memset(k.addr + 4, 0, 12);
-	k.port = pkt_dport(p);
-	k.proto = p->proto;
-	k.family = p->family;
-	v = bpf_map_lookup_elem(&xlb_vips, &k);
+	if (p->family == XLB_AF_INET) {
+		a0 = *(const __u32 *)p->dst;
+	} else {
+		/* 4-byte loads: struct pkt may be on the stack, 4-byte aligned */
+		const __u32 *d = (const __u32 *)p->dst;
+
+		a0 = (__u64)d[0] | (__u64)d[1] << 32;
+		a1 = (__u64)d[2] | (__u64)d[3] << 32;
+	}
+	v = vip_match(a0, a1, tail | pkt_dport(p));
 	if (v)
 		return v;
-	k.port = 0;
-	return bpf_map_lookup_elem(&xlb_vips, &k);
+	return vip_match(a0, a1, tail);
 }
 
 /* select_is_vip_addr tells whether dst is the address of any VIP. */

@@ -312,3 +312,24 @@ struct ct_bucket {
 
 /* Largest real id the conntrack entry can hold. */
 #define XLB_MAX_REALS (1 << 18)
+
+/* The forwarder's VIP match (select.h): xlb_vip_index is an ARRAY of
+ * buckets, two candidate buckets per key (vip_hash); a bucket holds up to
+ * XLB_VIP_SLOTS ids of xlb_vip_ents entries, 0 = empty. The entry holds the
+ * whole key, compared on every match. The control plane writes an entry
+ * first, then publishes its id with one atomic 32-bit store into the
+ * mmapped index (never rewriting a published entry in place: a changed VIP
+ * gets a fresh entry id, swapped in with one store), so a packet sees the
+ * old or the new entry, never a mix. xlb_vips stays the catalog the control
+ * plane and xlbctl read. */
+#define XLB_VIP_SLOTS 4
+#define XLB_VIP_SEED 0x2545F4914F6CDD1DULL
+
+struct vip_bucket {
+	__u32 ent[XLB_VIP_SLOTS];
+};
+
+struct vip_ent {
+	struct vip_key key;
+	struct vip_info info;
+};

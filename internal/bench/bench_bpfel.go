@@ -109,6 +109,17 @@ type benchRealInfo struct {
 	Mtu     uint32
 }
 
+type benchVipBucket struct {
+	_   structs.HostLayout
+	Ent [4]uint32
+}
+
+type benchVipEnt struct {
+	_    structs.HostLayout
+	Key  benchVipKey
+	Info benchVipInfo
+}
+
 type benchVipInfo struct {
 	_         structs.HostLayout
 	SvcId     uint32
@@ -202,6 +213,8 @@ const (
 	benchMapXlbTraceRing        = "xlb_trace_ring"
 	benchMapXlbTraceRl          = "xlb_trace_rl"
 	benchMapXlbVipAddrs         = "xlb_vip_addrs"
+	benchMapXlbVipEnts          = "xlb_vip_ents"
+	benchMapXlbVipIndex         = "xlb_vip_index"
 	benchMapXlbVips             = "xlb_vips"
 	benchProgBenchLru           = "bench_lru"
 	benchProgBenchTx            = "bench_tx"
@@ -222,6 +235,7 @@ const (
 	benchVarBenchVarOff         = "bench_var_off"
 	benchVarCtShift             = "ct_shift"
 	benchVarNrCpus              = "nr_cpus"
+	benchVarVipBuckets          = "vip_buckets"
 )
 
 // loadBench returns the embedded CollectionSpec for bench.
@@ -289,6 +303,8 @@ type benchMapSpecs struct {
 	XlbTraceRing *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
 	XlbTraceRl   *ebpf.MapSpec `ebpf:"xlb_trace_rl"`
 	XlbVipAddrs  *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
+	XlbVipEnts   *ebpf.MapSpec `ebpf:"xlb_vip_ents"`
+	XlbVipIndex  *ebpf.MapSpec `ebpf:"xlb_vip_index"`
 	XlbVips      *ebpf.MapSpec `ebpf:"xlb_vips"`
 }
 
@@ -312,6 +328,7 @@ type benchVariableSpecs struct {
 	BenchVarOff         *ebpf.VariableSpec `ebpf:"bench_var_off"`
 	CtShift             *ebpf.VariableSpec `ebpf:"ct_shift"`
 	NrCpus              *ebpf.VariableSpec `ebpf:"nr_cpus"`
+	VipBuckets          *ebpf.VariableSpec `ebpf:"vip_buckets"`
 }
 
 // benchObjects contains all objects after they have been loaded into the kernel.
@@ -348,6 +365,8 @@ type benchMaps struct {
 	XlbTraceRing *ebpf.Map `ebpf:"xlb_trace_ring"`
 	XlbTraceRl   *ebpf.Map `ebpf:"xlb_trace_rl"`
 	XlbVipAddrs  *ebpf.Map `ebpf:"xlb_vip_addrs"`
+	XlbVipEnts   *ebpf.Map `ebpf:"xlb_vip_ents"`
+	XlbVipIndex  *ebpf.Map `ebpf:"xlb_vip_index"`
 	XlbVips      *ebpf.Map `ebpf:"xlb_vips"`
 }
 
@@ -367,6 +386,8 @@ func (m *benchMaps) Close() error {
 		m.XlbTraceRing,
 		m.XlbTraceRl,
 		m.XlbVipAddrs,
+		m.XlbVipEnts,
+		m.XlbVipIndex,
 		m.XlbVips,
 	)
 }
@@ -391,6 +412,7 @@ type benchVariables struct {
 	BenchVarOff         *ebpf.Variable `ebpf:"bench_var_off"`
 	CtShift             *ebpf.Variable `ebpf:"ct_shift"`
 	NrCpus              *ebpf.Variable `ebpf:"nr_cpus"`
+	VipBuckets          *ebpf.Variable `ebpf:"vip_buckets"`
 }
 
 // benchPrograms contains all programs after they have been loaded into the kernel.

@@ -172,7 +172,7 @@ func (h *harness) loadBench(t Table, stop Stage) (*benchObjects, error) {
 		kind = benchBenchCtKindBENCH_CT_NONE
 	}
 	for name, v := range map[string]uint32{"bench_ct": uint32(kind), "bench_stop": uint32(stop),
-		"nr_cpus": uint32(h.ncpu), "ct_shift": h.shift} {
+		"nr_cpus": uint32(h.ncpu), "ct_shift": h.shift, "vip_buckets": h.repl["xlb_vip_index"].MaxEntries()} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("set %s: %w", name, err)
 		}

@@ -41,8 +41,11 @@ type Report struct {
 	// PktBreakdown: scenario -> stage -> ns/packet (see the pkt part).
 	PktBreakdown map[string]float64 `json:"pkt_breakdown,omitempty"`
 
-	MppsOneCore    map[string]float64 `json:"mpps_one_core,omitempty"`
-	MppsGenericXDP map[string]float64 `json:"mpps_generic_xdp,omitempty"`
+	MppsOneCore map[string]float64 `json:"mpps_one_core,omitempty"`
+	// MppsOneCoreSplit: native XDP, the forwarder's NAPI thread alone on
+	// the measured CPU (throughput.PlacementSplit).
+	MppsOneCoreSplit map[string]float64 `json:"mpps_one_core_split,omitempty"`
+	MppsGenericXDP   map[string]float64 `json:"mpps_generic_xdp,omitempty"`
 	// Throughput holds whatever else internal/throughput reports
 	// (latency added per packet, receivers' counts ...).
 	Throughput map[string]float64 `json:"throughput,omitempty"`
@@ -246,6 +249,8 @@ func (r *Report) groupPtr(name string) *map[string]float64 {
 		return &r.PktBreakdown
 	case "mpps_one_core":
 		return &r.MppsOneCore
+	case "mpps_one_core_split":
+		return &r.MppsOneCoreSplit
 	case "mpps_generic_xdp":
 		return &r.MppsGenericXDP
 	case "throughput":

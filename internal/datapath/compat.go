@@ -43,6 +43,8 @@ var pinnedMapPolicy = map[string]struct {
 	"xlb_ct":         {policyConntrack, "the tracked connections"},
 	"xlb_vips":       {policyRefuse, "the committed services"},
 	"xlb_vip_addrs":  {policyRefuse, "the committed VIP addresses"},
+	"xlb_vip_index":  {policyRefuse, "the forwarder's index of the committed services"},
+	"xlb_vip_ents":   {policyRefuse, "the forwarder's entries of the committed services"},
 	"xlb_tables":     {policyRefuse, "the committed Maglev tables"},
 	"xlb_reals":      {policyRefuse, "the committed backends, whose ids the tracked connections hold"},
 	"xlb_node":       {policyRefuse, "the node settings"},

@@ -79,6 +79,7 @@ type Datapath struct {
 	ifmac   net.HardwareAddr
 	mode    Mode
 	cache   applied
+	vidx    *vipIndex // the forwarder's VIP match, mirroring xlb_vips
 	// placeholder is the empty table retired slots point to.
 	placeholder *liveTable
 	probeTurn   int
@@ -170,9 +171,14 @@ func LoadSpec(o Options) (*ebpf.CollectionSpec, error) {
 	if err := spec.Variables["nr_cpus"].Set(uint32(ncpu)); err != nil {
 		return nil, err
 	}
+	if err := spec.Variables["vip_buckets"].Set(vipBuckets(o.MaxServices)); err != nil {
+		return nil, err
+	}
 	spec.Maps["xlb_ct"].MaxEntries = uint32(ncpu) << shift
 	spec.Maps["xlb_vips"].MaxEntries = o.MaxServices
 	spec.Maps["xlb_vip_addrs"].MaxEntries = o.MaxServices
+	spec.Maps["xlb_vip_index"].MaxEntries = vipBuckets(o.MaxServices)
+	spec.Maps["xlb_vip_ents"].MaxEntries = 2*o.MaxServices + 1
 	spec.Maps["xlb_svc_stats"].MaxEntries = o.MaxServices
 	spec.Maps["xlb_tables"].MaxEntries = 2 * o.MaxServices
 	spec.Maps["xlb_reals"].MaxEntries = o.MaxReals
@@ -348,6 +354,7 @@ func (d *Datapath) Close() error {
 	if d.link != nil {
 		errs = append(errs, d.link.Close())
 	}
+	d.vidx.close()
 	errs = append(errs, d.objs.Close())
 	if d.placeholder != nil {
 		d.placeholder.close()

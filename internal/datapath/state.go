@@ -302,7 +302,7 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 			if cur.Encap != s.Encap || cur.Fragments != s.Fragments {
 				vk := vipKey(key)
 				vi := vipInfo(s, cur.slot)
-				if err := d.objs.XlbVips.Put(&vk, &vi); err != nil {
+				if err := d.publishVIP(vk, vi); err != nil {
 					return stats, fmt.Errorf("publish vip %s: %w", key, err)
 				}
 				cur.Encap, cur.Fragments = s.Encap, s.Fragments
@@ -317,7 +317,7 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 		}
 		vk := vipKey(key)
 		vi := vipInfo(s, slot)
-		if err := d.objs.XlbVips.Put(&vk, &vi); err != nil {
+		if err := d.publishVIP(vk, vi); err != nil {
 			return stats, fmt.Errorf("publish vip %s: %w", key, err)
 		}
 		if cur != nil && changed {
@@ -339,6 +339,7 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 			continue
 		}
 		vk := vipKey(key)
+		d.vidx.del(vk) // the forwarder's match first, then the catalog
 		if err := d.objs.XlbVips.Delete(&vk); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			return stats, fmt.Errorf("delete vip %s: %w", key, err)
 		}
@@ -574,6 +575,15 @@ func (d *Datapath) syncVIPAddrs() error {
 	return nil
 }
 
+// publishVIP writes a VIP to the catalog (xlb_vips) and to the
+// forwarder's match (xlb_vip_index).
+func (d *Datapath) publishVIP(vk xlbVipKey, vi xlbVipInfo) error {
+	if err := d.objs.XlbVips.Put(&vk, &vi); err != nil {
+		return err
+	}
+	return d.vidx.put(vk, vi)
+}
+
 // loadApplied reads what earlier daemons left in pinned maps.
 func (d *Datapath) loadApplied() error {
 	d.cache = applied{services: map[VIPKey]*appliedService{}, reals: map[uint32]Real{}}
@@ -595,8 +605,10 @@ func (d *Datapath) loadApplied() error {
 		k  xlbVipKey
 		vi xlbVipInfo
 	)
+	catalog := map[xlbVipKey]xlbVipInfo{}
 	it := d.objs.XlbVips.Iterate()
 	for it.Next(&k, &vi) {
+		catalog[k] = vi
 		key := keyFromVip(k)
 		var innerID uint32
 		if err := d.objs.XlbTables.Lookup(vi.TableId, &innerID); err != nil {
@@ -620,6 +632,14 @@ func (d *Datapath) loadApplied() error {
 	}
 	if err := it.Err(); err != nil {
 		return err
+	}
+	vidx, err := openVIPIndex(d.objs.XlbVipIndex, d.objs.XlbVipEnts)
+	if err != nil {
+		return err
+	}
+	d.vidx = vidx
+	if err := vidx.sync(catalog); err != nil {
+		return fmt.Errorf("VIP index: %w", err)
 	}
 	var (
 		id uint32

@@ -144,6 +144,17 @@ type xlbTraceMarker struct {
 	Addr    [16]uint8
 }
 
+type xlbVipBucket struct {
+	_   structs.HostLayout
+	Ent [4]uint32
+}
+
+type xlbVipEnt struct {
+	_    structs.HostLayout
+	Key  xlbVipKey
+	Info xlbVipInfo
+}
+
 type xlbVipInfo struct {
 	_         structs.HostLayout
 	SvcId     uint32
@@ -307,10 +318,13 @@ const (
 	xlbMapXlbTraceRing           = "xlb_trace_ring"
 	xlbMapXlbTraceRl             = "xlb_trace_rl"
 	xlbMapXlbVipAddrs            = "xlb_vip_addrs"
+	xlbMapXlbVipEnts             = "xlb_vip_ents"
+	xlbMapXlbVipIndex            = "xlb_vip_index"
 	xlbMapXlbVips                = "xlb_vips"
 	xlbProgXlbForward            = "xlb_forward"
 	xlbVarCtShift                = "ct_shift"
 	xlbVarNrCpus                 = "nr_cpus"
+	xlbVarVipBuckets             = "vip_buckets"
 	xlbVarXlbAnchorCtState       = "xlb_anchor_ct_state"
 	xlbVarXlbAnchorEncap         = "xlb_anchor_encap"
 	xlbVarXlbAnchorFamily        = "xlb_anchor_family"
@@ -392,6 +406,8 @@ type xlbMapSpecs struct {
 	XlbTraceRing *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
 	XlbTraceRl   *ebpf.MapSpec `ebpf:"xlb_trace_rl"`
 	XlbVipAddrs  *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
+	XlbVipEnts   *ebpf.MapSpec `ebpf:"xlb_vip_ents"`
+	XlbVipIndex  *ebpf.MapSpec `ebpf:"xlb_vip_index"`
 	XlbVips      *ebpf.MapSpec `ebpf:"xlb_vips"`
 }
 
@@ -401,6 +417,7 @@ type xlbMapSpecs struct {
 type xlbVariableSpecs struct {
 	CtShift                *ebpf.VariableSpec `ebpf:"ct_shift"`
 	NrCpus                 *ebpf.VariableSpec `ebpf:"nr_cpus"`
+	VipBuckets             *ebpf.VariableSpec `ebpf:"vip_buckets"`
 	XlbAnchorCtState       *ebpf.VariableSpec `ebpf:"xlb_anchor_ct_state"`
 	XlbAnchorEncap         *ebpf.VariableSpec `ebpf:"xlb_anchor_encap"`
 	XlbAnchorFamily        *ebpf.VariableSpec `ebpf:"xlb_anchor_family"`
@@ -453,6 +470,8 @@ type xlbMaps struct {
 	XlbTraceRing *ebpf.Map `ebpf:"xlb_trace_ring"`
 	XlbTraceRl   *ebpf.Map `ebpf:"xlb_trace_rl"`
 	XlbVipAddrs  *ebpf.Map `ebpf:"xlb_vip_addrs"`
+	XlbVipEnts   *ebpf.Map `ebpf:"xlb_vip_ents"`
+	XlbVipIndex  *ebpf.Map `ebpf:"xlb_vip_index"`
 	XlbVips      *ebpf.Map `ebpf:"xlb_vips"`
 }
 
@@ -475,6 +494,8 @@ func (m *xlbMaps) Close() error {
 		m.XlbTraceRing,
 		m.XlbTraceRl,
 		m.XlbVipAddrs,
+		m.XlbVipEnts,
+		m.XlbVipIndex,
 		m.XlbVips,
 	)
 }
@@ -485,6 +506,7 @@ func (m *xlbMaps) Close() error {
 type xlbVariables struct {
 	CtShift                *ebpf.Variable `ebpf:"ct_shift"`
 	NrCpus                 *ebpf.Variable `ebpf:"nr_cpus"`
+	VipBuckets             *ebpf.Variable `ebpf:"vip_buckets"`
 	XlbAnchorCtState       *ebpf.Variable `ebpf:"xlb_anchor_ct_state"`
 	XlbAnchorEncap         *ebpf.Variable `ebpf:"xlb_anchor_encap"`
 	XlbAnchorFamily        *ebpf.Variable `ebpf:"xlb_anchor_family"`

@@ -33,10 +33,13 @@ const (
 	xlbvariantMapXlbTraceRing           = "xlb_trace_ring"
 	xlbvariantMapXlbTraceRl             = "xlb_trace_rl"
 	xlbvariantMapXlbVipAddrs            = "xlb_vip_addrs"
+	xlbvariantMapXlbVipEnts             = "xlb_vip_ents"
+	xlbvariantMapXlbVipIndex            = "xlb_vip_index"
 	xlbvariantMapXlbVips                = "xlb_vips"
 	xlbvariantProgXlbForward            = "xlb_forward"
 	xlbvariantVarCtShift                = "ct_shift"
 	xlbvariantVarNrCpus                 = "nr_cpus"
+	xlbvariantVarVipBuckets             = "vip_buckets"
 	xlbvariantVarXlbAnchorCtState       = "xlb_anchor_ct_state"
 	xlbvariantVarXlbAnchorEncap         = "xlb_anchor_encap"
 	xlbvariantVarXlbAnchorFamily        = "xlb_anchor_family"
@@ -119,6 +122,8 @@ type xlbvariantMapSpecs struct {
 	XlbTraceRing *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
 	XlbTraceRl   *ebpf.MapSpec `ebpf:"xlb_trace_rl"`
 	XlbVipAddrs  *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
+	XlbVipEnts   *ebpf.MapSpec `ebpf:"xlb_vip_ents"`
+	XlbVipIndex  *ebpf.MapSpec `ebpf:"xlb_vip_index"`
 	XlbVips      *ebpf.MapSpec `ebpf:"xlb_vips"`
 }
 
@@ -128,6 +133,7 @@ type xlbvariantMapSpecs struct {
 type xlbvariantVariableSpecs struct {
 	CtShift                *ebpf.VariableSpec `ebpf:"ct_shift"`
 	NrCpus                 *ebpf.VariableSpec `ebpf:"nr_cpus"`
+	VipBuckets             *ebpf.VariableSpec `ebpf:"vip_buckets"`
 	XlbAnchorCtState       *ebpf.VariableSpec `ebpf:"xlb_anchor_ct_state"`
 	XlbAnchorEncap         *ebpf.VariableSpec `ebpf:"xlb_anchor_encap"`
 	XlbAnchorFamily        *ebpf.VariableSpec `ebpf:"xlb_anchor_family"`
@@ -181,6 +187,8 @@ type xlbvariantMaps struct {
 	XlbTraceRing *ebpf.Map `ebpf:"xlb_trace_ring"`
 	XlbTraceRl   *ebpf.Map `ebpf:"xlb_trace_rl"`
 	XlbVipAddrs  *ebpf.Map `ebpf:"xlb_vip_addrs"`
+	XlbVipEnts   *ebpf.Map `ebpf:"xlb_vip_ents"`
+	XlbVipIndex  *ebpf.Map `ebpf:"xlb_vip_index"`
 	XlbVips      *ebpf.Map `ebpf:"xlb_vips"`
 }
 
@@ -203,6 +211,8 @@ func (m *xlbvariantMaps) Close() error {
 		m.XlbTraceRing,
 		m.XlbTraceRl,
 		m.XlbVipAddrs,
+		m.XlbVipEnts,
+		m.XlbVipIndex,
 		m.XlbVips,
 	)
 }
@@ -213,6 +223,7 @@ func (m *xlbvariantMaps) Close() error {
 type xlbvariantVariables struct {
 	CtShift                *ebpf.Variable `ebpf:"ct_shift"`
 	NrCpus                 *ebpf.Variable `ebpf:"nr_cpus"`
+	VipBuckets             *ebpf.Variable `ebpf:"vip_buckets"`
 	XlbAnchorCtState       *ebpf.Variable `ebpf:"xlb_anchor_ct_state"`
 	XlbAnchorEncap         *ebpf.Variable `ebpf:"xlb_anchor_encap"`
 	XlbAnchorFamily        *ebpf.Variable `ebpf:"xlb_anchor_family"`
