@@ -90,3 +90,25 @@ func checkAdopted(t *testing.T, d *Datapath, want *State) {
 		}
 	}
 }
+
+// TestApplyManyReals: reals written in one batch (a cold commit) are in
+// the maps, and a re-apply writes none.
+func TestApplyManyReals(t *testing.T) {
+	d := newTestDatapath(t, Options{})
+	st := fixtureState()
+	for id := uint32(100); id < 400; id++ {
+		st.Reals[id] = Real{Addr: netip.AddrFrom4([4]byte{10, 9, byte(id >> 8), byte(id)}), SvcID: 1 + id%6, Active: id%3 != 0,
+			Encap: Encap(id % 3)}
+	}
+	as, err := d.Apply(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if as.RealsWritten != len(st.Reals) {
+		t.Fatalf("%d reals written, want %d", as.RealsWritten, len(st.Reals))
+	}
+	checkAdopted(t, d, st)
+	if as, err := d.Apply(st); err != nil || as.RealsWritten != 0 {
+		t.Fatalf("re-apply: %+v, %v", as, err)
+	}
+}

@@ -197,32 +197,38 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 		}
 		d.cache.node = node
 	}
-	writeReal := func(id uint32, r Real) error {
+	// Reals that differ from the cache are written in one batch (a cold
+	// commit writes tens of thousands).
+	var (
+		realIDs   []uint32
+		realVals  []Real
+		realInfos []xlbRealInfo
+	)
+	collect := func(id uint32, r Real) {
 		if old, ok := d.cache.reals[id]; ok && old == r {
-			return nil
+			return
 		}
-		info := realInfo(r)
-		if err := d.objs.XlbReals.Put(id, &info); err != nil {
-			return fmt.Errorf("write real %d (%s): %w", id, r.Addr, err)
-		}
-		d.cache.reals[id] = r
-		stats.RealsWritten++
-		return nil
+		realIDs, realVals, realInfos = append(realIDs, id), append(realVals, r), append(realInfos, realInfo(r))
 	}
 	if delta != nil {
 		for _, id := range delta.Reals {
 			if r, ok := st.Reals[id]; ok {
-				if err := writeReal(id, r); err != nil {
-					return stats, err
-				}
+				collect(id, r)
 			}
 		}
 	} else {
 		for id, r := range st.Reals {
-			if err := writeReal(id, r); err != nil {
-				return stats, err
-			}
+			collect(id, r)
 		}
+	}
+	if len(realIDs) > 0 {
+		if err := d.writeReals(realIDs, realVals, realInfos); err != nil {
+			return stats, err
+		}
+		for i, id := range realIDs {
+			d.cache.reals[id] = realVals[i]
+		}
+		stats.RealsWritten += len(realIDs)
 	}
 
 	// 2. New tables, installed in spare slots.
@@ -394,6 +400,23 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 // checkCapacity checks st against the maps' capacities and that every
 // table refers to reals of its own service. With a delta (whose base is in
 // the maps, so was checked) it checks only the reals the delta names.
+// writeReals writes reals ids[i] = infos[i]: one at a time for a few, in
+// one batch for many.
+func (d *Datapath) writeReals(ids []uint32, vals []Real, infos []xlbRealInfo) error {
+	if len(ids) >= 64 {
+		if _, err := d.objs.XlbReals.BatchUpdate(ids, infos, nil); err != nil {
+			return fmt.Errorf("write %d reals: %w", len(ids), err)
+		}
+		return nil
+	}
+	for i, id := range ids {
+		if err := d.objs.XlbReals.Put(id, &infos[i]); err != nil {
+			return fmt.Errorf("write real %d (%s): %w", id, vals[i].Addr, err)
+		}
+	}
+	return nil
+}
+
 func (d *Datapath) checkCapacity(st *State, delta *Delta) error {
 	if n := uint32(len(st.Services)); n > d.opts.MaxServices {
 		return fmt.Errorf("%d services exceed the capacity of %d (raise max_services)", n, d.opts.MaxServices)
@@ -404,9 +427,10 @@ func (d *Datapath) checkCapacity(st *State, delta *Delta) error {
 		}
 		return nil
 	}
-	// ownerOf(id) is the service of real id (0: no such real): with no
-	// delta a dense slice, because tables are checked entry by entry.
-	var ownerOf func(uint32) uint32
+	// owner[id] is the service of real id (0: no such real): a dense slice,
+	// because tables are checked entry by entry. With a delta, reals are
+	// looked up in st instead (few tables to check).
+	var owner []uint32
 	if delta != nil {
 		for _, id := range delta.Reals {
 			if _, ok := st.Reals[id]; ok {
@@ -415,20 +439,13 @@ func (d *Datapath) checkCapacity(st *State, delta *Delta) error {
 				}
 			}
 		}
-		ownerOf = func(id uint32) uint32 { return st.Reals[id].SvcID }
 	} else {
-		owner := make([]uint32, d.opts.MaxReals)
+		owner = make([]uint32, d.opts.MaxReals)
 		for id, r := range st.Reals {
 			if err := checkID(id); err != nil {
 				return err
 			}
 			owner[id] = r.SvcID
-		}
-		ownerOf = func(id uint32) uint32 {
-			if id >= uint32(len(owner)) {
-				return 0
-			}
-			return owner[id]
 		}
 	}
 	ids := map[uint32]VIPKey{}
@@ -446,13 +463,21 @@ func (d *Datapath) checkCapacity(st *State, delta *Delta) error {
 		if cur := d.cache.services[key]; cur != nil && cur.SvcID == s.SvcID && sameTable(cur.Table, s.Table) {
 			continue // checked when it was applied
 		}
-		last := uint32(0) // a run of one real is checked once
+		if owner != nil {
+			for _, rid := range s.Table {
+				if rid != 0 && (rid >= uint32(len(owner)) || owner[rid] != s.SvcID) {
+					return fmt.Errorf("service %s: table refers to real %d, not one of its own", key, rid)
+				}
+			}
+			continue
+		}
+		last := uint32(0) // a run of one real is looked up once
 		for _, rid := range s.Table {
 			if rid == 0 || rid == last {
 				continue
 			}
 			last = rid
-			if ownerOf(rid) != s.SvcID {
+			if r, ok := st.Reals[rid]; !ok || r.SvcID != s.SvcID {
 				return fmt.Errorf("service %s: table refers to real %d, not one of its own", key, rid)
 			}
 		}
