@@ -1,13 +1,13 @@
 package controller
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
 	"net/netip"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -495,14 +495,24 @@ func buildTables(jobs []buildJob) error {
 	return errors.Join(errs...)
 }
 
-// tableKey identifies a table by everything it is computed from.
+// tableKey identifies a table by everything it is computed from: m, then
+// per usable backend its address (16 bytes, and whether it is IPv4), weight
+// and real id, all fixed width.
 func tableKey(m uint32, usable []config.Backend, ids map[netip.Addr]uint32) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d", m)
+	b := make([]byte, 0, 4+len(usable)*25)
+	b = binary.LittleEndian.AppendUint32(b, m)
 	for _, u := range usable {
-		fmt.Fprintf(&b, "|%s/%d/%d", u.Addr, u.Weight, ids[u.Addr])
+		a := u.Addr.As16()
+		b = append(b, a[:]...)
+		if u.Addr.Is4() {
+			b = append(b, 4)
+		} else {
+			b = append(b, 6)
+		}
+		b = binary.LittleEndian.AppendUint32(b, u.Weight)
+		b = binary.LittleEndian.AppendUint32(b, ids[u.Addr])
 	}
-	return b.String()
+	return string(b)
 }
 
 // buildTable returns the Maglev table over usable as real ids; all zero
