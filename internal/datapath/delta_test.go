@@ -32,7 +32,7 @@ func TestApplyDelta(t *testing.T) {
 	r7.Active = false
 	st.Reals[7] = r7
 	st.Services[key] = &Service{SvcID: 1, Encap: EncapGRE, Table: []uint32{7, 9, 9, 7, 9, 1, 9}}
-	st.Delta = &Delta{Base: base, Reals: []uint32{7, 8, 9}, Services: []VIPKey{key}}
+	st.Delta = &Delta{Base: base, Reals: []uint32{7, 8, 9, 7, 9}, Services: []VIPKey{key, key}}
 	as, err := d.Apply(st)
 	if err != nil {
 		t.Fatal(err)

@@ -211,8 +211,10 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 		realIDs, realVals, realInfos = append(realIDs, id), append(realVals, r), append(realInfos, realInfo(r))
 	}
 	if delta != nil {
+		seen := make(map[uint32]bool, len(delta.Reals))
 		for _, id := range delta.Reals {
-			if r, ok := st.Reals[id]; ok {
+			if r, ok := st.Reals[id]; ok && !seen[id] {
+				seen[id] = true
 				collect(id, r)
 			}
 		}
