@@ -124,14 +124,16 @@ func (p *Planner) finishTables(jobs []buildJob, same []sameTable) error {
 
 // memory is what a plan leaves for the next one to plan incrementally.
 type memory struct {
-	out  *datapath.State // the state returned
-	svcs map[datapath.VIPKey]*svcMemo
-	used bitset // the ids of out.Reals
-	gen  uint64 // counts incremental plans
+	out   *datapath.State // the state returned
+	svcs  map[datapath.VIPKey]*svcMemo
+	order []*svcMemo // by index in the desired services
+	used  bitset     // the ids of out.Reals
+	gen   uint64     // counts incremental plans
 }
 
 // svcMemo is one service as last planned.
 type svcMemo struct {
+	key    datapath.VIPKey
 	in     config.DesiredService // a deep copy
 	health []bool                // healthy(b) of each checked backend, in pool order
 	svcID  uint32
@@ -223,7 +225,7 @@ func (p *Planner) full(desired *config.Desired, prev *datapath.State, healthy fu
 			ids[i] = id
 		}
 		svc := &datapath.Service{SvcID: ids[i], Encap: encapOf(s.Encap)}
-		m := &svcMemo{in: cloneService(s), health: healthOf(s, healthy), svcID: svc.SvcID}
+		m := &svcMemo{key: keys[i], in: cloneService(s), health: healthOf(s, healthy), svcID: svc.SvcID}
 		memos[i] = m
 		byAddr := map[netip.Addr]uint32{}
 		for _, p := range s.Pools {
@@ -257,7 +259,7 @@ func (p *Planner) full(desired *config.Desired, prev *datapath.State, healthy fu
 	stats.Services = len(st.Services)
 	stats.Reals = len(st.Reals)
 
-	mem := &memory{out: st, svcs: make(map[datapath.VIPKey]*svcMemo, len(memos)), used: newBitset(lim.MaxReals)}
+	mem := &memory{out: st, svcs: make(map[datapath.VIPKey]*svcMemo, len(memos)), order: memos, used: newBitset(lim.MaxReals)}
 	for i, m := range memos {
 		m.table = st.Services[keys[i]].Table
 		mem.svcs[keys[i]] = m
@@ -281,12 +283,10 @@ func (p *Planner) incremental(desired *config.Desired, prev *datapath.State, las
 	}
 	delta := &datapath.Delta{Base: prev}
 
-	// Service ids as full assigns them: survivors keep theirs, new VIPs
-	// take ids round-robin after the highest in use.
-	svcIDs := newAllocator(lim.MaxServices)
-	for _, s := range prev.Services {
-		svcIDs.keep(s.SvcID)
-	}
+	// Service ids as full assigns them: survivors keep theirs (the one in
+	// their memo, as in prev), new VIPs take ids round-robin after the
+	// highest in use (the allocator is made when one is needed).
+	var svcIDs *allocator
 	// Real ids: every id of prev is kept; the allocator works on a copy of
 	// the set, the memory's own set is updated below.
 	realIDs := &allocator{max: lim.MaxReals, used: last.used.clone(), cursor: 1}
@@ -325,39 +325,55 @@ func (p *Planner) incremental(desired *config.Desired, prev *datapath.State, las
 		}
 	}
 	var (
-		jobs  []buildJob
-		same  []sameTable
-		memos = make([]*svcMemo, len(desired.Services))
-		keys  = make([]datapath.VIPKey, len(desired.Services))
-		freed []uint32 // ids of reals that left, for the memory's set
-		added []uint32
+		jobs    []buildJob
+		same    []sameTable
+		memos   = make([]*svcMemo, len(desired.Services))
+		keys    = make([]datapath.VIPKey, len(desired.Services))
+		freed   []uint32 // ids of reals that left, for the memory's set
+		added   []uint32
+		changed []int // indexes of the services planned again
 	)
 	for i := range desired.Services {
 		s := &desired.Services[i]
 		key := datapath.VIPKey{Addr: s.VIP, Port: s.Port, Proto: uint8(s.Proto)}
 		keys[i] = key
-		var id uint32
-		if ps, ok := prev.Services[key]; ok {
-			id = ps.SvcID
+		// The memo of key: usually the service at the same place last time.
+		var old *svcMemo
+		if i < len(last.order) && last.order[i].key == key {
+			old = last.order[i]
 		} else {
+			old = last.svcs[key]
+		}
+		var id uint32
+		if old != nil {
+			id = old.svcID
+		} else {
+			if svcIDs == nil {
+				svcIDs = newAllocator(lim.MaxServices)
+				for _, s := range prev.Services {
+					svcIDs.keep(s.SvcID)
+				}
+			}
 			var err error
 			if id, err = svcIDs.next(); err != nil {
 				rollback()
 				return nil, stats, fmt.Errorf("service %s: %w", s.Name, err)
 			}
 		}
-		if _, dup := st.Services[key]; dup {
+		svc := &datapath.Service{SvcID: id, Encap: encapOf(s.Encap)}
+		n := len(st.Services)
+		st.Services[key] = svc
+		if len(st.Services) == n {
 			// Two services on one key (Validate rejects it): full plans
 			// what that means.
 			rollback()
 			return p.full(desired, prev, healthy)
 		}
-		old := last.svcs[key]
-		if old != nil && old.svcID == id && sameService(&old.in, s) &&
+		if old != nil && sameService(&old.in, s) &&
 			(allHealthy && !slices.Contains(old.health, false) || !allHealthy && sameHealth(old.health, s, healthy)) {
 			old.seen = gen
 			memos[i] = old
-			st.Services[key] = &datapath.Service{SvcID: id, Encap: encapOf(s.Encap), Table: old.table}
+			svc.Table = old.table
 			old.entry.gen = p.gen
 			continue
 		}
@@ -366,10 +382,8 @@ func (p *Planner) incremental(desired *config.Desired, prev *datapath.State, las
 		prevIDs := map[netip.Addr]uint32{}
 		if old != nil {
 			old.seen = gen
-			if old.svcID == id {
-				for _, rid := range old.rids {
-					prevIDs[reals[rid].Addr] = rid
-				}
+			for _, rid := range old.rids {
+				prevIDs[reals[rid].Addr] = rid
 			}
 			for _, rid := range old.rids {
 				delta.Reals = append(delta.Reals, rid)
@@ -378,8 +392,8 @@ func (p *Planner) incremental(desired *config.Desired, prev *datapath.State, las
 			}
 		}
 		delta.Services = append(delta.Services, key)
-		svc := &datapath.Service{SvcID: id, Encap: encapOf(s.Encap)}
-		m := &svcMemo{in: cloneService(s), health: healthOf(s, healthy), svcID: id, seen: gen}
+		changed = append(changed, i)
+		m := &svcMemo{key: key, in: cloneService(s), health: healthOf(s, healthy), svcID: id, seen: gen}
 		memos[i] = m
 		byAddr := map[netip.Addr]uint32{}
 		for _, pl := range s.Pools {
@@ -405,13 +419,14 @@ func (p *Planner) incremental(desired *config.Desired, prev *datapath.State, las
 		usable := s.UsableBackends(healthy)
 		tk := tableKey(s.TableSize, usable, byAddr)
 		m.entry = p.useTable(svc, tk, buildJob{svc: svc, name: s.Name, usable: usable, m: s.TableSize, ids: byAddr}, &jobs, &same)
-		st.Services[key] = svc
 	}
 	// Services that left take their reals with them.
+	var gone []datapath.VIPKey
 	for key, old := range last.svcs {
 		if old.seen == gen {
 			continue
 		}
+		gone = append(gone, key)
 		delta.Services = append(delta.Services, key)
 		for _, rid := range old.rids {
 			delta.Reals = append(delta.Reals, rid)
@@ -429,7 +444,11 @@ func (p *Planner) incremental(desired *config.Desired, prev *datapath.State, las
 	stats.Reals = len(st.Reals)
 	st.Delta = delta
 
-	mem := &memory{out: st, svcs: make(map[datapath.VIPKey]*svcMemo, len(memos)), used: last.used}
+	// The memory is last's, updated: last is not used again.
+	mem := &memory{out: st, svcs: last.svcs, order: memos, used: last.used}
+	for _, key := range gone {
+		delete(mem.svcs, key)
+	}
 	for _, rid := range freed {
 		if _, kept := reals[rid]; !kept {
 			mem.used.clear(rid)
@@ -438,9 +457,9 @@ func (p *Planner) incremental(desired *config.Desired, prev *datapath.State, las
 	for _, rid := range added {
 		mem.used.set(rid)
 	}
-	for i, m := range memos {
-		m.table = st.Services[keys[i]].Table
-		mem.svcs[keys[i]] = m
+	for _, i := range changed {
+		memos[i].table = st.Services[keys[i]].Table
+		mem.svcs[keys[i]] = memos[i]
 	}
 	mem.gen = gen
 	p.last = mem

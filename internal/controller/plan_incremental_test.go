@@ -46,6 +46,7 @@ func TestPlannerIncrementalMatchesFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	incremental := 0
+	var lastH func(config.Backend) bool
 	for step := range 400 {
 		d = clone(d)
 		for range 1 + r.IntN(2) {
@@ -76,14 +77,14 @@ func TestPlannerIncrementalMatchesFull(t *testing.T) {
 				t.Fatalf("step %d: %d tables built for %d changed services", step, ps.TablesBuilt, len(st.Delta.Services))
 			}
 		}
-		prev = st
+		prev, lastH = st, h
 	}
 	if incremental < 390 {
 		t.Fatalf("only %d of 400 plans were incremental", incremental)
 	}
 	// A state the planner did not make gets a full plan.
 	before := datapathClone(prev)
-	st, _, err := p.Plan(d, before, healthy)
+	st, _, err := p.Plan(d, before, lastH)
 	if err != nil || st.Delta != nil {
 		t.Fatalf("plan against a foreign state: delta %v, %v", st.Delta, err)
 	}
@@ -96,7 +97,7 @@ func TestPlannerIncrementalMatchesFull(t *testing.T) {
 			config.Backend{Addr: netip.AddrFrom4([4]byte{10, 3, byte(i >> 8), byte(i)}), Weight: 1})
 	}
 	failing.Services[len(failing.Services)-1].Pools[0].Backends[0].Weight = 7
-	if _, _, err := p.Plan(failing, prev, healthy); err == nil {
+	if _, _, err := p.Plan(failing, prev, lastH); err == nil {
 		t.Fatal("a plan needing more reals than the limit succeeded")
 	}
 	compareStates(t, -2, prev, before)
