@@ -121,19 +121,19 @@ func (d *decoder) bgp(n *yaml.Node, node Node) *BGP {
 	if f == nil {
 		return b
 	}
-	if v := f["asn"]; v != nil {
+	if v := f.get("asn"); v != nil {
 		if u, ok := d.uint(v, join(path, "asn"), 1<<32-1); ok {
 			b.ASN = uint32(u)
 		}
 	} else {
 		d.c.at(pos(n), join(path, "asn"), ErrRequired, "required: the local AS number")
 	}
-	if v := f["router_id"]; v != nil {
+	if v := f.get("router_id"); v != nil {
 		b.RouterID, _ = d.addr(v, join(path, "router_id"))
 	} else if node.Address.Is4() {
 		b.RouterID = node.Address
 	}
-	if v := f["listen_port"]; v != nil {
+	if v := f.get("listen_port"); v != nil {
 		if i, ok := d.int(v, join(path, "listen_port"), -1, 65535); ok {
 			b.ListenPort = int32(i)
 			if i == 0 {
@@ -141,19 +141,19 @@ func (d *decoder) bgp(n *yaml.Node, node Node) *BGP {
 			}
 		}
 	}
-	if v := f["graceful_restart_time"]; v != nil {
+	if v := f.get("graceful_restart_time"); v != nil {
 		b.GracefulRestartTime, _ = d.duration(v, join(path, "graceful_restart_time"))
 	}
-	if v := f["shutdown_wait"]; v != nil {
+	if v := f.get("shutdown_wait"); v != nil {
 		b.ShutdownWait, _ = d.duration(v, join(path, "shutdown_wait"))
 	}
-	if v := f["next_hop4"]; v != nil {
+	if v := f.get("next_hop4"); v != nil {
 		b.NextHop4, _ = d.addr(v, join(path, "next_hop4"))
 	}
-	if v := f["next_hop6"]; v != nil {
+	if v := f.get("next_hop6"); v != nil {
 		b.NextHop6, _ = d.addr(v, join(path, "next_hop6"))
 	}
-	if v := f["peers"]; v != nil {
+	if v := f.get("peers"); v != nil {
 		for i, item := range d.seq(v, join(path, "peers")) {
 			b.Peers = append(b.Peers, d.peer(item, peerPath(i)))
 		}
@@ -167,29 +167,29 @@ func (d *decoder) peer(n *yaml.Node, path string) BGPPeer {
 	if f == nil {
 		return p
 	}
-	if v := f["address"]; v != nil {
+	if v := f.get("address"); v != nil {
 		p.Addr, _ = d.addr(v, join(path, "address"))
 	}
-	if v := f["asn"]; v != nil {
+	if v := f.get("asn"); v != nil {
 		if u, ok := d.uint(v, join(path, "asn"), 1<<32-1); ok {
 			p.ASN = uint32(u)
 		}
 	} else {
 		d.c.at(pos(n), join(path, "asn"), ErrRequired, "required: the router's AS number (the local one for iBGP)")
 	}
-	if v := f["hold_time"]; v != nil {
+	if v := f.get("hold_time"); v != nil {
 		p.HoldTime, _ = d.duration(v, join(path, "hold_time"))
 	}
-	if v := f["keepalive"]; v != nil {
+	if v := f.get("keepalive"); v != nil {
 		p.Keepalive, _ = d.duration(v, join(path, "keepalive"))
 	} else {
 		// RFC 4271 10: a third of the hold time, in whole seconds.
 		p.Keepalive = (p.HoldTime / 3).Truncate(time.Second)
 	}
-	if v := f["password"]; v != nil {
+	if v := f.get("password"); v != nil {
 		p.Password, _ = d.str(v, join(path, "password"))
 	}
-	if v := f["port"]; v != nil {
+	if v := f.get("port"); v != nil {
 		if u, ok := d.uint(v, join(path, "port"), 65535); ok {
 			p.Port = uint16(u)
 		}

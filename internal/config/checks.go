@@ -203,60 +203,60 @@ func (d *decoder) healthCheck(name string, n *yaml.Node, path string) HealthChec
 	if f == nil {
 		return h
 	}
-	if v := f["type"]; v != nil {
+	if v := f.get("type"); v != nil {
 		if t, ok := decodeEnum(d, v, join(path, "type"), checkTypeNames); ok {
 			h.Type = t
 			if t == CheckHTTP || t == CheckHTTPS {
 				h.Path, h.ExpectStatus = DefaultHTTPPath, DefaultExpectStatus
 			}
 			for _, ft := range checkFieldTypes {
-				if k := f[ft.key]; k != nil && !slices.Contains(ft.types, t) {
-					d.c.at(d.c.pos[join(path, ft.key)], join(path, ft.key), ErrInvalid,
+				if k := f.get(ft.key); k != nil && !slices.Contains(ft.types, t) {
+					d.c.at(d.c.posOfOrZero(join(path, ft.key)), join(path, ft.key), ErrInvalid,
 						"applies to %s, not to this %s check", typeList(ft.types), t)
-					delete(f, ft.key)
+					f.del(ft.key)
 				}
 			}
 		}
 	} else {
 		d.c.at(pos(n), join(path, "type"), ErrRequired, "required: %s", enumList(checkTypeNames))
 	}
-	if v := f["port"]; v != nil {
+	if v := f.get("port"); v != nil {
 		if u, ok := d.uint(v, join(path, "port"), 65535); ok {
 			h.Port = uint16(u)
 		}
 	}
-	if v := f["path"]; v != nil {
+	if v := f.get("path"); v != nil {
 		h.Path, _ = d.str(v, join(path, "path"))
 	}
-	if v := f["expect_status"]; v != nil {
+	if v := f.get("expect_status"); v != nil {
 		if u, ok := d.uint(v, join(path, "expect_status"), 65535); ok {
 			h.ExpectStatus = uint16(u)
 		}
 	}
-	if v := f["expect_body"]; v != nil {
+	if v := f.get("expect_body"); v != nil {
 		h.ExpectBody, _ = d.str(v, join(path, "expect_body"))
 	}
-	if v := f["host"]; v != nil {
+	if v := f.get("host"); v != nil {
 		h.Host, _ = d.str(v, join(path, "host"))
 	}
-	if v := f["tls_skip_verify"]; v != nil {
+	if v := f.get("tls_skip_verify"); v != nil {
 		h.TLSSkipVerify, _ = d.boolean(v, join(path, "tls_skip_verify"))
 	}
-	if v := f["payload"]; v != nil {
+	if v := f.get("payload"); v != nil {
 		h.Payload, _ = d.bytes(v, join(path, "payload"))
 	}
-	if v := f["expect"]; v != nil {
+	if v := f.get("expect"); v != nil {
 		h.Expect, _ = d.bytes(v, join(path, "expect"))
 	}
-	if v := f["command"]; v != nil {
+	if v := f.get("command"); v != nil {
 		h.Command = d.strList(v, join(path, "command"))
 	}
-	if v := f["interval"]; v != nil {
+	if v := f.get("interval"); v != nil {
 		if dur, ok := d.duration(v, join(path, "interval")); ok {
 			h.Interval = dur
 		}
 	}
-	if v := f["timeout"]; v != nil {
+	if v := f.get("timeout"); v != nil {
 		h.Timeout, _ = d.duration(v, join(path, "timeout"))
 	} else {
 		h.Timeout = min(DefaultCheckTimeout, h.Interval/2)
@@ -265,13 +265,13 @@ func (d *decoder) healthCheck(name string, n *yaml.Node, path string) HealthChec
 		key string
 		dst *int
 	}{{"rise", &h.Rise}, {"fall", &h.Fall}} {
-		if v := f[rf.key]; v != nil {
+		if v := f.get(rf.key); v != nil {
 			if u, ok := d.uint(v, join(path, rf.key), 1<<31-1); ok {
 				*rf.dst = int(u)
 			}
 		}
 	}
-	if v := f["jitter"]; v != nil {
+	if v := f.get("jitter"); v != nil {
 		h.Jitter, _ = d.fraction(v, join(path, "jitter"))
 	}
 	return h

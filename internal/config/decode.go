@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -154,10 +155,10 @@ func pos(n *yaml.Node) position { return position{n.Line, n.Column} }
 // record notes where field path is: the value for scalars, the key otherwise.
 func (d *decoder) record(path string, key, val *yaml.Node) {
 	if val != nil && val.Kind == yaml.ScalarNode || key == nil {
-		d.c.pos[path] = pos(val)
+		d.c.setPos(path, pos(val))
 		return
 	}
-	d.c.pos[path] = pos(key)
+	d.c.setPos(path, pos(key))
 }
 
 // usable reports whether n can be decoded at all, reporting aliases.
@@ -173,7 +174,7 @@ func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!
 
 // fields checks that n is a mapping whose keys are all in known, each at most
 // once, and returns the values by key. It records every field's position.
-func (d *decoder) fields(n *yaml.Node, path string, known ...string) map[string]*yaml.Node {
+func (d *decoder) fields(n *yaml.Node, path string, known ...string) fieldSet {
 	if !d.usable(n, path) {
 		return nil
 	}
@@ -181,7 +182,6 @@ func (d *decoder) fields(n *yaml.Node, path string, known ...string) map[string]
 		d.c.at(pos(n), path, ErrInvalid, "must be a mapping (%s), not %s", strings.Join(known, ", "), describe(n))
 		return nil
 	}
-	out := make(map[string]*yaml.Node, len(n.Content)/2)
 	keys := d.keys(n, path, func(name string, k *yaml.Node) bool {
 		for _, f := range known {
 			if f == name {
@@ -193,10 +193,30 @@ func (d *decoder) fields(n *yaml.Node, path string, known ...string) map[string]
 		return false
 	})
 	for _, kv := range keys {
-		out[kv.name] = kv.val
 		d.record(join(path, kv.name), kv.key, kv.val)
 	}
-	return out
+	if keys == nil {
+		return fieldSet{}
+	}
+	return fieldSet(keys)
+}
+
+// fieldSet is a mapping's fields, each name at most once, in file order.
+type fieldSet []keyVal
+
+// del removes field name.
+func (f *fieldSet) del(name string) {
+	*f = slices.DeleteFunc(*f, func(kv keyVal) bool { return kv.name == name })
+}
+
+// get returns the value of field name, nil if absent.
+func (f fieldSet) get(name string) *yaml.Node {
+	for _, kv := range f {
+		if kv.name == name {
+			return kv.val
+		}
+	}
+	return nil
 }
 
 type keyVal struct {
@@ -209,7 +229,13 @@ type keyVal struct {
 // and dropping the keys accept refuses.
 func (d *decoder) keys(n *yaml.Node, path string, accept func(string, *yaml.Node) bool) []keyVal {
 	var out []keyVal
-	seen := map[string]int{}
+	// seen holds the line of each key so far; small mappings (most of a
+	// large file: backends) look back through their keys instead.
+	var seen map[string]int
+	if len(n.Content) > 32 {
+		seen = make(map[string]int, len(n.Content)/2)
+	}
+	var small []*yaml.Node // the keys so far, when seen is nil
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		switch {
@@ -220,17 +246,36 @@ func (d *decoder) keys(n *yaml.Node, path string, accept func(string, *yaml.Node
 			d.c.at(pos(k), path, ErrSyntax, "YAML merge keys (<<) are not supported; write the fields out")
 			continue
 		}
-		if line, dup := seen[k.Value]; dup {
+		if line, dup := firstLine(seen, small, k.Value); dup {
 			d.c.add(pos(k), join(path, k.Value), ErrDuplicate, "duplicate key %q (first at line %d)", k.Value, line)
 			continue
 		}
-		seen[k.Value] = k.Line
+		if seen != nil {
+			seen[k.Value] = k.Line
+		} else {
+			small = append(small, k)
+		}
 		if accept != nil && !accept(k.Value, k) {
 			continue
 		}
 		out = append(out, keyVal{k.Value, k, v})
 	}
 	return out
+}
+
+// firstLine returns the line of the first key named name: from seen, or
+// when seen is nil from the keys in small.
+func firstLine(seen map[string]int, small []*yaml.Node, name string) (int, bool) {
+	if seen != nil {
+		line, ok := seen[name]
+		return line, ok
+	}
+	for _, k := range small {
+		if k.Value == name {
+			return k.Line, true
+		}
+	}
+	return 0, false
 }
 
 // seq checks that n is a sequence and returns its items, recording their
@@ -244,7 +289,7 @@ func (d *decoder) seq(n *yaml.Node, path string) []*yaml.Node {
 		return nil
 	}
 	for i, item := range n.Content {
-		d.c.pos[index(path, i)] = pos(item)
+		d.c.setPos(index(path, i), pos(item))
 	}
 	return n.Content
 }
@@ -471,23 +516,23 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	if top == nil {
 		return nil
 	}
-	if n := top["node"]; n != nil {
+	if n := top.get("node"); n != nil {
 		cfg.Node = d.node(n)
 	} else {
 		d.c.at(pos(root), "node", ErrRequired, "required (at least node.interface)")
 	}
-	if n := top["health_checks"]; n != nil {
+	if n := top.get("health_checks"); n != nil {
 		cfg.HealthChecks = d.healthChecks(n)
 	}
-	if n := top["pools"]; n != nil {
+	if n := top.get("pools"); n != nil {
 		cfg.Pools = d.pools(n)
 	}
-	if n := top["services"]; n != nil {
+	if n := top.get("services"); n != nil {
 		for i, item := range d.seq(n, "services") {
 			cfg.Services = append(cfg.Services, d.service(item, servicePath(i)))
 		}
 	}
-	if n := top["bgp"]; n != nil {
+	if n := top.get("bgp"); n != nil {
 		cfg.BGP = d.bgp(n, cfg.Node)
 	}
 	return cfg
@@ -514,12 +559,12 @@ func (d *decoder) node(n *yaml.Node) Node {
 	if f == nil {
 		return nd
 	}
-	if v := f["flood_syn_rate"]; v != nil {
+	if v := f.get("flood_syn_rate"); v != nil {
 		if u, ok := d.uint(v, join(path, "flood_syn_rate"), MaxFloodSynRate); ok {
 			nd.FloodSynRate = uint32(u)
 		}
 	}
-	if v := f["fragment_pool"]; v != nil {
+	if v := f.get("fragment_pool"); v != nil {
 		fp := join(path, "fragment_pool")
 		for i, item := range d.seq(v, fp) {
 			if a, ok := d.addr(item, index(fp, i)); ok {
@@ -527,22 +572,22 @@ func (d *decoder) node(n *yaml.Node) Node {
 			}
 		}
 	}
-	if v := f["fragment_table_entries"]; v != nil {
+	if v := f.get("fragment_table_entries"); v != nil {
 		if u, ok := d.uint(v, join(path, "fragment_table_entries"), 1<<32-1); ok {
 			nd.FragmentTableEntries = uint32(u)
 		}
 	}
-	if v := f["icmp_echo_rate"]; v != nil {
+	if v := f.get("icmp_echo_rate"); v != nil {
 		if u, ok := d.uint(v, join(path, "icmp_echo_rate"), MaxICMPEchoRate); ok {
 			nd.ICMPEchoRate = uint32(u)
 		}
 	}
-	if v := f["trace_rate"]; v != nil {
+	if v := f.get("trace_rate"); v != nil {
 		if u, ok := d.uint(v, join(path, "trace_rate"), MaxTraceRate); ok {
 			nd.TraceRate = uint32(u)
 		}
 	}
-	if v := f["name"]; v != nil {
+	if v := f.get("name"); v != nil {
 		nd.Name, _ = d.str(v, join(path, "name"))
 	} else if h, err := os.Hostname(); err != nil {
 		d.c.at(pos(n), join(path, "name"), ErrRequired, "not set and the host name is unknown (%v): set node.name", err)
@@ -552,27 +597,27 @@ func (d *decoder) node(n *yaml.Node) Node {
 	} else {
 		nd.Name = h
 	}
-	if v := f["interface"]; v != nil {
+	if v := f.get("interface"); v != nil {
 		nd.Interface, _ = d.str(v, join(path, "interface"))
 	}
-	if v := f["address"]; v != nil {
+	if v := f.get("address"); v != nil {
 		nd.Address, _ = d.addr(v, join(path, "address"))
 	}
-	if v := f["address6"]; v != nil {
+	if v := f.get("address6"); v != nil {
 		nd.Address6, _ = d.addr(v, join(path, "address6"))
 	}
-	if v := f["gateway_mac"]; v != nil {
+	if v := f.get("gateway_mac"); v != nil {
 		nd.GatewayMAC, _ = d.mac(v, join(path, "gateway_mac"))
 	}
-	if v := f["xdp_mode"]; v != nil {
+	if v := f.get("xdp_mode"); v != nil {
 		nd.XDPMode, _ = decodeEnum(d, v, join(path, "xdp_mode"), xdpModeNames)
 	}
-	if v := f["conntrack_entries"]; v != nil {
+	if v := f.get("conntrack_entries"); v != nil {
 		if u, ok := d.uint(v, join(path, "conntrack_entries"), 1<<32-1); ok {
 			nd.ConntrackEntries = uint32(u)
 		}
 	}
-	if v := f["timeouts"]; v != nil {
+	if v := f.get("timeouts"); v != nil {
 		tp := join(path, "timeouts")
 		if t := d.fields(v, tp, "tcp", "tcp_syn", "tcp_fin", "udp"); t != nil {
 			for _, f := range []struct {
@@ -582,7 +627,7 @@ func (d *decoder) node(n *yaml.Node) Node {
 				{"tcp", &nd.Timeouts.TCP}, {"tcp_syn", &nd.Timeouts.TCPSyn},
 				{"tcp_fin", &nd.Timeouts.TCPFin}, {"udp", &nd.Timeouts.UDP},
 			} {
-				if v := t[f.key]; v != nil {
+				if v := t.get(f.key); v != nil {
 					if dur, ok := d.duration(v, join(tp, f.key)); ok {
 						*f.dst = dur
 					}
@@ -616,16 +661,16 @@ func (d *decoder) pool(name string, n *yaml.Node, path string) Pool {
 	if f == nil {
 		return p
 	}
-	if v := f["health_check"]; v != nil {
+	if v := f.get("health_check"); v != nil {
 		p.HealthCheck, _ = d.str(v, join(path, "health_check"))
 	}
-	if v := f["backends"]; v != nil {
+	if v := f.get("backends"); v != nil {
 		items := d.seq(v, join(path, "backends"))
 		for i, item := range items {
 			p.Backends = append(p.Backends, d.backend(item, backendPath(name, i)))
 		}
 	}
-	if v := f["include"]; v != nil {
+	if v := f.get("include"); v != nil {
 		ip := join(path, "include")
 		items := d.seq(v, ip)
 		for i, item := range items {
@@ -642,21 +687,21 @@ func (d *decoder) backend(n *yaml.Node, path string) Backend {
 	if f == nil {
 		return b
 	}
-	if v := f["health_check"]; v != nil {
+	if v := f.get("health_check"); v != nil {
 		b.HealthCheck, _ = d.str(v, join(path, "health_check"))
 	}
-	if v := f["address"]; v != nil {
+	if v := f.get("address"); v != nil {
 		b.Addr, _ = d.addr(v, join(path, "address"))
 	}
-	if v := f["weight"]; v != nil {
+	if v := f.get("weight"); v != nil {
 		if u, ok := d.uint(v, join(path, "weight"), 1<<32-1); ok {
 			b.Weight = uint32(u)
 		}
 	}
-	if v := f["encap"]; v != nil {
+	if v := f.get("encap"); v != nil {
 		b.Encap, _ = decodeEnum(d, v, join(path, "encap"), encapNames)
 	}
-	if v := f["state"]; v != nil {
+	if v := f.get("state"); v != nil {
 		st, _ := decodeEnum(d, v, join(path, "state"), stateNames)
 		b.Drain = st == stateDrain
 	}
@@ -680,22 +725,22 @@ func (d *decoder) service(n *yaml.Node, path string) Service {
 	if f == nil {
 		return s
 	}
-	if v := f["min_healthy"]; v != nil {
+	if v := f.get("min_healthy"); v != nil {
 		s.MinHealthy, _ = d.fraction(v, join(path, "min_healthy"))
 	}
-	if v := f["withdraw_when_down"]; v != nil {
+	if v := f.get("withdraw_when_down"); v != nil {
 		s.WithdrawWhenDown, _ = d.boolean(v, join(path, "withdraw_when_down"))
 	}
-	if v := f["fragments"]; v != nil {
+	if v := f.get("fragments"); v != nil {
 		s.Fragments, _ = d.boolean(v, join(path, "fragments"))
 	}
-	if v := f["name"]; v != nil {
+	if v := f.get("name"); v != nil {
 		s.Name, _ = d.str(v, join(path, "name"))
 	}
-	if v := f["vip"]; v != nil {
+	if v := f.get("vip"); v != nil {
 		s.VIP, _ = d.addr(v, join(path, "vip"))
 	}
-	if v := f["port"]; v != nil {
+	if v := f.get("port"); v != nil {
 		if u, ok := d.uint(v, join(path, "port"), 65535); ok {
 			s.Port = uint16(u)
 		}
@@ -703,10 +748,10 @@ func (d *decoder) service(n *yaml.Node, path string) Service {
 		// Port 0 means "all ports": never let it happen by omission.
 		d.c.at(pos(n), join(path, "port"), ErrRequired, "required (0 serves all ports)")
 	}
-	if v := f["protocol"]; v != nil {
+	if v := f.get("protocol"); v != nil {
 		s.Proto, _ = decodeEnum(d, v, join(path, "protocol"), protoNames)
 	}
-	if v := f["pools"]; v != nil {
+	if v := f.get("pools"); v != nil {
 		pp := join(path, "pools")
 		items := d.seq(v, pp)
 		for i, item := range items {
@@ -714,15 +759,15 @@ func (d *decoder) service(n *yaml.Node, path string) Service {
 			s.Pools = append(s.Pools, name)
 		}
 	}
-	if v := f["scheduler"]; v != nil {
+	if v := f.get("scheduler"); v != nil {
 		s.Scheduler, _ = decodeEnum(d, v, join(path, "scheduler"), schedulerNames)
 	}
-	if v := f["table_size"]; v != nil {
+	if v := f.get("table_size"); v != nil {
 		if u, ok := d.uint(v, join(path, "table_size"), 1<<32-1); ok {
 			s.TableSize = uint32(u)
 		}
 	}
-	if v := f["encap"]; v != nil {
+	if v := f.get("encap"); v != nil {
 		s.Encap, _ = decodeEnum(d, v, join(path, "encap"), encapNames)
 	}
 	return s

@@ -123,9 +123,13 @@ type position struct{ line, col int }
 // collector accumulates the errors of one Parse or Validate.
 type collector struct {
 	source string
-	// pos maps field paths to where they are in the file; nil for a Config
-	// built by hand.
-	pos map[string]position
+	// posLog lists field paths and where they are in the file, in the
+	// order the decoder met them (empty for a Config built by hand); pos
+	// indexes its first posIndexed entries, built only when an error needs
+	// a position (a later entry for a path wins).
+	posLog     []posEntry
+	pos        map[string]position
+	posIndexed int
 	// failed holds the paths already reported. A path is reported once, and
 	// not at all when an ancestor was: one mistake, one message.
 	failed map[string]bool
@@ -133,7 +137,38 @@ type collector struct {
 }
 
 func newCollector(source string) *collector {
-	return &collector{source: source, pos: map[string]position{}, failed: map[string]bool{}}
+	return &collector{source: source, failed: map[string]bool{}}
+}
+
+type posEntry struct {
+	path string
+	p    position
+}
+
+// posOfOrZero is posOf without the flag (the zero position if unknown).
+func (c *collector) posOfOrZero(path string) position {
+	p, _ := c.posOf(path)
+	return p
+}
+
+// setPos records where field path is.
+func (c *collector) setPos(path string, p position) {
+	c.posLog = append(c.posLog, posEntry{path, p})
+}
+
+// posOf returns where field path is, if recorded.
+func (c *collector) posOf(path string) (position, bool) {
+	if c.posIndexed < len(c.posLog) {
+		if c.pos == nil {
+			c.pos = make(map[string]position, len(c.posLog))
+		}
+		for _, e := range c.posLog[c.posIndexed:] {
+			c.pos[e.path] = e.p
+		}
+		c.posIndexed = len(c.posLog)
+	}
+	p, ok := c.pos[path]
+	return p, ok
 }
 
 // at reports a problem with field path at an explicit position.
@@ -165,7 +200,7 @@ func (c *collector) errf(path string, kind error, format string, args ...any) {
 // lookup returns the position of path or of its nearest recorded ancestor.
 func (c *collector) lookup(path string) position {
 	for p := path; p != ""; p = parentPath(p) {
-		if pos, ok := c.pos[p]; ok {
+		if pos, ok := c.posOf(p); ok {
 			return pos
 		}
 	}

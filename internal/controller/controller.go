@@ -149,11 +149,24 @@ func (c *Controller) Commit(cfg *config.Config) error {
 }
 
 // fillNextHops copies the cached next hops into st's reals and fragment
-// pool nodes.
+// pool nodes. A state planned incrementally from c.state shares its
+// unchanged reals, whose next hops are filled already (c.nexthops changes
+// only with a new c.state, which the next plan then plans in full): only
+// the reals its delta names are filled. The pool (a few nodes) is filled
+// every time.
 func (c *Controller) fillNextHops(st *datapath.State) {
-	for id, r := range st.Reals {
-		r.NextHop = c.nexthops[r.Addr]
-		st.Reals[id] = r
+	if st.Delta != nil && st.Delta.Base == c.state {
+		for _, id := range st.Delta.Reals {
+			if r, ok := st.Reals[id]; ok {
+				r.NextHop = c.nexthops[r.Addr]
+				st.Reals[id] = r
+			}
+		}
+	} else {
+		for id, r := range st.Reals {
+			r.NextHop = c.nexthops[r.Addr]
+			st.Reals[id] = r
+		}
 	}
 	fp := st.Node.Fragments
 	fp.Peers = slices.Clone(fp.Peers)
@@ -445,7 +458,8 @@ func (c *Controller) keepNeighbours() {
 	}
 }
 
-// State returns the last committed state.
+// State returns the last committed state. Its Reals map is taken over by
+// the next commit (Planner.Plan), so read it from Run's goroutine only.
 func (c *Controller) State() *datapath.State { return c.state }
 
 // Health returns the health monitor (for listings).

@@ -80,6 +80,12 @@ type Datapath struct {
 	mode    Mode
 	cache   applied
 	vidx    *vipIndex // the forwarder's VIP match, mirroring xlb_vips
+	// applied is the State the last Apply wrote, if it succeeded (what a
+	// State's Delta may be based on).
+	applied *State
+	// vipAddrsSynced: xlb_vip_addrs holds the addresses of the services
+	// in cache (the last sync succeeded and no service came or went).
+	vipAddrsSynced bool
 	// placeholder is the empty table retired slots point to.
 	placeholder *liveTable
 	probeTurn   int

@@ -133,6 +133,20 @@ type State struct {
 	Node     Node
 	Services map[VIPKey]*Service
 	Reals    map[uint32]Real // id (1 .. MaxReals-1) -> real
+	// Delta, when set, says how this state differs from another: Apply
+	// then looks only at the reals it names when Delta.Base is the state
+	// it applied last (otherwise it compares everything).
+	Delta *Delta
+}
+
+// Delta describes a State as Base plus changes: every real whose id is not
+// in Reals is in the State exactly as in Base (same id, same Real), and
+// every service whose key is not in Services is too. An id or key listed
+// may be added, changed, removed or unchanged; listing one twice is fine.
+type Delta struct {
+	Base     *State
+	Reals    []uint32
+	Services []VIPKey
 }
 
 // applied is what this process knows to be in the maps.
@@ -199,7 +213,13 @@ type ApplyStats struct {
 func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 	start := time.Now()
 	var stats ApplyStats
-	if err := d.checkCapacity(st); err != nil {
+	// delta is st.Delta when the maps hold its base, as applied last.
+	delta := st.Delta
+	if delta != nil && (d.applied == nil || delta.Base != d.applied) {
+		delta = nil
+	}
+	d.applied = nil // until this Apply succeeds
+	if err := d.checkCapacity(st, delta); err != nil {
 		return stats, err
 	}
 	node, err := nodeInfo(st.Node, d.ifmac)
@@ -216,16 +236,40 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 	if err := d.applyFragPool(st.Node.Fragments); err != nil {
 		return stats, err
 	}
-	for id, r := range st.Reals {
+	// Reals that differ from the cache are written in one batch (a cold
+	// commit writes tens of thousands).
+	var (
+		realIDs   []uint32
+		realVals  []Real
+		realInfos []xlbRealInfo
+	)
+	collect := func(id uint32, r Real) {
 		if old, ok := d.cache.reals[id]; ok && old == r {
-			continue
+			return
 		}
-		info := realInfo(r)
-		if err := d.objs.XlbReals.Put(id, &info); err != nil {
-			return stats, fmt.Errorf("write real %d (%s): %w", id, r.Addr, err)
+		realIDs, realVals, realInfos = append(realIDs, id), append(realVals, r), append(realInfos, realInfo(r))
+	}
+	if delta != nil {
+		seen := make(map[uint32]bool, len(delta.Reals))
+		for _, id := range delta.Reals {
+			if r, ok := st.Reals[id]; ok && !seen[id] {
+				seen[id] = true
+				collect(id, r)
+			}
 		}
-		d.cache.reals[id] = r
-		stats.RealsWritten++
+	} else {
+		for id, r := range st.Reals {
+			collect(id, r)
+		}
+	}
+	if len(realIDs) > 0 {
+		if err := d.writeReals(realIDs, realVals, realInfos); err != nil {
+			return stats, err
+		}
+		for i, id := range realIDs {
+			d.cache.reals[id] = realVals[i]
+		}
+		stats.RealsWritten += len(realIDs)
 	}
 
 	// 2. New tables, installed in spare slots.
@@ -314,6 +358,7 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 				return stats, err
 			}
 			stats.ServicesAdded++
+			d.vipAddrsSynced = false
 		}
 		vk := vipKey(key)
 		vi := vipInfo(s, slot)
@@ -349,40 +394,101 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 		}
 		delete(d.cache.services, key)
 		stats.ServicesRemoved++
+		d.vipAddrsSynced = false
 	}
 	if err := d.retireSlots(retire); err != nil {
 		return stats, err
 	}
-	if err := d.syncVIPAddrs(); err != nil {
-		return stats, err
+	// The VIP addresses change only with the set of services.
+	if !d.vipAddrsSynced {
+		if err := d.syncVIPAddrs(); err != nil {
+			return stats, err
+		}
+		d.vipAddrsSynced = true
 	}
-	for id := range d.cache.reals {
+	clearReal := func(id uint32) error {
 		if _, ok := st.Reals[id]; ok {
-			continue
+			return nil
+		}
+		if _, ok := d.cache.reals[id]; !ok {
+			return nil
 		}
 		var zero xlbRealInfo
 		if err := d.objs.XlbReals.Put(id, &zero); err != nil {
-			return stats, fmt.Errorf("clear real %d: %w", id, err)
+			return fmt.Errorf("clear real %d: %w", id, err)
 		}
 		delete(d.cache.reals, id)
 		stats.RealsWritten++
+		return nil
 	}
+	if delta != nil {
+		for _, id := range delta.Reals {
+			if err := clearReal(id); err != nil {
+				return stats, err
+			}
+		}
+	} else {
+		for id := range d.cache.reals {
+			if err := clearReal(id); err != nil {
+				return stats, err
+			}
+		}
+	}
+	d.applied = st
 	stats.Duration = time.Since(start)
 	return stats, nil
 }
 
-func (d *Datapath) checkCapacity(st *State) error {
+// checkCapacity checks st against the maps' capacities and that every
+// table refers to reals of its own service. With a delta (whose base is in
+// the maps, so was checked) it checks only the reals the delta names.
+// writeReals writes reals ids[i] = infos[i]: one at a time for a few, in
+// one batch for many.
+func (d *Datapath) writeReals(ids []uint32, vals []Real, infos []xlbRealInfo) error {
+	if len(ids) >= 64 {
+		if _, err := d.objs.XlbReals.BatchUpdate(ids, infos, nil); err != nil {
+			return fmt.Errorf("write %d reals: %w", len(ids), err)
+		}
+		return nil
+	}
+	for i, id := range ids {
+		if err := d.objs.XlbReals.Put(id, &infos[i]); err != nil {
+			return fmt.Errorf("write real %d (%s): %w", id, vals[i].Addr, err)
+		}
+	}
+	return nil
+}
+
+func (d *Datapath) checkCapacity(st *State, delta *Delta) error {
 	if n := uint32(len(st.Services)); n > d.opts.MaxServices {
 		return fmt.Errorf("%d services exceed the capacity of %d (raise max_services)", n, d.opts.MaxServices)
 	}
-	// owner[id] is the service of real id (0: no such real): a dense slice,
-	// because tables are checked entry by entry.
-	owner := make([]uint32, d.opts.MaxReals)
-	for id, r := range st.Reals {
+	checkID := func(id uint32) error {
 		if id == 0 || id >= d.opts.MaxReals {
 			return fmt.Errorf("real id %d out of range 1..%d", id, d.opts.MaxReals-1)
 		}
-		owner[id] = r.SvcID
+		return nil
+	}
+	// owner[id] is the service of real id (0: no such real): a dense slice,
+	// because tables are checked entry by entry. With a delta, reals are
+	// looked up in st instead (few tables to check).
+	var owner []uint32
+	if delta != nil {
+		for _, id := range delta.Reals {
+			if _, ok := st.Reals[id]; ok {
+				if err := checkID(id); err != nil {
+					return err
+				}
+			}
+		}
+	} else {
+		owner = make([]uint32, d.opts.MaxReals)
+		for id, r := range st.Reals {
+			if err := checkID(id); err != nil {
+				return err
+			}
+			owner[id] = r.SvcID
+		}
 	}
 	ids := map[uint32]VIPKey{}
 	for key, s := range st.Services {
@@ -399,8 +505,21 @@ func (d *Datapath) checkCapacity(st *State) error {
 		if cur := d.cache.services[key]; cur != nil && cur.SvcID == s.SvcID && sameTable(cur.Table, s.Table) {
 			continue // checked when it was applied
 		}
+		if owner != nil {
+			for _, rid := range s.Table {
+				if rid != 0 && (rid >= uint32(len(owner)) || owner[rid] != s.SvcID) {
+					return fmt.Errorf("service %s: table refers to real %d, not one of its own", key, rid)
+				}
+			}
+			continue
+		}
+		last := uint32(0) // a run of one real is looked up once
 		for _, rid := range s.Table {
-			if rid != 0 && (rid >= uint32(len(owner)) || owner[rid] != s.SvcID) {
+			if rid == 0 || rid == last {
+				continue
+			}
+			last = rid
+			if r, ok := st.Reals[rid]; !ok || r.SvcID != s.SvcID {
 				return fmt.Errorf("service %s: table refers to real %d, not one of its own", key, rid)
 			}
 		}
