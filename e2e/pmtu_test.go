@@ -291,7 +291,7 @@ func tooBigFrame(router, vip, client netip.Addr, vport, cport uint16, seq uint32
 	binary.BigEndian.PutUint16(tcp[14:], 502)
 	if vip.Is4() {
 		inner := packet.IPv4(vip, client, packet.ProtoTCP, 0, 63, nil, tcp)
-		binary.BigEndian.PutUint16(inner[2:], 1500) // the quoted packet's own length
+		binary.BigEndian.PutUint16(inner[2:], 1500)   // the quoted packet's own length
 		binary.BigEndian.PutUint16(inner[6:], 0x4000) // DF
 		binary.BigEndian.PutUint16(inner[10:], 0)
 		binary.BigEndian.PutUint16(inner[10:], packet.Checksum(inner[:20]))
