@@ -301,12 +301,12 @@ type TCPResult struct {
 type TCPSample struct {
 	Session int
 	// Due is when the message was due (session start + k * interval); it
-	// is sent then unless the previous exchange is still under way.
+	// is sent then, or when the previous exchange ends if that is later.
 	Due time.Time
 	// Latency is from Due to the right echo's arrival (0 if Skipped).
 	Latency time.Duration
-	// Skipped: the due time passed while an earlier exchange (or a
-	// reconnect) was under way; the message was never sent.
+	// Skipped: the due time passed during a break of the session; the
+	// message was never sent.
 	Skipped bool
 }
 
@@ -435,9 +435,10 @@ func (s *TCPSessions) run(ctx context.Context, ns *NS, target netip.AddrPort, i 
 	c := s.conns[i]
 	want := s.res.Sessions[i].Backend
 	s.mu.Unlock()
-	// Message k is due at start + k*interval. One exchange at a time: the
-	// due times that pass while an exchange (or a reconnect) is under way
-	// are skipped, and recorded as such.
+	// Message k is due at start + k*interval and sent then, or as soon as
+	// the previous exchange ends if that is later: a slow echo delays the
+	// next messages (each timed from its own due time), none is dropped.
+	// After a break, the due times that passed meanwhile are skipped.
 	due := time.Now().Add(interval)
 	for seq := 0; ; seq++ {
 		select {
@@ -447,9 +448,6 @@ func (s *TCPSessions) run(ctx context.Context, ns *NS, target netip.AddrPort, i 
 		}
 		sent := due
 		due = due.Add(interval)
-		for !due.After(time.Now()) {
-			due = due.Add(interval)
-		}
 		if c == nil { // reconnect after a break
 			nc, err := ns.DialContext(ctx, "tcp", target.String())
 			if ctx.Err() != nil {
@@ -457,7 +455,7 @@ func (s *TCPSessions) run(ctx context.Context, ns *NS, target netip.AddrPort, i 
 			}
 			if err != nil {
 				s.addBreak(i, BreakDial, err.Error())
-				s.skip(i, sent, due)
+				due = s.skip(i, due)
 				continue
 			}
 			c, r = nc, bufio.NewReader(nc)
@@ -471,7 +469,6 @@ func (s *TCPSessions) run(ctx context.Context, ns *NS, target netip.AddrPort, i 
 			return // Stop closed the connection
 		}
 		took := time.Since(sent)
-		s.skip(i, sent, due)
 		kind, detail := BreakKind(""), ""
 		switch {
 		case err == nil && name != want:
@@ -502,17 +499,19 @@ func (s *TCPSessions) run(ctx context.Context, ns *NS, target netip.AddrPort, i 
 		}
 		c.Close()
 		c = nil
+		due = s.skip(i, due)
 	}
 }
 
-// skip records the due times strictly between sent and next (passed
-// while the message due at sent was under way) as skipped messages.
-func (s *TCPSessions) skip(i int, sent, next time.Time) {
+// skip records the due times from due up to now as skipped messages of
+// session i (they passed during a break) and returns the next due time.
+func (s *TCPSessions) skip(i int, due time.Time) time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for d := sent.Add(s.interval); d.Before(next); d = d.Add(s.interval) {
-		s.res.Samples = append(s.res.Samples, TCPSample{Session: i, Due: d, Skipped: true})
+	for now := time.Now(); due.Before(now); due = due.Add(s.interval) {
+		s.res.Samples = append(s.res.Samples, TCPSample{Session: i, Due: due, Skipped: true})
 	}
+	return due
 }
 
 func (s *TCPSessions) addBreak(i int, kind BreakKind, detail string) {

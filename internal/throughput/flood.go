@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"runtime"
+	"strconv"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -230,7 +232,12 @@ func synFrame(o FloodOptions) []byte {
 // holds a Go P (or a garbage collection waits for it to stop), which
 // stalls the rest of the process. The thread holds a Go P nearly all the
 // time (its system calls are short), so Run raises GOMAXPROCS by one
-// meanwhile: the process's other goroutines keep as many Ps as before.
+// meanwhile: the process's other goroutines keep as many Ps as before. And
+// it confines the process's other threads to the other CPUs meanwhile:
+// the softirq work on the flood's CPU is not preemptible, and the
+// scheduler may not charge it to the generating thread, so a thread of the
+// process left there could wait for hundreds of milliseconds, and with it
+// the goroutines it holds (measured: stalls of 0.2-0.6 s of every session).
 func (f *SYNFlood) Run(ctx context.Context, d time.Duration) (FloodResult, error) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1))
 	var res FloodResult
@@ -242,7 +249,7 @@ func (f *SYNFlood) Run(ctx context.Context, d time.Duration) (FloodResult, error
 		return res, err
 	}
 	defer unix.SchedSetaffinity(0, &old)
-	var err error
+	defer confineOthers(f.o.CPU, old)()
 	var seq0, seq1 uint64
 	if err := f.objs.GenSeq.Get(&seq0); err != nil {
 		return res, err
@@ -260,6 +267,7 @@ func (f *SYNFlood) Run(ctx context.Context, d time.Duration) (FloodResult, error
 		if window < repeat {
 			return res, fmt.Errorf("syn flood: window %d below a batch of %d", window, repeat)
 		}
+		var err error
 		if base, err = f.sunk(); err != nil {
 			return res, err
 		}
@@ -347,4 +355,45 @@ func (f *SYNFlood) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// confineOthers takes cpu out of the CPU set of every other thread of the
+// process (threads started later inherit their creator's set) and returns
+// the function that gives them back their sets, and def to the threads
+// started meanwhile.
+func confineOthers(cpu int, def unix.CPUSet) (restore func()) {
+	self := unix.Gettid()
+	tids := func() []int {
+		ents, _ := os.ReadDir("/proc/self/task")
+		var out []int
+		for _, e := range ents {
+			if tid, err := strconv.Atoi(e.Name()); err == nil && tid != self {
+				out = append(out, tid)
+			}
+		}
+		return out
+	}
+	saved := map[int]unix.CPUSet{}
+	restore = func() {
+		for _, tid := range tids() {
+			set, ok := saved[tid]
+			if !ok {
+				set = def
+			}
+			unix.SchedSetaffinity(tid, &set) // a thread that ended is gone
+		}
+	}
+	for _, tid := range tids() {
+		var set unix.CPUSet
+		if unix.SchedGetaffinity(tid, &set) != nil {
+			continue // ended meanwhile
+		}
+		saved[tid] = set
+		other := set
+		other.Clear(cpu)
+		if other.Count() > 0 {
+			unix.SchedSetaffinity(tid, &other) // a thread that ended is gone
+		}
+	}
+	return restore
 }
