@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -172,6 +173,7 @@ func TestSYNFloodKeepsEstablished(t *testing.T) {
 	}
 	// A stall detector: gaps in a 5 ms ticker are the process's own
 	// scheduling delays (a late echo without one is the network's).
+	soft0 := softirqTime(t)
 	stallDone, stallExit := make(chan struct{}), make(chan struct{})
 	var stalls []string
 	go func() {
@@ -207,6 +209,12 @@ func TestSYNFloodKeepsEstablished(t *testing.T) {
 	close(stallDone)
 	<-stallExit
 	t.Logf("stalls > 50 ms of the test process itself during the flood: %v", stalls)
+	soft1 := softirqTime(t)
+	var softs []string
+	for i := range soft1 {
+		softs = append(softs, fmt.Sprintf("cpu%d %.0f%%", i, 100*(soft1[i]-soft0[i])/end.Sub(start).Seconds()))
+	}
+	t.Logf("softirq time during the flood: %s", strings.Join(softs, ", "))
 	st1, err := pinned.Stats()
 	if err != nil {
 		t.Fatal(err)
@@ -338,6 +346,24 @@ func checkFloodFrames(f *throughput.SYNFlood, o throughput.FloodOptions) error {
 		}
 	}
 	return nil
+}
+
+// softirqTime returns each CPU's softirq time so far (s, /proc/stat).
+func softirqTime(t *testing.T) []float64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []float64
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 7 && strings.HasPrefix(f[0], "cpu") && f[0] != "cpu" {
+			n, _ := strconv.ParseFloat(f[7], 64)
+			out = append(out, n/100) // USER_HZ
+		}
+	}
+	return out
 }
 
 // retransSegs sums Tcp RetransSegs over the client and the backends.
