@@ -13,6 +13,9 @@
  *                checks and counts each frame, and drops it
  *   gen_reflect  XDP_TX and nothing else: stands in for the forwarder to
  *                measure what the harness alone costs
+ *   gen_sink     the SYN flood's sink (throughput.SYNFlood, e2e): on the
+ *                device whose peer is a lab node, it drops and counts the
+ *                node's encapsulated flood and passes everything else
  *
  * Live frames come from a page pool the kernel does not re-initialise when
  * a page is recycled, and the forwarder overwrote the head of the frame
@@ -34,6 +37,7 @@ __u32 gen_how;            /* enum gen_mode */
 __u32 gen_flows;          /* GEN_CYCLE_FLOWS: number of flows */
 __u32 gen_base;           /* source address of flows 0 .. 32767 (host order) */
 __u32 gen_stamp;          /* nonzero: write bpf_ktime_get_ns() at GEN_OFF_STAMP */
+__u32 gen_csum;           /* nonzero: keep the IPv4 and TCP checksums valid (see csum_fix) */
 __u32 gen_pos;            /* GEN_CYCLE_FLOWS: the next flow */
 __u64 gen_seq;            /* packets generated (all runs); GEN_NEW_FLOWS: the next flow */
 
@@ -78,6 +82,33 @@ static __always_inline void flow_fields(__u8 *data, __u32 i)
 	__builtin_memcpy(data + GEN_OFF_SPORT, &sport, 2);
 }
 
+/* csum_apply adds d (a sum of 16-bit words) to the one's complement sum
+ * that checksum check closes, RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m'). */
+static __always_inline __u16 csum_apply(__u16 check, __u32 d)
+{
+	__u32 s = (__u16)~check + d;
+
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return ~s;
+}
+
+/* csum_fix updates the template's checksums (valid for the template's own
+ * source address and port) for the source address and port flow_fields
+ * wrote, so that a receiving stack accepts the frame (the forwarder does
+ * not need it; a backend does). Needs a template of IPv4 without options
+ * and TCP, and no stamp (the payload is not covered). */
+static __always_inline void csum_fix(__u8 *data)
+{
+	__u16 *o = (__u16 *)(gen_tmpl + GEN_OFF_SADDR), *n = (__u16 *)(data + GEN_OFF_SADDR);
+	__u32 d = (__u16)~o[0] + (__u16)~o[1] + n[0] + n[1];
+	__u16 *ip = (__u16 *)(data + GEN_OFF_IPCSUM), *tcp = (__u16 *)(data + GEN_OFF_TCPCSUM);
+
+	*ip = csum_apply(*ip, d);
+	d += (__u16)~*(__u16 *)(gen_tmpl + GEN_OFF_SPORT) + *(__u16 *)(data + GEN_OFF_SPORT);
+	*tcp = csum_apply(*tcp, d);
+}
+
 SEC("xdp")
 int gen_tx(struct xdp_md *ctx)
 {
@@ -97,6 +128,8 @@ int gen_tx(struct xdp_md *ctx)
 		gen_pos = i + 1 >= gen_flows ? 0 : i + 1;
 		flow_fields(data, i);
 	}
+	if (gen_csum && gen_how != GEN_CONSTANT)
+		csum_fix(data);
 	if (gen_stamp) {
 		__u64 now = bpf_ktime_get_ns();
 
@@ -180,4 +213,37 @@ SEC("xdp")
 int gen_reflect(struct xdp_md *ctx)
 {
 	return XDP_TX;
+}
+
+/* gen_sink's flood: the inner IPv4 source prefix (network order), and the
+ * switch (0: pass everything). Plain globals: set while attached. */
+__u32 sink_net;
+__u32 sink_mask;
+__u32 sink_on;
+
+/* gen_sink: a frame GRE/IPv4 (no options, base GRE header) carrying IPv4
+ * from sink_net/sink_mask is dropped and counted (gen_rx.encap); the rest
+ * goes on (XDP_PASS). */
+SEC("xdp")
+int gen_sink(struct xdp_md *ctx)
+{
+	__u8 *data = (void *)(long)ctx->data;
+	__u8 *data_end = (void *)(long)ctx->data_end;
+	__u32 zero = 0, src;
+	struct gen_stats *s;
+	__u8 *in;
+
+	if (!sink_on || data + ENC_INNER + 20 > data_end)
+		return XDP_PASS;
+	if (*(__u16 *)(data + 12) != bpf_htons(0x0800) || data[ENC_IP] != 0x45 || data[ENC_IP + 9] != 47 ||
+	    *(__u32 *)(data + ENC_GRE) != bpf_htonl(0x0800))
+		return XDP_PASS;
+	in = data + ENC_INNER;
+	__builtin_memcpy(&src, in + 12, 4);
+	if (in[0] != 0x45 || (src & sink_mask) != sink_net)
+		return XDP_PASS;
+	s = bpf_map_lookup_elem(&gen_rx, &zero);
+	if (s)
+		s->encap++;
+	return XDP_DROP;
 }

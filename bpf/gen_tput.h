@@ -14,6 +14,9 @@
 #define GEN_OFF_SADDR (14 + 12)
 #define GEN_OFF_SPORT (14 + 20)
 #define GEN_OFF_STAMP (14 + 20 + 20)
+/* Frame offsets of the IPv4 header checksum and the TCP checksum. */
+#define GEN_OFF_IPCSUM (14 + 10)
+#define GEN_OFF_TCPCSUM (14 + 20 + 16)
 
 /* How the 5-tuple changes from one generated packet to the next. Flow i is
  * source address gen_base + (i >> 15), source port 0x8000 | (i & 0x7fff). */

@@ -2,21 +2,24 @@ package datapath
 
 import (
 	"fmt"
+	"math/bits"
 	"path/filepath"
 	"slices"
 
 	"github.com/cilium/ebpf"
+	"github.com/xlbproject/xlb/internal/maglev"
 )
 
 // Pinned is a read-only view of a running instance's maps, for tools that
 // inspect the data plane without owning it (xlbctl).
 type Pinned struct {
+	dir  string
 	maps map[string]*ebpf.Map
 }
 
 // OpenPinned opens the maps pinned under pinDir read-only.
 func OpenPinned(pinDir string) (*Pinned, error) {
-	p := &Pinned{maps: map[string]*ebpf.Map{}}
+	p := &Pinned{dir: pinDir, maps: map[string]*ebpf.Map{}}
 	for _, name := range []string{"xlb_vips", "xlb_reals", "xlb_svc_stats", "xlb_real_stats", "xlb_stats"} {
 		m, err := ebpf.LoadPinnedMap(filepath.Join(pinDir, name), &ebpf.LoadPinOptions{ReadOnly: true})
 		if err != nil {
@@ -104,4 +107,51 @@ func (p *Pinned) Services() ([]ServiceView, error) {
 // Stats returns the global counters by name.
 func (p *Pinned) Stats() (map[string]uint64, error) {
 	return readStats(p.maps["xlb_stats"])
+}
+
+// FlowEntries returns the connection table's entries for flow t (the
+// client's 5-tuple toward the VIP), one per CPU slice that holds it: the
+// ways of the flow's bucket whose tag is the flow's (maglev.FlowHash,
+// CTBucket, CTTag). Age is left zero. The table is read without stopping
+// the forwarder; an empty result means no CPU tracks the flow (or another
+// flow with the same bucket and tag occupies none: a tag match is what the
+// forwarder itself goes by).
+func (p *Pinned) FlowEntries(t maglev.Tuple) ([]CTEntry, error) {
+	m, ok := p.maps["xlb_ct"]
+	if !ok {
+		var err error
+		m, err = ebpf.LoadPinnedMap(filepath.Join(p.dir, "xlb_ct"), &ebpf.LoadPinOptions{ReadOnly: true})
+		if err != nil {
+			return nil, fmt.Errorf("open xlb_ct under %s: %w", p.dir, err)
+		}
+		p.maps["xlb_ct"] = m
+	}
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return nil, err
+	}
+	// xlb_ct holds ncpu << ct_shift buckets (Load).
+	per := m.MaxEntries() / uint32(ncpu)
+	if per == 0 || per&(per-1) != 0 || per*uint32(ncpu) != m.MaxEntries() {
+		return nil, fmt.Errorf("xlb_ct: %d buckets for %d CPUs is not a per-CPU power of two", m.MaxEntries(), ncpu)
+	}
+	shift := uint32(bits.TrailingZeros32(per))
+	h := maglev.FlowHash(t)
+	bucket, tag := maglev.CTBucket(h, per), maglev.CTTag(h)
+	var out []CTEntry
+	for cpu := range uint32(ncpu) {
+		var b xlbCtBucket
+		if err := m.Lookup(cpu<<shift|bucket, &b); err != nil {
+			return nil, fmt.Errorf("read xlb_ct: %w", err)
+		}
+		for w, e := range b.Way {
+			state := uint8(e >> 16 & 3)
+			if state == 0 || uint32(e>>36) != tag {
+				continue
+			}
+			out = append(out, CTEntry{CPU: cpu, Bucket: bucket, Way: uint8(w), Tag: tag,
+				RealID: uint32(e >> 18 & 0x3ffff), State: state})
+		}
+	}
+	return out, nil
 }

@@ -291,6 +291,56 @@ type TCPSession struct {
 type TCPResult struct {
 	Sessions []TCPSession
 	Breaks   []Break
+	// Samples has one entry per message that was due after the sessions
+	// started: answered right (Latency), or skipped. A message that broke
+	// the session is a Break instead.
+	Samples []TCPSample
+}
+
+// TCPSample is one due message of a session.
+type TCPSample struct {
+	Session int
+	// Due is when the message was due (session start + k * interval); it
+	// is sent then, or when the previous exchange ends if that is later.
+	Due time.Time
+	// Latency is from Due to the right echo's arrival (0 if Skipped).
+	Latency time.Duration
+	// Skipped: the due time passed during a break of the session; the
+	// message was never sent.
+	Skipped bool
+}
+
+// OnTime counts the messages due in [from, to): all of them (samples and
+// breaks), and those echoed right within bound of their due time.
+func (r TCPResult) OnTime(from, to time.Time, bound time.Duration) (onTime, due int) {
+	for _, s := range r.Samples {
+		if s.Due.Before(from) || !s.Due.Before(to) {
+			continue
+		}
+		due++
+		if !s.Skipped && s.Latency <= bound {
+			onTime++
+		}
+	}
+	for _, b := range r.Breaks {
+		if !b.At.Before(from) && b.At.Before(to) {
+			due++
+		}
+	}
+	return onTime, due
+}
+
+// Latencies returns the latencies of the messages due in [from, to) that
+// were answered, sorted.
+func (r TCPResult) Latencies(from, to time.Time) []time.Duration {
+	var out []time.Duration
+	for _, s := range r.Samples {
+		if !s.Skipped && !s.Due.Before(from) && s.Due.Before(to) {
+			out = append(out, s.Latency)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Messages returns the right replies over all sessions.
@@ -314,22 +364,24 @@ func (r TCPResult) Counts() map[string]int {
 // TCPSessions are long-lived TCP connections to a line-echo service, each
 // sending a message every interval and checking the echo.
 type TCPSessions struct {
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	res    TCPResult
-	conns  []net.Conn
+	cancel   context.CancelFunc
+	interval time.Duration
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	res      TCPResult
+	conns    []net.Conn
 }
 
 // StartTCPSessions opens n TCP connections from ns to target (a TCP line
 // echo of the backend Servers) and returns once every one got its first
 // reply, so each session knows its backend. Each then sends a line every
-// interval, expecting "<backend> <line>" within TCPTimeout. A failure, EOF,
+// interval, expecting "<backend> <line>" within TCPTimeout, and records
+// each due message's latency (TCPResult.Samples). A failure, EOF,
 // timeout, or a reply from another backend is recorded as a Break, and the
 // session reconnects and goes on. Stop ends them and returns the result.
 func StartTCPSessions(ctx context.Context, ns *NS, target netip.AddrPort, n int, interval time.Duration) (*TCPSessions, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	s := &TCPSessions{cancel: cancel, res: TCPResult{Sessions: make([]TCPSession, n)}, conns: make([]net.Conn, n)}
+	s := &TCPSessions{cancel: cancel, interval: interval, res: TCPResult{Sessions: make([]TCPSession, n)}, conns: make([]net.Conn, n)}
 	readers := make([]*bufio.Reader, n)
 	for i := range n {
 		c, err := ns.DialContext(ctx, "tcp", target.String())
@@ -379,18 +431,23 @@ var errBadReply = errors.New("reply does not echo the message")
 
 func (s *TCPSessions) run(ctx context.Context, ns *NS, target netip.AddrPort, i int, interval time.Duration, r *bufio.Reader) {
 	defer s.wg.Done()
-	t := time.NewTicker(interval)
-	defer t.Stop()
 	s.mu.Lock()
 	c := s.conns[i]
 	want := s.res.Sessions[i].Backend
 	s.mu.Unlock()
+	// Message k is due at start + k*interval and sent then, or as soon as
+	// the previous exchange ends if that is later: a slow echo delays the
+	// next messages (each timed from its own due time), none is dropped.
+	// After a break, the due times that passed meanwhile are skipped.
+	due := time.Now().Add(interval)
 	for seq := 0; ; seq++ {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-time.After(time.Until(due)):
 		}
+		sent := due
+		due = due.Add(interval)
 		if c == nil { // reconnect after a break
 			nc, err := ns.DialContext(ctx, "tcp", target.String())
 			if ctx.Err() != nil {
@@ -398,6 +455,7 @@ func (s *TCPSessions) run(ctx context.Context, ns *NS, target netip.AddrPort, i 
 			}
 			if err != nil {
 				s.addBreak(i, BreakDial, err.Error())
+				due = s.skip(i, due)
 				continue
 			}
 			c, r = nc, bufio.NewReader(nc)
@@ -410,6 +468,7 @@ func (s *TCPSessions) run(ctx context.Context, ns *NS, target netip.AddrPort, i 
 		if ctx.Err() != nil {
 			return // Stop closed the connection
 		}
+		took := time.Since(sent)
 		kind, detail := BreakKind(""), ""
 		switch {
 		case err == nil && name != want:
@@ -417,6 +476,7 @@ func (s *TCPSessions) run(ctx context.Context, ns *NS, target netip.AddrPort, i 
 		case err == nil:
 			s.mu.Lock()
 			s.res.Sessions[i].Messages++
+			s.res.Samples = append(s.res.Samples, TCPSample{Session: i, Due: sent, Latency: took})
 			s.mu.Unlock()
 			continue
 		case errors.Is(err, io.EOF):
@@ -439,7 +499,19 @@ func (s *TCPSessions) run(ctx context.Context, ns *NS, target netip.AddrPort, i 
 		}
 		c.Close()
 		c = nil
+		due = s.skip(i, due)
 	}
+}
+
+// skip records the due times from due up to now as skipped messages of
+// session i (they passed during a break) and returns the next due time.
+func (s *TCPSessions) skip(i int, due time.Time) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for now := time.Now(); due.Before(now); due = due.Add(s.interval) {
+		s.res.Samples = append(s.res.Samples, TCPSample{Session: i, Due: due, Skipped: true})
+	}
+	return due
 }
 
 func (s *TCPSessions) addBreak(i int, kind BreakKind, detail string) {
@@ -468,5 +540,22 @@ func (s *TCPSessions) Stop() TCPResult {
 	s.wg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return TCPResult{Sessions: slices.Clone(s.res.Sessions), Breaks: slices.Clone(s.res.Breaks)}
+	return TCPResult{Sessions: slices.Clone(s.res.Sessions), Breaks: slices.Clone(s.res.Breaks),
+		Samples: slices.Clone(s.res.Samples)}
+}
+
+// LocalAddrs returns each session's current local address (invalid for a
+// session that is between a break and its reconnection).
+func (s *TCPSessions) LocalAddrs() []netip.AddrPort {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]netip.AddrPort, len(s.conns))
+	for i, c := range s.conns {
+		if c != nil {
+			if a, ok := c.LocalAddr().(*net.TCPAddr); ok {
+				out[i] = a.AddrPort()
+			}
+		}
+	}
+	return out
 }

@@ -112,6 +112,9 @@ type XLBDOptions struct {
 	Ports            Ports
 	ConntrackEntries int    // default 65536
 	XDPMode          string // default "native"
+	// FloodSynRate is node.flood_syn_rate, the new SYN flows per second
+	// each CPU tracks (0: not written, no limit).
+	FloodSynRate int
 	// BGP adds a bgp section peering with the router's BIRD (StartBIRD
 	// defaults: router AS RouterASN, node AS NodeASN, one session per
 	// family, 3 s hold time, graceful restart), draining in ShutdownWait
@@ -189,6 +192,9 @@ func (l *Lab) XLBDConfig(i int, opts XLBDOptions) []byte {
 	fmt.Fprintf(&b, "  address6: %q\n", n.Addr6)
 	fmt.Fprintf(&b, "  xdp_mode: %s\n", opts.XDPMode)
 	fmt.Fprintf(&b, "  conntrack_entries: %d\n", opts.ConntrackEntries)
+	if opts.FloodSynRate > 0 {
+		fmt.Fprintf(&b, "  flood_syn_rate: %d\n", opts.FloodSynRate)
+	}
 	fmt.Fprintf(&b, "pools:\n")
 	for _, p := range []struct {
 		name string

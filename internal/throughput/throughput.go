@@ -99,6 +99,10 @@
 // here); gen_tx is therefore kept attached to a spare veth pair for the
 // whole measurement, and each call then costs microseconds.
 //
+// SYNFlood (flood.go) reuses the generator outside this harness: a spoofed
+// SYN flood with valid checksums into a lab node's receive ring, with the
+// gen_sink program closing the loop (the e2e SYN-flood acceptance test).
+//
 // Needs root (CAP_SYS_ADMIN for the namespaces, CAP_BPF, CAP_NET_ADMIN),
 // veth and a bpffs.
 package throughput

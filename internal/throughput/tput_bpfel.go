@@ -40,9 +40,11 @@ const (
 	tputMapGenRx         = "gen_rx"
 	tputProgGenCount     = "gen_count"
 	tputProgGenReflect   = "gen_reflect"
+	tputProgGenSink      = "gen_sink"
 	tputProgGenTx        = "gen_tx"
 	tputVarGenAnchorMode = "gen_anchor_mode"
 	tputVarGenBase       = "gen_base"
+	tputVarGenCsum       = "gen_csum"
 	tputVarGenFlows      = "gen_flows"
 	tputVarGenHow        = "gen_how"
 	tputVarGenPos        = "gen_pos"
@@ -58,6 +60,9 @@ const (
 	tputVarRxSample      = "rx_sample"
 	tputVarRxVip         = "rx_vip"
 	tputVarRxWant        = "rx_want"
+	tputVarSinkMask      = "sink_mask"
+	tputVarSinkNet       = "sink_net"
+	tputVarSinkOn        = "sink_on"
 )
 
 // loadTput returns the embedded CollectionSpec for tput.
@@ -104,6 +109,7 @@ type tputSpecs struct {
 type tputProgramSpecs struct {
 	GenCount   *ebpf.ProgramSpec `ebpf:"gen_count"`
 	GenReflect *ebpf.ProgramSpec `ebpf:"gen_reflect"`
+	GenSink    *ebpf.ProgramSpec `ebpf:"gen_sink"`
 	GenTx      *ebpf.ProgramSpec `ebpf:"gen_tx"`
 }
 
@@ -121,6 +127,7 @@ type tputMapSpecs struct {
 type tputVariableSpecs struct {
 	GenAnchorMode *ebpf.VariableSpec `ebpf:"gen_anchor_mode"`
 	GenBase       *ebpf.VariableSpec `ebpf:"gen_base"`
+	GenCsum       *ebpf.VariableSpec `ebpf:"gen_csum"`
 	GenFlows      *ebpf.VariableSpec `ebpf:"gen_flows"`
 	GenHow        *ebpf.VariableSpec `ebpf:"gen_how"`
 	GenPos        *ebpf.VariableSpec `ebpf:"gen_pos"`
@@ -136,6 +143,9 @@ type tputVariableSpecs struct {
 	RxSample      *ebpf.VariableSpec `ebpf:"rx_sample"`
 	RxVip         *ebpf.VariableSpec `ebpf:"rx_vip"`
 	RxWant        *ebpf.VariableSpec `ebpf:"rx_want"`
+	SinkMask      *ebpf.VariableSpec `ebpf:"sink_mask"`
+	SinkNet       *ebpf.VariableSpec `ebpf:"sink_net"`
+	SinkOn        *ebpf.VariableSpec `ebpf:"sink_on"`
 }
 
 // tputObjects contains all objects after they have been loaded into the kernel.
@@ -175,6 +185,7 @@ func (m *tputMaps) Close() error {
 type tputVariables struct {
 	GenAnchorMode *ebpf.Variable `ebpf:"gen_anchor_mode"`
 	GenBase       *ebpf.Variable `ebpf:"gen_base"`
+	GenCsum       *ebpf.Variable `ebpf:"gen_csum"`
 	GenFlows      *ebpf.Variable `ebpf:"gen_flows"`
 	GenHow        *ebpf.Variable `ebpf:"gen_how"`
 	GenPos        *ebpf.Variable `ebpf:"gen_pos"`
@@ -190,6 +201,9 @@ type tputVariables struct {
 	RxSample      *ebpf.Variable `ebpf:"rx_sample"`
 	RxVip         *ebpf.Variable `ebpf:"rx_vip"`
 	RxWant        *ebpf.Variable `ebpf:"rx_want"`
+	SinkMask      *ebpf.Variable `ebpf:"sink_mask"`
+	SinkNet       *ebpf.Variable `ebpf:"sink_net"`
+	SinkOn        *ebpf.Variable `ebpf:"sink_on"`
 }
 
 // tputPrograms contains all programs after they have been loaded into the kernel.
@@ -198,6 +212,7 @@ type tputVariables struct {
 type tputPrograms struct {
 	GenCount   *ebpf.Program `ebpf:"gen_count"`
 	GenReflect *ebpf.Program `ebpf:"gen_reflect"`
+	GenSink    *ebpf.Program `ebpf:"gen_sink"`
 	GenTx      *ebpf.Program `ebpf:"gen_tx"`
 }
 
@@ -205,6 +220,7 @@ func (p *tputPrograms) Close() error {
 	return _TputClose(
 		p.GenCount,
 		p.GenReflect,
+		p.GenSink,
 		p.GenTx,
 	)
 }
