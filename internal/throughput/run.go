@@ -214,6 +214,11 @@ func (h *harness) check(t Traffic, p *ebpf.Program, r Run, before, after snap) e
 	if r.Received == 0 {
 		return fail("nothing received")
 	}
+	// Every frame the receiver saw over the whole run (read with the
+	// rings drained, so exact) is one of the three kinds.
+	if rx, kinds := after.rx.Rx-before.rx.Rx, (after.rx.Encap-before.rx.Encap)+(after.rx.Plain-before.rx.Plain)+(after.rx.Bad-before.rx.Bad); rx != kinds {
+		return fail("the receiver saw %d frames but classified %d", rx, kinds)
+	}
 	if r.RxBad != 0 || after.rx.Bad != before.rx.Bad {
 		return fail("%d frames at the receiver were neither encapsulated toward a backend nor the generated frame",
 			after.rx.Bad-before.rx.Bad)

@@ -81,7 +81,13 @@ func checkResults(t *testing.T, r Results, o Options) {
 			t.Errorf("%s: %.3f Mpps, %.1f ns/packet of CPU, %d runs", f.Traffic, f.Mpps, f.CPUNs, len(f.Runs))
 		}
 		for _, run := range f.Runs {
-			if run.Received == 0 || run.RxBad != 0 || run.RxTotal != run.Received {
+			// RxTotal and Received are read one after the other while
+			// frames flow (gen_count counts rx before encap), so in the
+			// window they may differ by a frame in flight; over the whole
+			// run, with the rings drained, check() holds them exact: every
+			// frame seen was encapsulated toward a backend (no plain, no
+			// bad frame), or Measure fails.
+			if run.Received == 0 || run.RxBad != 0 || run.RxTotal < run.Received || run.RxTotal > run.Received+64 {
 				t.Errorf("%s: received %d of %d at the receiver, %d not encapsulated toward a backend",
 					f.Traffic, run.Received, run.RxTotal, run.RxBad)
 			}
