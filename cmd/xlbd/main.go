@@ -50,6 +50,16 @@ func main() {
 		discard  = flag.Bool("discard-conntrack", false, "if the pinned connection table does not fit this build or node.conntrack_entries, start with an empty one (tracked connections are re-balanced) instead of refusing")
 	)
 	flag.Parse()
+	// `xlbd --check-config FILE`: the file may follow the flag.
+	if flag.NArg() > 0 {
+		cfgSet := false
+		flag.Visit(func(f *flag.Flag) { cfgSet = cfgSet || f.Name == "config" })
+		if !*check || flag.NArg() > 1 || cfgSet {
+			fmt.Fprintf(os.Stderr, "xlbd: unexpected arguments %q (the config file is --config FILE, or --check-config FILE)\n", flag.Args())
+			os.Exit(2)
+		}
+		*cfgPath = flag.Arg(0)
+	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
 		fmt.Fprintf(os.Stderr, "xlbd: --log-level: %v\n", err)
