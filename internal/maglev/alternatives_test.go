@@ -42,6 +42,8 @@ var altAlgs = []altAlg{
 	{"ranked-g8", func(p []Perm, _ []string, m uint32) ([]int32, int) { return altRounds(p, m, 8, 8, 0) }},
 	// Single slots until 90% full, then whole bitmap words (any empty slot
 	// of the word, from the position on).
+	{"ranked-g8-stay", func(p []Perm, _ []string, m uint32) ([]int32, int) { return altRoundsStay(p, m, 8, m) }},
+	{"ranked-g4-stay", func(p []Perm, _ []string, m uint32) ([]int32, int) { return altRoundsStay(p, m, 4, m) }},
 	{"ranked-then-word", func(p []Perm, _ []string, m uint32) ([]int32, int) { return altRounds(p, m, 1, 64, m/10) }},
 	// Slot-major bounded load: each slot in order takes the first of its
 	// candidates (successors of hash(slot, j) on a ring of 64 or 256
@@ -164,6 +166,88 @@ func altRanked(perms []Perm, m uint32) ([]int32, int) {
 			}
 			n = k
 		}
+	}
+	return entries[:m], probes
+}
+
+// altRoundsStay is altRounds with g-slot groups where a backend stays on
+// its group after taking a slot of it, and moves on only when it finds the
+// group full.
+func altRoundsStay(perms []Perm, m, g2, switchAt uint32) ([]int32, int) {
+	quota := Quotas(perms, m)
+	active := make([]turnState, 0, len(perms))
+	for i, p := range perms {
+		if quota[i] > 0 {
+			active = append(active, turnState{pos: p.Offset, skip: p.Skip, left: quota[i], idx: int32(i), weight: 1})
+		}
+	}
+	entries := make([]int32, m+1)
+	used := make([]uint64, (m+63)/64)
+	if r := m % 64; r != 0 {
+		used[len(used)-1] = ^uint64(0) << r
+	}
+	empty, probes, tailAt, done := m, 0, tailThreshold(m), 0
+	for len(active) > 0 && empty > tailAt {
+		g := uint32(1)
+		if empty <= switchAt {
+			g = g2
+		}
+		mask := uint64(1)<<g - 1
+		probes += len(active) - done
+		finished := 0
+		for j := range active {
+			s := &active[j]
+			if s.left == 0 {
+				continue
+			}
+			p := s.pos
+			w := used[p>>6]
+			base := p & 63 &^ (g - 1)
+			off := p & (g - 1)
+			free := ^(w >> base) & mask
+			r := (free>>off | free<<(g-off)) & mask
+			if r == 0 {
+				np := p + s.skip
+				if np >= m {
+					np -= m
+				}
+				s.pos = np
+				continue
+			}
+			bit := base + (uint32(bits.TrailingZeros64(r))+off)&(g-1)
+			used[p>>6] = w | 1<<bit
+			entries[p&^63|bit] = s.idx
+			if g == 1 {
+				np := p + s.skip
+				if np >= m {
+					np -= m
+				}
+				s.pos = np
+			}
+			empty--
+			if s.left--; s.left == 0 {
+				finished++
+			}
+		}
+		// Drop finished backends only when they are an eighth of the
+		// slice: dropping them every round costs a pass each time.
+		if done += finished; done > 0 && (8*done >= len(active) || empty <= tailAt) {
+			active = slices.DeleteFunc(active, func(s turnState) bool { return s.left == 0 })
+			done = 0
+		}
+	}
+	var tail *tailSearch
+	for len(active) > 0 {
+		for j := range active {
+			s := &active[j]
+			if tail == nil {
+				tail = newTailSearch(perms, used, m, empty)
+			}
+			entries[tail.take(s.idx)] = s.idx
+			empty--
+			s.left--
+		}
+		active = slices.DeleteFunc(active, func(s turnState) bool { return s.left == 0 })
 	}
 	return entries[:m], probes
 }
