@@ -42,6 +42,9 @@ var altAlgs = []altAlg{
 	{"ranked-g8", func(p []Perm, _ []string, m uint32) ([]int32, int) { return altRounds(p, m, 8, 8, 0) }},
 	// Single slots until 90% full, then whole bitmap words (any empty slot
 	// of the word, from the position on).
+	// Groups of 8 or 4 slots, the backend staying on a group (taking one
+	// empty slot of it per round, from the position on) until it finds the
+	// group full.
 	{"ranked-g8-stay", func(p []Perm, _ []string, m uint32) ([]int32, int) { return altRoundsStay(p, m, 8, m) }},
 	{"ranked-g4-stay", func(p []Perm, _ []string, m uint32) ([]int32, int) { return altRoundsStay(p, m, 4, m) }},
 	{"ranked-then-word", func(p []Perm, _ []string, m uint32) ([]int32, int) { return altRounds(p, m, 1, 64, m/10) }},
