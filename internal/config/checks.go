@@ -179,7 +179,7 @@ func checkIndex(checks []HealthCheck) map[string]*HealthCheck {
 	return idx
 }
 
-func (d *decoder) healthChecks(n *yaml.Node) []HealthCheck {
+func (d *decoder) healthChecks(n *ynode) []HealthCheck {
 	if !d.usable(n, "health_checks") {
 		return nil
 	}
@@ -196,7 +196,7 @@ func (d *decoder) healthChecks(n *yaml.Node) []HealthCheck {
 	return out
 }
 
-func (d *decoder) healthCheck(name string, n *yaml.Node, path string) HealthCheck {
+func (d *decoder) healthCheck(name string, n *ynode, path string) HealthCheck {
 	h := HealthCheck{Name: name, Interval: DefaultCheckInterval, Rise: DefaultRise, Fall: DefaultFall, Jitter: DefaultJitter}
 	f := d.fields(n, path, "type", "port", "path", "expect_status", "expect_body", "host", "tls_skip_verify",
 		"payload", "expect", "command", "interval", "timeout", "rise", "fall", "jitter")

@@ -44,7 +44,14 @@ func poolIndex(pools []Pool) map[string]*Pool {
 func flatten(idx map[string]*Pool, root string, again func(kept, dropped member)) []member {
 	type visit struct{ pool, inherited string }
 	var out []member
-	byAddr := map[netip.Addr]int{} // address -> index in out
+	var byAddr map[netip.Addr]int // address -> index in out
+	if p, ok := idx[root]; ok && len(p.Include) == 0 {
+		// Most pools include none: their size is known.
+		out = make([]member, 0, len(p.Backends))
+		byAddr = make(map[netip.Addr]int, len(p.Backends))
+	} else {
+		byAddr = map[netip.Addr]int{}
+	}
 	visited := map[visit]bool{}
 	visits := map[string]int{} // per pool
 	stack := []visit{{pool: root}}
