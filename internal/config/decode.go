@@ -263,25 +263,22 @@ func (d *decoder) keys(n *ynode, path string, accept func(string, *ynode) bool) 
 	if len(n.Content) > 32 {
 		seen = make(map[string]int, len(n.Content)/2)
 	}
-	var small []*ynode // the keys so far, when seen is nil
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		switch {
-		case k.Kind != yaml.ScalarNode || isNull(k):
-			d.c.at(pos(k), path, ErrInvalid, "keys must be plain strings, not %s", describe(k))
-			continue
-		case k.Tag == "!!merge":
-			d.c.at(pos(k), path, ErrSyntax, "YAML merge keys (<<) are not supported; write the fields out")
+		if !keyUsable(k) {
+			if k.Kind != yaml.ScalarNode || isNull(k) {
+				d.c.at(pos(k), path, ErrInvalid, "keys must be plain strings, not %s", describe(k))
+			} else {
+				d.c.at(pos(k), path, ErrSyntax, "YAML merge keys (<<) are not supported; write the fields out")
+			}
 			continue
 		}
-		if line, dup := firstLine(seen, small, k.Value); dup {
+		if line, dup := firstLine(seen, n.Content[:i], k.Value); dup {
 			d.c.add(pos(k), join(path, k.Value), ErrDuplicate, "duplicate key %q (first at line %d)", k.Value, line)
 			continue
 		}
 		if seen != nil {
 			seen[k.Value] = k.Line
-		} else {
-			small = append(small, k)
 		}
 		if accept != nil && !accept(k.Value, k) {
 			continue
@@ -291,15 +288,22 @@ func (d *decoder) keys(n *ynode, path string, accept func(string, *ynode) bool) 
 	return out
 }
 
-// firstLine returns the line of the first key named name: from seen, or
-// when seen is nil from the keys in small.
-func firstLine(seen map[string]int, small []*ynode, name string) (int, bool) {
+// keyUsable reports whether mapping key k names a field: a non-null scalar
+// other than a merge key.
+func keyUsable(k *ynode) bool {
+	return k.Kind == yaml.ScalarNode && !isNull(k) && k.Tag != "!!merge"
+}
+
+// firstLine returns the line of the first usable key named name: from
+// seen, or when seen is nil from the keys of content (a mapping's entries
+// before the key looked for).
+func firstLine(seen map[string]int, content []*ynode, name string) (int, bool) {
 	if seen != nil {
 		line, ok := seen[name]
 		return line, ok
 	}
-	for _, k := range small {
-		if k.Value == name {
+	for i := 0; i+1 < len(content); i += 2 {
+		if k := content[i]; k.Value == name && keyUsable(k) {
 			return k.Line, true
 		}
 	}

@@ -249,6 +249,11 @@ func checkConflicts(pools []Pool, idx map[string]*Pool, c *collector) {
 		if idx[root] != &pools[i] {
 			continue
 		}
+		if len(pools[i].Include) == 0 {
+			// Visited once, its own backends only: nothing to report
+			// here (validatePool reports a backend listed twice).
+			continue
+		}
 		flatten(idx, root, func(kept, dropped member) {
 			if kept.pool == dropped.pool && kept.index == dropped.index {
 				// One backend reached through two include paths that
