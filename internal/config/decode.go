@@ -164,6 +164,9 @@ func reportSyntax(c *collector, err error) {
 // position of every field for the validator.
 type decoder struct {
 	c *collector
+	// kvs is the slab the entries keys returns are cut from: a large file
+	// has many small mappings.
+	kvs []keyVal
 }
 
 func pos(n *ynode) position { return position{n.Line, n.Column} }
@@ -256,7 +259,16 @@ type keyVal struct {
 // non-string keys, merge keys and duplicates (the first occurrence is kept),
 // and dropping the keys accept refuses.
 func (d *decoder) keys(n *ynode, path string, accept func(string, *ynode) bool) []keyVal {
-	out := make([]keyVal, 0, len(n.Content)/2)
+	var out []keyVal
+	if m := len(n.Content) / 2; m <= 16 {
+		if len(d.kvs) < m {
+			d.kvs = make([]keyVal, 1024)
+		}
+		out = d.kvs[:0:m]
+		d.kvs = d.kvs[m:]
+	} else {
+		out = make([]keyVal, 0, m)
+	}
 	// seen holds the line of each key so far; small mappings (most of a
 	// large file: backends) look back through their keys instead.
 	var seen map[string]int
@@ -313,17 +325,25 @@ func firstLine(seen map[string]int, content []*ynode, name string) (int, bool) {
 // seq checks that n is a sequence and returns its items, recording their
 // positions as path[i].
 func (d *decoder) seq(n *ynode, path string) []*ynode {
+	items, _ := d.seqPaths(n, path)
+	return items
+}
+
+// seqPaths is seq that also returns the items' paths.
+func (d *decoder) seqPaths(n *ynode, path string) ([]*ynode, []string) {
 	if !d.usable(n, path) {
-		return nil
+		return nil, nil
 	}
 	if n.Kind != yaml.SequenceNode {
 		d.c.at(pos(n), path, ErrInvalid, "must be a list, not %s", describe(n))
-		return nil
+		return nil, nil
 	}
+	paths := make([]string, len(n.Content))
 	for i, item := range n.Content {
-		d.c.setPos(index(path, i), pos(item))
+		paths[i] = index(path, i)
+		d.c.setPos(paths[i], pos(item))
 	}
-	return n.Content
+	return n.Content, paths
 }
 
 // scalar checks that n is a non-null scalar and returns its text.
@@ -560,8 +580,9 @@ func (d *decoder) config(root *ynode) *Config {
 		cfg.Pools = d.pools(n)
 	}
 	if n := top.get("services"); n != nil {
-		for i, item := range d.seq(n, "services") {
-			cfg.Services = append(cfg.Services, d.service(item, servicePath(i)))
+		items, paths := d.seqPaths(n, "services")
+		for i, item := range items {
+			cfg.Services = append(cfg.Services, d.service(item, paths[i])) // servicePath(i)
 		}
 	}
 	if n := top.get("bgp"); n != nil {
@@ -697,12 +718,12 @@ func (d *decoder) pool(name string, n *ynode, path string) Pool {
 		p.HealthCheck, _ = d.str(v, join(path, "health_check"))
 	}
 	if v, bp := f.at("backends"); v != nil {
-		items := d.seq(v, bp)
+		items, paths := d.seqPaths(v, bp)
 		if len(items) > 0 {
 			p.Backends = make([]Backend, 0, len(items))
 		}
 		for i, item := range items {
-			p.Backends = append(p.Backends, d.backend(item, index(bp, i))) // backendPath(name, i)
+			p.Backends = append(p.Backends, d.backend(item, paths[i])) // backendPath(name, i)
 		}
 	}
 	if v := f.get("include"); v != nil {
