@@ -191,7 +191,7 @@ func (d *decoder) healthChecks(n *ynode) []HealthCheck {
 	for _, kv := range d.keys(n, "health_checks", nil) {
 		path := checkPath(kv.name)
 		d.record(path, kv.key, kv.val)
-		out = append(out, d.healthCheck(kv.name, kv.val, path))
+		out = append(out, d.healthCheck(strings.Clone(kv.name), kv.val, path)) // see str
 	}
 	return out
 }

@@ -358,8 +358,11 @@ func (d *decoder) scalar(n *ynode, path, what string) (string, bool) {
 	return n.Value, true
 }
 
+// str decodes a string. The string is a copy: the fast reader's values
+// share the whole file's text, which a Config must not keep alive.
 func (d *decoder) str(n *ynode, path string) (string, bool) {
-	return d.scalar(n, path, "a string")
+	s, ok := d.scalar(n, path, "a string")
+	return strings.Clone(s), ok
 }
 
 // uint decodes a decimal integer between 0 and max.
@@ -703,7 +706,7 @@ func (d *decoder) pools(n *ynode) []Pool {
 	for _, kv := range d.keys(n, "pools", nil) {
 		path := poolPath(kv.name)
 		d.record(path, kv.key, kv.val)
-		out = append(out, d.pool(kv.name, kv.val, path))
+		out = append(out, d.pool(strings.Clone(kv.name), kv.val, path)) // see str
 	}
 	return out
 }

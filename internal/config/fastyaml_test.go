@@ -207,7 +207,7 @@ func benchConfig(services, backends int, m uint32) string {
 // repoConfigs returns the YAML the repository's Go tests hold: every string
 // constant, string literal and concatenation of them that looks like a
 // configuration (a line with "key:"), from each package's test files.
-func repoConfigs(t *testing.T) []string {
+func repoConfigs(t testing.TB) []string {
 	var out []string
 	seen := map[string]bool{}
 	byDir := map[string][]*ast.File{}
@@ -303,7 +303,8 @@ func repoConfigs(t *testing.T) []string {
 
 // FuzzFastPathMatchesYAML holds the fast reader to yaml.v3 on arbitrary
 // input (see checkFastPath). Without -fuzz it runs the seed corpus: the
-// examples, testdata and generated files.
+// examples, testdata, generated files and the YAML texts of the
+// repository's Go tests.
 func FuzzFastPathMatchesYAML(f *testing.F) {
 	for _, pattern := range []string{"testdata/*.yaml", "../../examples/*.yaml"} {
 		m, err := filepath.Glob(pattern)
@@ -324,9 +325,9 @@ func FuzzFastPathMatchesYAML(f *testing.F) {
 		}
 	}
 	f.Add([]byte(benchConfig(2, 3, 7)))
-	f.Add([]byte(head + svc))
-	f.Add([]byte(nested))
-	f.Add([]byte(checksConfig))
+	for _, s := range repoConfigs(f) {
+		f.Add([]byte(s))
+	}
 	f.Add([]byte("a:\n- x\n- {y: 1, z: [0x1f, 1_000, -0b11, 0o7, .5, 1e3, +.inf, ~, <<, 'q', \"r\"]}\nb:\n  - k: v\n    l:\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkFastPath(t, "fuzz.yaml", data)
