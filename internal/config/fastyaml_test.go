@@ -353,3 +353,56 @@ func BenchmarkParseControl(b *testing.B) {
 		})
 	}
 }
+
+// TestFastPathDeclines lists what the fast reader leaves to yaml.v3: each
+// case must be declined, and Parse must still give yaml.v3's verdict.
+func TestFastPathDeclines(t *testing.T) {
+	const ok = "node: {interface: eth0, address: 10.0.0.11}\n"
+	deep := ok + "services:\n" + strings.Repeat("[", fastMaxDepth+1) + strings.Repeat("]", fastMaxDepth+1) + "\n"
+	for _, tc := range []struct{ name, in string }{
+		{"empty", ""},
+		{"comments only", "# nothing\n"},
+		{"document marker", "---\n" + ok},
+		{"document end", ok + "...\n"},
+		{"directive", "%YAML 1.2\n---\n" + ok},
+		{"two documents", ok + "---\n" + ok},
+		{"root sequence", "- a\n"},
+		{"root scalar", "a\n"},
+		{"anchor", ok + "pools: &p {}\n"},
+		{"alias", ok + "pools: *p\n"},
+		{"tag", ok + "health_checks:\n  u: {type: udp, port: 53, payload: !!binary AAE=}\n"},
+		{"block scalar", ok + "pools: |\n  x\n"},
+		{"folded scalar", ok + "pools: >\n  x\n"},
+		{"multi-line plain", ok + "services:\n  - name: a\n    b\n"},
+		{"multi-line quoted", ok + "services:\n  - name: \"a\n    b\"\n"},
+		{"multi-line flow", ok + "services: [\n  a]\n"},
+		{"escape", ok + "bgp: {router_id: \"1\\x2e2\"}\n"},
+		{"quote in single quotes", ok + "pools: {'a''b': {}}\n"},
+		{"tab", ok + "pools:\t{}\n"},
+		{"CR", "node: {interface: eth0}\r\n"},
+		{"non-ASCII", ok + "pools: {é: {}}\n"},
+		{"complex key", ok + "? pools\n: {}\n"},
+		{"empty flow value", ok + "pools: {a: }\n"},
+		{"flow key without value", ok + "pools: {a}\n"},
+		{"trailing comma", ok + "services: [a,]\n"},
+		{"empty sequence entry", ok + "services:\n  -\n"},
+		{"nested sequence on one line", ok + "services:\n  - - a\n"},
+		{"space before colon", ok + "pools : {}\n"},
+		{"timestamp", ok + "bgp: {router_id: 2001-12-14}\n"},
+		{"long key", ok + strings.Repeat("k", fastMaxKey+1) + ": 1\n"},
+		{"too deep", deep},
+		{"odd indentation", "node:\n    interface: eth0\n  address: 10.0.0.1\n"},
+		{"less indented continuation", "  node: {interface: eth0}\npools: {}\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, _, ok := fastRead(tc.in); ok {
+				t.Fatalf("the fast reader accepts %q", tc.in)
+			}
+			fastCfg, fastErr := parse([]byte(tc.in), "c.yaml", true)
+			slowCfg, slowErr := parse([]byte(tc.in), "c.yaml", false)
+			if !reflect.DeepEqual(fastCfg, slowCfg) || !reflect.DeepEqual(fastErr, slowErr) {
+				t.Fatalf("Parse differs from yaml.v3's:\nfast %v %v\nyaml %v %v", fastCfg, fastErr, slowCfg, slowErr)
+			}
+		})
+	}
+}
