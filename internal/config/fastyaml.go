@@ -32,9 +32,10 @@ import (
 // needs 5 levels); deeper documents go to yaml.v3.
 const fastMaxDepth = 32
 
-// fastMaxKey bounds the length of a key. yaml.v3 (like libyaml) refuses
-// implicit keys longer than 1024 characters; well below that the fast
-// reader declines instead of having to match the limit exactly.
+// fastMaxKey bounds the length of a key, quotes included. yaml.v3 (like
+// libyaml) refuses implicit keys longer than 1024 characters; well below
+// that the fast reader declines instead of having to match the limit
+// exactly.
 const fastMaxKey = 512
 
 // errDecline is the panic value that abandons the fast path.
@@ -362,6 +363,9 @@ func (p *fastParser) blockKey(i int) (key *ynode, after int, ok bool) {
 	case '"', '\'':
 		end := p.quotedEnd(i)
 		if end < p.le && src[end] == ':' && (end+1 == p.le || src[end+1] == ' ') {
+			if end-i > fastMaxKey {
+				decline()
+			}
 			return p.quoted(i, end), end + 1, true
 		}
 		return nil, 0, false

@@ -179,6 +179,9 @@ func generatedConfigs() []string {
 	out = append(out, "  # indented root\n  node: {  name: x ,interface: eth0,address: 10.0.0.1  }   # c\n  pools:\n"+
 		"    \"p q\":\n        backends:   [ {address: 10.0.1.1, weight: 2}, { address: '10.0.1.2' } ]\n"+
 		"    'r':\n        include: [ \"p q\" ]\n        health_check:\n  services: []\n  health_checks: {}\n")
+	// Keys at the fast reader's length limit.
+	k := strings.Repeat("k", fastMaxKey-2)
+	out = append(out, "node: {interface: eth0, "+k+": 1}\npools:\n  '"+k+"': {}\n  "+k+"kk: {}\n")
 	return out
 }
 
@@ -390,6 +393,9 @@ func TestFastPathDeclines(t *testing.T) {
 		{"space before colon", ok + "pools : {}\n"},
 		{"timestamp", ok + "bgp: {router_id: 2001-12-14}\n"},
 		{"long key", ok + strings.Repeat("k", fastMaxKey+1) + ": 1\n"},
+		{"long quoted key", ok + "\"" + strings.Repeat("k", fastMaxKey) + "\": 1\n"},
+		{"long flow key", "node: {" + strings.Repeat("k", fastMaxKey+1) + ": 1}\n"},
+		{"too long key", ok + "'" + strings.Repeat("k", 1100) + "': 1\n"},
 		{"too deep", deep},
 		{"odd indentation", "node:\n    interface: eth0\n  address: 10.0.0.1\n"},
 		{"less indented continuation", "  node: {interface: eth0}\npools: {}\n"},
