@@ -9,9 +9,10 @@ import (
 
 // The fast reader: a scanner for the subset of YAML that configuration files
 // are written in, building the same node tree (ynode: kind, tag, style,
-// value, line and column) that yaml.v3 builds for them, several times faster and with a fraction of the
-// allocations. A large generated file (3,000 services, 90,000 backends in
-// flow mappings) is its reason to exist.
+// value, line and column) that yaml.v3 builds for them, several times
+// faster and with a fraction of the allocations. A large generated file
+// (3,000 services, 90,000 backends in flow mappings) is its reason to
+// exist.
 //
 // The subset: block mappings whose keys are plain or quoted scalars on one
 // line, block sequences (indented or not under their key), flow mappings and
@@ -26,7 +27,8 @@ import (
 // changes what a file means or which error it gets: FuzzFastPathMatchesYAML
 // holds it to yaml.v3's tree for every input it accepts.
 //
-// Every step moves forward through the input: the work is linear in its size.
+// Every step moves forward through the input, each line scanned at most a
+// few times: the work is linear in its size.
 
 // fastMaxDepth bounds the nesting the fast reader follows (xlb's schema
 // needs 5 levels); deeper documents go to yaml.v3.
