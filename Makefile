@@ -41,12 +41,14 @@ test: build
 
 # Issue 6's fuzzing, bounded: the packet fuzzer at its acceptance size
 # (10 M random and mutated packets through the loaded forwarder), then the
-# native Go fuzzers of the config decoder and the API's request decoding
+# native Go fuzzers of the config decoder, of its fast YAML reader against
+# yaml.v3, and of the API's request decoding
 # for FUZZTIME each (plain `go test` runs only their seeds).
 FUZZTIME ?= 30s
 fuzz:
 	XLB_FUZZ_PACKETS=10000000 $(GO) test -count=1 -run '^TestPacketFuzz$$' -v ./internal/datapath
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -parallel 2 ./internal/config
+	$(GO) test -run '^$$' -fuzz '^FuzzFastPathMatchesYAML$$' -fuzztime $(FUZZTIME) -parallel 2 ./internal/config
 	$(GO) test -run '^$$' -fuzz '^FuzzAPIRequests$$' -fuzztime $(FUZZTIME) -parallel 2 ./internal/api
 
 test-unit:

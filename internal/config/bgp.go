@@ -110,7 +110,7 @@ func (b *BGP) clone() *BGP {
 	return &c
 }
 
-func (d *decoder) bgp(n *yaml.Node, node Node) *BGP {
+func (d *decoder) bgp(n *ynode, node Node) *BGP {
 	const path = "bgp"
 	b := &BGP{
 		ListenPort:          DefaultBGPPort,
@@ -161,7 +161,7 @@ func (d *decoder) bgp(n *yaml.Node, node Node) *BGP {
 	return b
 }
 
-func (d *decoder) peer(n *yaml.Node, path string) BGPPeer {
+func (d *decoder) peer(n *ynode, path string) BGPPeer {
 	p := BGPPeer{Port: DefaultBGPPort, HoldTime: DefaultHoldTime}
 	f := d.fields(n, path, "address", "asn", "hold_time", "keepalive", "password", "port")
 	if f == nil {

@@ -179,7 +179,7 @@ func checkIndex(checks []HealthCheck) map[string]*HealthCheck {
 	return idx
 }
 
-func (d *decoder) healthChecks(n *yaml.Node) []HealthCheck {
+func (d *decoder) healthChecks(n *ynode) []HealthCheck {
 	if !d.usable(n, "health_checks") {
 		return nil
 	}
@@ -191,12 +191,12 @@ func (d *decoder) healthChecks(n *yaml.Node) []HealthCheck {
 	for _, kv := range d.keys(n, "health_checks", nil) {
 		path := checkPath(kv.name)
 		d.record(path, kv.key, kv.val)
-		out = append(out, d.healthCheck(kv.name, kv.val, path))
+		out = append(out, d.healthCheck(strings.Clone(kv.name), kv.val, path)) // see str
 	}
 	return out
 }
 
-func (d *decoder) healthCheck(name string, n *yaml.Node, path string) HealthCheck {
+func (d *decoder) healthCheck(name string, n *ynode, path string) HealthCheck {
 	h := HealthCheck{Name: name, Interval: DefaultCheckInterval, Rise: DefaultRise, Fall: DefaultFall, Jitter: DefaultJitter}
 	f := d.fields(n, path, "type", "port", "path", "expect_status", "expect_body", "host", "tls_skip_verify",
 		"payload", "expect", "command", "interval", "timeout", "rise", "fall", "jitter")

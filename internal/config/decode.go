@@ -45,12 +45,18 @@ func Load(path string) (*Config, error) {
 // YAML aliases and merge keys are rejected; integers must be written in
 // decimal; durations use Go's syntax ("90s", "15m").
 func Parse(data []byte, source string) (*Config, error) {
+	return parse(data, source, true)
+}
+
+// parse is Parse; with fast false, yaml.v3 reads every document (the fast
+// reader's tests compare the two).
+func parse(data []byte, source string, fast bool) (*Config, error) {
 	c := newCollector(source)
 	if len(data) > MaxFileSize {
 		c.at(position{}, "", ErrTooLarge, "file is larger than %d bytes", MaxFileSize)
 		return nil, c.result()
 	}
-	root := readDocument(data, c)
+	root := readDocument(data, c, fast)
 	if root == nil {
 		return nil, c.result()
 	}
@@ -70,8 +76,18 @@ func Parse(data []byte, source string) (*Config, error) {
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
 // readDocument parses data as a single YAML document and returns its root
-// node, or nil after reporting why there is none.
-func readDocument(data []byte, c *collector) (root *yaml.Node) {
+// node, or nil after reporting why there is none. Documents in the subset
+// of YAML the fast reader knows (fastyaml.go) are read by it, to the same
+// tree; all others by yaml.v3 (all documents when fast is false).
+func readDocument(data []byte, c *collector, fast bool) (root *ynode) {
+	if fast {
+		if root, nodes, ok := readFast(data); ok {
+			// The decoder records a position for about two nodes in
+			// three (a key and its value count once).
+			c.posLog = make([]posEntry, 0, nodes*2/3)
+			return root
+		}
+	}
 	// yaml.v3 is third-party code fed untrusted input; a panic in it must
 	// not take the daemon down with a config reload.
 	defer func() {
@@ -105,12 +121,12 @@ func readDocument(data []byte, c *collector) (root *yaml.Node) {
 		c.at(position{doc.Line, doc.Column}, "", ErrEmpty, "file holds no configuration")
 		return nil
 	}
-	root = doc.Content[0]
-	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
-		c.at(position{root.Line, root.Column}, "", ErrEmpty, "the document is empty")
+	top := doc.Content[0]
+	if top.Kind == yaml.ScalarNode && top.Tag == "!!null" {
+		c.at(position{top.Line, top.Column}, "", ErrEmpty, "the document is empty")
 		return nil
 	}
-	return root
+	return fromYAML(top)
 }
 
 // yamlParserErrors are the messages of yaml.v3's parser (as opposed to its
@@ -148,12 +164,15 @@ func reportSyntax(c *collector, err error) {
 // position of every field for the validator.
 type decoder struct {
 	c *collector
+	// kvs is the slab the entries keys returns are cut from: a large file
+	// has many small mappings.
+	kvs []keyVal
 }
 
-func pos(n *yaml.Node) position { return position{n.Line, n.Column} }
+func pos(n *ynode) position { return position{n.Line, n.Column} }
 
 // record notes where field path is: the value for scalars, the key otherwise.
-func (d *decoder) record(path string, key, val *yaml.Node) {
+func (d *decoder) record(path string, key, val *ynode) {
 	if val != nil && val.Kind == yaml.ScalarNode || key == nil {
 		d.c.setPos(path, pos(val))
 		return
@@ -162,7 +181,7 @@ func (d *decoder) record(path string, key, val *yaml.Node) {
 }
 
 // usable reports whether n can be decoded at all, reporting aliases.
-func (d *decoder) usable(n *yaml.Node, path string) bool {
+func (d *decoder) usable(n *ynode, path string) bool {
 	if n.Kind == yaml.AliasNode {
 		d.c.at(pos(n), path, ErrSyntax, "YAML aliases (*%s) are not supported; write the value out", n.Value)
 		return false
@@ -170,11 +189,11 @@ func (d *decoder) usable(n *yaml.Node, path string) bool {
 	return true
 }
 
-func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
+func isNull(n *ynode) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
 
 // fields checks that n is a mapping whose keys are all in known, each at most
 // once, and returns the values by key. It records every field's position.
-func (d *decoder) fields(n *yaml.Node, path string, known ...string) fieldSet {
+func (d *decoder) fields(n *ynode, path string, known ...string) fieldSet {
 	if !d.usable(n, path) {
 		return nil
 	}
@@ -182,7 +201,7 @@ func (d *decoder) fields(n *yaml.Node, path string, known ...string) fieldSet {
 		d.c.at(pos(n), path, ErrInvalid, "must be a mapping (%s), not %s", strings.Join(known, ", "), describe(n))
 		return nil
 	}
-	keys := d.keys(n, path, func(name string, k *yaml.Node) bool {
+	keys := d.keys(n, path, func(name string, k *ynode) bool {
 		for _, f := range known {
 			if f == name {
 				return true
@@ -192,8 +211,9 @@ func (d *decoder) fields(n *yaml.Node, path string, known ...string) fieldSet {
 			name, strings.Join(known, ", "))
 		return false
 	})
-	for _, kv := range keys {
-		d.record(join(path, kv.name), kv.key, kv.val)
+	for i := range keys {
+		keys[i].path = join(path, keys[i].name)
+		d.record(keys[i].path, keys[i].key, keys[i].val)
 	}
 	if keys == nil {
 		return fieldSet{}
@@ -210,7 +230,7 @@ func (f *fieldSet) del(name string) {
 }
 
 // get returns the value of field name, nil if absent.
-func (f fieldSet) get(name string) *yaml.Node {
+func (f fieldSet) get(name string) *ynode {
 	for _, kv := range f {
 		if kv.name == name {
 			return kv.val
@@ -219,59 +239,83 @@ func (f fieldSet) get(name string) *yaml.Node {
 	return nil
 }
 
+// at returns the value of field name and its path, nil and "" if absent.
+func (f fieldSet) at(name string) (*ynode, string) {
+	for _, kv := range f {
+		if kv.name == name {
+			return kv.val, kv.path
+		}
+	}
+	return nil, ""
+}
+
 type keyVal struct {
 	name     string
-	key, val *yaml.Node
+	path     string // the field's path; set by fields only
+	key, val *ynode
 }
 
 // keys returns the entries of mapping n in file order, after reporting
 // non-string keys, merge keys and duplicates (the first occurrence is kept),
 // and dropping the keys accept refuses.
-func (d *decoder) keys(n *yaml.Node, path string, accept func(string, *yaml.Node) bool) []keyVal {
+func (d *decoder) keys(n *ynode, path string, accept func(string, *ynode) bool) []keyVal {
 	var out []keyVal
+	if m := len(n.Content) / 2; m <= 16 {
+		if len(d.kvs) < m {
+			d.kvs = make([]keyVal, 1024)
+		}
+		out = d.kvs[:0:m]
+		d.kvs = d.kvs[m:]
+	} else {
+		out = make([]keyVal, 0, m)
+	}
 	// seen holds the line of each key so far; small mappings (most of a
 	// large file: backends) look back through their keys instead.
 	var seen map[string]int
 	if len(n.Content) > 32 {
 		seen = make(map[string]int, len(n.Content)/2)
 	}
-	var small []*yaml.Node // the keys so far, when seen is nil
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		switch {
-		case k.Kind != yaml.ScalarNode || isNull(k):
-			d.c.at(pos(k), path, ErrInvalid, "keys must be plain strings, not %s", describe(k))
-			continue
-		case k.Tag == "!!merge":
-			d.c.at(pos(k), path, ErrSyntax, "YAML merge keys (<<) are not supported; write the fields out")
+		if !keyUsable(k) {
+			if k.Kind != yaml.ScalarNode || isNull(k) {
+				d.c.at(pos(k), path, ErrInvalid, "keys must be plain strings, not %s", describe(k))
+			} else {
+				d.c.at(pos(k), path, ErrSyntax, "YAML merge keys (<<) are not supported; write the fields out")
+			}
 			continue
 		}
-		if line, dup := firstLine(seen, small, k.Value); dup {
+		if line, dup := firstLine(seen, n.Content[:i], k.Value); dup {
 			d.c.add(pos(k), join(path, k.Value), ErrDuplicate, "duplicate key %q (first at line %d)", k.Value, line)
 			continue
 		}
 		if seen != nil {
 			seen[k.Value] = k.Line
-		} else {
-			small = append(small, k)
 		}
 		if accept != nil && !accept(k.Value, k) {
 			continue
 		}
-		out = append(out, keyVal{k.Value, k, v})
+		out = append(out, keyVal{name: k.Value, key: k, val: v})
 	}
 	return out
 }
 
-// firstLine returns the line of the first key named name: from seen, or
-// when seen is nil from the keys in small.
-func firstLine(seen map[string]int, small []*yaml.Node, name string) (int, bool) {
+// keyUsable reports whether mapping key k names a field: a non-null scalar
+// other than a merge key.
+func keyUsable(k *ynode) bool {
+	return k.Kind == yaml.ScalarNode && !isNull(k) && k.Tag != "!!merge"
+}
+
+// firstLine returns the line of the first usable key named name: from
+// seen, or when seen is nil from the keys of content (a mapping's entries
+// before the key looked for).
+func firstLine(seen map[string]int, content []*ynode, name string) (int, bool) {
 	if seen != nil {
 		line, ok := seen[name]
 		return line, ok
 	}
-	for _, k := range small {
-		if k.Value == name {
+	for i := 0; i+1 < len(content); i += 2 {
+		if k := content[i]; k.Value == name && keyUsable(k) {
 			return k.Line, true
 		}
 	}
@@ -280,22 +324,30 @@ func firstLine(seen map[string]int, small []*yaml.Node, name string) (int, bool)
 
 // seq checks that n is a sequence and returns its items, recording their
 // positions as path[i].
-func (d *decoder) seq(n *yaml.Node, path string) []*yaml.Node {
+func (d *decoder) seq(n *ynode, path string) []*ynode {
+	items, _ := d.seqPaths(n, path)
+	return items
+}
+
+// seqPaths is seq that also returns the items' paths.
+func (d *decoder) seqPaths(n *ynode, path string) ([]*ynode, []string) {
 	if !d.usable(n, path) {
-		return nil
+		return nil, nil
 	}
 	if n.Kind != yaml.SequenceNode {
 		d.c.at(pos(n), path, ErrInvalid, "must be a list, not %s", describe(n))
-		return nil
+		return nil, nil
 	}
+	paths := make([]string, len(n.Content))
 	for i, item := range n.Content {
-		d.c.setPos(index(path, i), pos(item))
+		paths[i] = index(path, i)
+		d.c.setPos(paths[i], pos(item))
 	}
-	return n.Content
+	return n.Content, paths
 }
 
 // scalar checks that n is a non-null scalar and returns its text.
-func (d *decoder) scalar(n *yaml.Node, path, what string) (string, bool) {
+func (d *decoder) scalar(n *ynode, path, what string) (string, bool) {
 	if !d.usable(n, path) {
 		return "", false
 	}
@@ -306,12 +358,15 @@ func (d *decoder) scalar(n *yaml.Node, path, what string) (string, bool) {
 	return n.Value, true
 }
 
-func (d *decoder) str(n *yaml.Node, path string) (string, bool) {
-	return d.scalar(n, path, "a string")
+// str decodes a string. The string is a copy: the fast reader's values
+// share the whole file's text, which a Config must not keep alive.
+func (d *decoder) str(n *ynode, path string) (string, bool) {
+	s, ok := d.scalar(n, path, "a string")
+	return strings.Clone(s), ok
 }
 
 // uint decodes a decimal integer between 0 and max.
-func (d *decoder) uint(n *yaml.Node, path string, max uint64) (uint64, bool) {
+func (d *decoder) uint(n *ynode, path string, max uint64) (uint64, bool) {
 	s, ok := d.scalar(n, path, "an integer")
 	if !ok {
 		return 0, false
@@ -340,7 +395,7 @@ func isDecimal(s string) bool {
 	return true
 }
 
-func (d *decoder) duration(n *yaml.Node, path string) (time.Duration, bool) {
+func (d *decoder) duration(n *ynode, path string) (time.Duration, bool) {
 	s, ok := d.scalar(n, path, "a duration")
 	if !ok {
 		return 0, false
@@ -354,7 +409,7 @@ func (d *decoder) duration(n *yaml.Node, path string) (time.Duration, bool) {
 }
 
 // int decodes a decimal integer between min and max (which may be negative).
-func (d *decoder) int(n *yaml.Node, path string, min, max int64) (int64, bool) {
+func (d *decoder) int(n *ynode, path string, min, max int64) (int64, bool) {
 	s, ok := d.scalar(n, path, "an integer")
 	if !ok {
 		return 0, false
@@ -372,7 +427,7 @@ func (d *decoder) int(n *yaml.Node, path string, min, max int64) (int64, bool) {
 }
 
 // fraction decodes a decimal number between 0 and 1, such as 0.5 or 1.
-func (d *decoder) fraction(n *yaml.Node, path string) (float64, bool) {
+func (d *decoder) fraction(n *ynode, path string) (float64, bool) {
 	s, ok := d.scalar(n, path, "a number between 0 and 1")
 	if !ok {
 		return 0, false
@@ -402,7 +457,7 @@ func isDecimalFloat(s string) bool {
 }
 
 // boolean decodes an unquoted true or false.
-func (d *decoder) boolean(n *yaml.Node, path string) (bool, bool) {
+func (d *decoder) boolean(n *ynode, path string) (bool, bool) {
 	s, ok := d.scalar(n, path, "true or false")
 	if !ok {
 		return false, false
@@ -418,7 +473,7 @@ func (d *decoder) boolean(n *yaml.Node, path string) (bool, bool) {
 // bytes decodes a string as its UTF-8 bytes, or a !!binary scalar (base64)
 // as the bytes it encodes, for payloads that are not text. An empty value
 // gives nil.
-func (d *decoder) bytes(n *yaml.Node, path string) ([]byte, bool) {
+func (d *decoder) bytes(n *ynode, path string) ([]byte, bool) {
 	s, ok := d.scalar(n, path, "a string or a !!binary (base64) value")
 	if !ok {
 		return nil, false
@@ -441,7 +496,7 @@ func (d *decoder) bytes(n *yaml.Node, path string) ([]byte, bool) {
 }
 
 // strList decodes a list of strings.
-func (d *decoder) strList(n *yaml.Node, path string) []string {
+func (d *decoder) strList(n *ynode, path string) []string {
 	var out []string
 	for i, item := range d.seq(n, path) {
 		s, _ := d.str(item, index(path, i))
@@ -450,7 +505,7 @@ func (d *decoder) strList(n *yaml.Node, path string) []string {
 	return out
 }
 
-func (d *decoder) addr(n *yaml.Node, path string) (netip.Addr, bool) {
+func (d *decoder) addr(n *ynode, path string) (netip.Addr, bool) {
 	s, ok := d.scalar(n, path, "an IP address")
 	if !ok {
 		return netip.Addr{}, false
@@ -463,7 +518,7 @@ func (d *decoder) addr(n *yaml.Node, path string) (netip.Addr, bool) {
 	return a, true
 }
 
-func (d *decoder) mac(n *yaml.Node, path string) (net.HardwareAddr, bool) {
+func (d *decoder) mac(n *ynode, path string) (net.HardwareAddr, bool) {
 	s, ok := d.scalar(n, path, "a MAC address")
 	if !ok {
 		return nil, false
@@ -476,7 +531,7 @@ func (d *decoder) mac(n *yaml.Node, path string) (net.HardwareAddr, bool) {
 	return m, true
 }
 
-func decodeEnum[T enum](d *decoder, n *yaml.Node, path string, names []enumName[T]) (T, bool) {
+func decodeEnum[T enum](d *decoder, n *ynode, path string, names []enumName[T]) (T, bool) {
 	s, ok := d.scalar(n, path, "one of "+enumList(names))
 	if !ok {
 		return 0, false
@@ -491,7 +546,7 @@ func decodeEnum[T enum](d *decoder, n *yaml.Node, path string, names []enumName[
 }
 
 // describe names a node's kind for messages.
-func describe(n *yaml.Node) string {
+func describe(n *ynode) string {
 	switch n.Kind {
 	case yaml.MappingNode:
 		return "a mapping"
@@ -510,7 +565,7 @@ func describe(n *yaml.Node) string {
 
 // config decodes the document's root, or returns nil when it is not a
 // mapping (there is then nothing worth validating).
-func (d *decoder) config(root *yaml.Node) *Config {
+func (d *decoder) config(root *ynode) *Config {
 	cfg := &Config{}
 	top := d.fields(root, "", "node", "health_checks", "pools", "services", "bgp")
 	if top == nil {
@@ -528,8 +583,9 @@ func (d *decoder) config(root *yaml.Node) *Config {
 		cfg.Pools = d.pools(n)
 	}
 	if n := top.get("services"); n != nil {
-		for i, item := range d.seq(n, "services") {
-			cfg.Services = append(cfg.Services, d.service(item, servicePath(i)))
+		items, paths := d.seqPaths(n, "services")
+		for i, item := range items {
+			cfg.Services = append(cfg.Services, d.service(item, paths[i])) // servicePath(i)
 		}
 	}
 	if n := top.get("bgp"); n != nil {
@@ -538,7 +594,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	return cfg
 }
 
-func (d *decoder) node(n *yaml.Node) Node {
+func (d *decoder) node(n *ynode) Node {
 	const path = "node"
 	nd := Node{
 		XDPMode:              XDPModeAuto,
@@ -638,7 +694,7 @@ func (d *decoder) node(n *yaml.Node) Node {
 	return nd
 }
 
-func (d *decoder) pools(n *yaml.Node) []Pool {
+func (d *decoder) pools(n *ynode) []Pool {
 	if !d.usable(n, "pools") {
 		return nil
 	}
@@ -650,12 +706,12 @@ func (d *decoder) pools(n *yaml.Node) []Pool {
 	for _, kv := range d.keys(n, "pools", nil) {
 		path := poolPath(kv.name)
 		d.record(path, kv.key, kv.val)
-		out = append(out, d.pool(kv.name, kv.val, path))
+		out = append(out, d.pool(strings.Clone(kv.name), kv.val, path)) // see str
 	}
 	return out
 }
 
-func (d *decoder) pool(name string, n *yaml.Node, path string) Pool {
+func (d *decoder) pool(name string, n *ynode, path string) Pool {
 	p := Pool{Name: name}
 	f := d.fields(n, path, "backends", "include", "health_check")
 	if f == nil {
@@ -664,10 +720,13 @@ func (d *decoder) pool(name string, n *yaml.Node, path string) Pool {
 	if v := f.get("health_check"); v != nil {
 		p.HealthCheck, _ = d.str(v, join(path, "health_check"))
 	}
-	if v := f.get("backends"); v != nil {
-		items := d.seq(v, join(path, "backends"))
+	if v, bp := f.at("backends"); v != nil {
+		items, paths := d.seqPaths(v, bp)
+		if len(items) > 0 {
+			p.Backends = make([]Backend, 0, len(items))
+		}
 		for i, item := range items {
-			p.Backends = append(p.Backends, d.backend(item, backendPath(name, i)))
+			p.Backends = append(p.Backends, d.backend(item, paths[i])) // backendPath(name, i)
 		}
 	}
 	if v := f.get("include"); v != nil {
@@ -681,28 +740,28 @@ func (d *decoder) pool(name string, n *yaml.Node, path string) Pool {
 	return p
 }
 
-func (d *decoder) backend(n *yaml.Node, path string) Backend {
+func (d *decoder) backend(n *ynode, path string) Backend {
 	b := Backend{Weight: DefaultWeight}
 	f := d.fields(n, path, "address", "weight", "encap", "state", "health_check")
 	if f == nil {
 		return b
 	}
-	if v := f.get("health_check"); v != nil {
-		b.HealthCheck, _ = d.str(v, join(path, "health_check"))
+	if v, fp := f.at("health_check"); v != nil {
+		b.HealthCheck, _ = d.str(v, fp)
 	}
-	if v := f.get("address"); v != nil {
-		b.Addr, _ = d.addr(v, join(path, "address"))
+	if v, fp := f.at("address"); v != nil {
+		b.Addr, _ = d.addr(v, fp)
 	}
-	if v := f.get("weight"); v != nil {
-		if u, ok := d.uint(v, join(path, "weight"), 1<<32-1); ok {
+	if v, fp := f.at("weight"); v != nil {
+		if u, ok := d.uint(v, fp, 1<<32-1); ok {
 			b.Weight = uint32(u)
 		}
 	}
-	if v := f.get("encap"); v != nil {
-		b.Encap, _ = decodeEnum(d, v, join(path, "encap"), encapNames)
+	if v, fp := f.at("encap"); v != nil {
+		b.Encap, _ = decodeEnum(d, v, fp, encapNames)
 	}
-	if v := f.get("state"); v != nil {
-		st, _ := decodeEnum(d, v, join(path, "state"), stateNames)
+	if v, fp := f.at("state"); v != nil {
+		st, _ := decodeEnum(d, v, fp, stateNames)
 		b.Drain = st == stateDrain
 	}
 	return b
@@ -718,57 +777,56 @@ const (
 
 var stateNames = []enumName[backendState]{{"active", stateActive}, {"drain", stateDrain}}
 
-func (d *decoder) service(n *yaml.Node, path string) Service {
+func (d *decoder) service(n *ynode, path string) Service {
 	s := Service{Scheduler: SchedulerMaglev, TableSize: DefaultTableSize, Encap: EncapGRE}
 	f := d.fields(n, path, "name", "vip", "port", "protocol", "pools", "scheduler", "table_size", "encap",
 		"min_healthy", "withdraw_when_down", "fragments")
 	if f == nil {
 		return s
 	}
-	if v := f.get("min_healthy"); v != nil {
-		s.MinHealthy, _ = d.fraction(v, join(path, "min_healthy"))
+	if v, fp := f.at("min_healthy"); v != nil {
+		s.MinHealthy, _ = d.fraction(v, fp)
 	}
-	if v := f.get("withdraw_when_down"); v != nil {
-		s.WithdrawWhenDown, _ = d.boolean(v, join(path, "withdraw_when_down"))
+	if v, fp := f.at("withdraw_when_down"); v != nil {
+		s.WithdrawWhenDown, _ = d.boolean(v, fp)
 	}
-	if v := f.get("fragments"); v != nil {
-		s.Fragments, _ = d.boolean(v, join(path, "fragments"))
+	if v, fp := f.at("fragments"); v != nil {
+		s.Fragments, _ = d.boolean(v, fp)
 	}
-	if v := f.get("name"); v != nil {
-		s.Name, _ = d.str(v, join(path, "name"))
+	if v, fp := f.at("name"); v != nil {
+		s.Name, _ = d.str(v, fp)
 	}
-	if v := f.get("vip"); v != nil {
-		s.VIP, _ = d.addr(v, join(path, "vip"))
+	if v, fp := f.at("vip"); v != nil {
+		s.VIP, _ = d.addr(v, fp)
 	}
-	if v := f.get("port"); v != nil {
-		if u, ok := d.uint(v, join(path, "port"), 65535); ok {
+	if v, fp := f.at("port"); v != nil {
+		if u, ok := d.uint(v, fp, 65535); ok {
 			s.Port = uint16(u)
 		}
 	} else {
 		// Port 0 means "all ports": never let it happen by omission.
 		d.c.at(pos(n), join(path, "port"), ErrRequired, "required (0 serves all ports)")
 	}
-	if v := f.get("protocol"); v != nil {
-		s.Proto, _ = decodeEnum(d, v, join(path, "protocol"), protoNames)
+	if v, fp := f.at("protocol"); v != nil {
+		s.Proto, _ = decodeEnum(d, v, fp, protoNames)
 	}
-	if v := f.get("pools"); v != nil {
-		pp := join(path, "pools")
-		items := d.seq(v, pp)
+	if v, fp := f.at("pools"); v != nil {
+		items := d.seq(v, fp)
 		for i, item := range items {
-			name, _ := d.str(item, index(pp, i))
+			name, _ := d.str(item, index(fp, i))
 			s.Pools = append(s.Pools, name)
 		}
 	}
-	if v := f.get("scheduler"); v != nil {
-		s.Scheduler, _ = decodeEnum(d, v, join(path, "scheduler"), schedulerNames)
+	if v, fp := f.at("scheduler"); v != nil {
+		s.Scheduler, _ = decodeEnum(d, v, fp, schedulerNames)
 	}
-	if v := f.get("table_size"); v != nil {
-		if u, ok := d.uint(v, join(path, "table_size"), 1<<32-1); ok {
+	if v, fp := f.at("table_size"); v != nil {
+		if u, ok := d.uint(v, fp, 1<<32-1); ok {
 			s.TableSize = uint32(u)
 		}
 	}
-	if v := f.get("encap"); v != nil {
-		s.Encap, _ = decodeEnum(d, v, join(path, "encap"), encapNames)
+	if v, fp := f.at("encap"); v != nil {
+		s.Encap, _ = decodeEnum(d, v, fp, encapNames)
 	}
 	return s
 }

@@ -44,7 +44,26 @@ func poolIndex(pools []Pool) map[string]*Pool {
 func flatten(idx map[string]*Pool, root string, again func(kept, dropped member)) []member {
 	type visit struct{ pool, inherited string }
 	var out []member
-	byAddr := map[netip.Addr]int{} // address -> index in out
+	if p, ok := idx[root]; ok && len(p.Include) == 0 {
+		// Most pools include none: their size is known.
+		out = make([]member, 0, len(p.Backends))
+	}
+	// byAddr maps addresses to their index in out, once out is too long
+	// to search.
+	var byAddr map[netip.Addr]int
+	const searchMax = 32
+	find := func(a netip.Addr) (int, bool) {
+		if byAddr == nil {
+			for j := range out {
+				if out[j].Addr == a {
+					return j, true
+				}
+			}
+			return 0, false
+		}
+		j, ok := byAddr[a]
+		return j, ok
+	}
 	visited := map[visit]bool{}
 	visits := map[string]int{} // per pool
 	stack := []visit{{pool: root}}
@@ -72,14 +91,22 @@ func flatten(idx map[string]*Pool, root string, again func(kept, dropped member)
 			if m.HealthCheck == "" {
 				m.HealthCheck = check
 			}
-			if j, dup := byAddr[b.Addr]; dup {
+			if j, dup := find(b.Addr); dup {
 				if again != nil {
 					again(out[j], m)
 				}
 				continue
 			}
-			byAddr[b.Addr] = len(out)
 			out = append(out, m)
+			switch {
+			case byAddr != nil:
+				byAddr[b.Addr] = len(out) - 1
+			case len(out) > searchMax:
+				byAddr = make(map[netip.Addr]int, 2*len(out))
+				for j := range out {
+					byAddr[out[j].Addr] = j
+				}
+			}
 		}
 		// Pushed in reverse so that the first include is visited next,
 		// which gives the same order as the recursive walk.

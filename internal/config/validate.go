@@ -175,30 +175,33 @@ func validatePool(p *Pool, idx map[string]*Pool, checks map[string]*HealthCheck,
 	if p.HealthCheck != "" {
 		checkRef(p.HealthCheck, join(path, "health_check"), checks, c)
 	}
-	first := map[netip.Addr]int{}
+	first := make(map[netip.Addr]int, len(p.Backends))
+	// The paths are built only for a message: pools can hold many backends.
+	field := func(j int, name string) string { return join(backendPath(p.Name, j), name) }
 	for j, b := range p.Backends {
-		bp := backendPath(p.Name, j)
-		switch ap := join(bp, "address"); {
+		switch {
 		case !b.Addr.IsValid():
-			c.errf(ap, ErrRequired, "required")
+			c.errf(field(j, "address"), ErrRequired, "required")
 		case unicastProblem(b.Addr) != "":
-			c.errf(ap, ErrInvalid, "%s %s", b.Addr, unicastProblem(b.Addr))
+			c.errf(field(j, "address"), ErrInvalid, "%s %s", b.Addr, unicastProblem(b.Addr))
 		default:
 			if k, dup := first[b.Addr]; dup {
-				c.errf(ap, ErrDuplicate, "backend %s is listed twice in pool %q (first at %s)",
+				c.errf(field(j, "address"), ErrDuplicate, "backend %s is listed twice in pool %q (first at %s)",
 					b.Addr, p.Name, c.where(backendPath(p.Name, k)))
 			} else {
 				first[b.Addr] = j
 			}
 		}
 		if b.Weight > MaxWeight {
-			c.errf(join(bp, "weight"), ErrInvalid, "%d is out of range 0..%d", b.Weight, MaxWeight)
+			c.errf(field(j, "weight"), ErrInvalid, "%d is out of range 0..%d", b.Weight, MaxWeight)
 		}
 		if b.Encap != EncapUnset && !enumValid(encapNames, b.Encap) {
-			c.errf(join(bp, "encap"), ErrInvalid, "%s is not one of %s", b.Encap, enumList(encapNames))
+			c.errf(field(j, "encap"), ErrInvalid, "%s is not one of %s", b.Encap, enumList(encapNames))
 		}
 		if b.HealthCheck != "" {
-			checkRef(b.HealthCheck, join(bp, "health_check"), checks, c)
+			if _, ok := checks[b.HealthCheck]; !ok {
+				checkRef(b.HealthCheck, field(j, "health_check"), checks, c)
+			}
 		}
 	}
 	seen := map[string]int{}
@@ -244,6 +247,11 @@ func checkConflicts(pools []Pool, idx map[string]*Pool, c *collector) {
 	for i := range pools {
 		root := pools[i].Name
 		if idx[root] != &pools[i] {
+			continue
+		}
+		if len(pools[i].Include) == 0 {
+			// Visited once, its own backends only: nothing to report
+			// here (validatePool reports a backend listed twice).
 			continue
 		}
 		flatten(idx, root, func(kept, dropped member) {
