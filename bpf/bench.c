@@ -138,5 +138,5 @@ int bench_lru(struct xdp_md *ctx)
 	}
 	if (bench_stop == BENCH_STOP_ENCAP)
 		return XDP_TX;
-	return nexthop_forward(ctx, sel.real, n, outer + p.l3_len);
+	return nexthop_forward(ctx, sel.real, n, outer + p.l3_len, 0);
 }

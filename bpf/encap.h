@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* encap.h: wraps the client's IP datagram for its backend. The inner
- * datagram is not touched; in front of it go the L2 header (moved), an outer
- * IPv4 or IPv6 header from this node to the backend, and for GRE the RFC 2784
- * base header:
+ * datagram is not touched; in front of it go the L2 header (VLAN tags moved,
+ * MAC addresses left to the next-hop stage), an outer IPv4 or IPv6 header
+ * from this node to the backend, and for GRE the RFC 2784 base header:
  *
  *   [eth (+vlan)] [outer IPv4/IPv6] [GRE: 0x0000 | proto] [inner IP ...]
  *
@@ -51,7 +51,9 @@ static __always_inline void copy_addr6(void *dst, const void *src)
 /* encap_move_l2 copies the L2 header from old (outer_len bytes further on)
  * to the new start; l3_off is one of 14, 18, 22. All of it is loaded
  * before any of it is stored: with 22 bytes and a 20-byte shift the two
- * places overlap. */
+ * places overlap. Without VLAN tags nothing needs moving: every verdict
+ * that sends the packet writes both MAC addresses (nexthop_forward) and
+ * encap_push writes the ethertype; only the bounds are checked. */
 static __always_inline int encap_move_l2(void *data, void *data_end, __u16 l3_off, __u16 shift)
 {
 	void *old = data + shift;
@@ -62,12 +64,6 @@ static __always_inline int encap_move_l2(void *data, void *data_end, __u16 l3_of
 	if (l3_off == ETH_HLEN) {
 		if (old + ETH_HLEN > data_end)
 			return -1;
-		w0 = *(__u64 *)old;
-		w2 = *(__u32 *)(old + 8);
-		w3 = *(__u16 *)(old + 12);
-		*(__u64 *)data = w0;
-		*(__u32 *)(data + 8) = w2;
-		*(__u16 *)(data + 12) = w3;
 	} else if (l3_off == ETH_HLEN + VLAN_HLEN) {
 		if (old + ETH_HLEN + VLAN_HLEN > data_end)
 			return -1;

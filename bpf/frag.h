@@ -123,7 +123,7 @@ static __always_inline int frag_send(struct xdp_md *ctx, const struct pkt *p,
 		*gre = bpf_htons(FRAG_GRE_FLAGS);
 		stats_count(XLB_STAT_FRAG_REDIRECT);
 	}
-	return nexthop_forward(ctx, r, n, outer + p->l3_len);
+	return nexthop_forward(ctx, r, n, outer + p->l3_len, 0);
 }
 
 /* frag_parse reads a fragment's IP header at p->l3_off (family set): the
@@ -320,6 +320,8 @@ static __always_inline int frag_first(struct xdp_md *ctx, struct pkt *p,
 	rc = select_backend(p, v, n, h, &sel);
 	if (rc)
 		return rc;
+	if (sel.hit)
+		stats_count(XLB_STAT_CT_HIT);
 	e.ts_ns = bpf_ktime_get_coarse_ns();
 	e.hash = h;
 	e.rid = sel.rid;

@@ -14,9 +14,11 @@
 #include "types.h"
 
 /* nexthop_forward sets the MACs and returns the XDP verdict. The frame
- * starts with the (outer) Ethernet header; tot_len is the outer IP length. */
+ * starts with the (outer) Ethernet header; tot_len is the outer IP length.
+ * hit: 1 when the packet's conntrack hit is still to be counted (with the
+ * verdict's counter, in the same update). */
 static __always_inline int nexthop_forward(struct xdp_md *ctx, const struct real_info *r,
-					   const struct node_info *n, __u16 tot_len)
+					   const struct node_info *n, __u16 tot_len, __u32 hit)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -25,21 +27,21 @@ static __always_inline int nexthop_forward(struct xdp_md *ctx, const struct real
 	int rc;
 
 	if ((void *)(eth + 1) > data_end) {
-		stats_count(XLB_STAT_DROP_INTERNAL);
+		stats_count_hit(XLB_STAT_DROP_INTERNAL, hit);
 		return XDP_DROP;
 	}
 	if (r->flags & XLB_REAL_F_NEXTHOP) {
 		if (tot_len > r->mtu) {
-			stats_count(XLB_STAT_DROP_TOO_BIG);
+			stats_count_hit(XLB_STAT_DROP_TOO_BIG, hit);
 			return XDP_DROP;
 		}
 		copy_mac(eth->h_dest, r->dmac);
 		copy_mac(eth->h_source, r->smac);
 		if (r->ifindex == ctx->ingress_ifindex) {
-			stats_count(XLB_STAT_FORWARD_TX);
+			stats_count_hit(XLB_STAT_FORWARD_TX, hit);
 			return XDP_TX;
 		}
-		stats_count(XLB_STAT_FORWARD_REDIRECT);
+		stats_count_hit(XLB_STAT_FORWARD_REDIRECT, hit);
 		return bpf_redirect(r->ifindex, 0);
 	}
 	fib.ifindex = ctx->ingress_ifindex;
@@ -58,23 +60,23 @@ static __always_inline int nexthop_forward(struct xdp_md *ctx, const struct real
 		__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);
 		__builtin_memcpy(eth->h_source, fib.smac, ETH_ALEN);
 		if (fib.ifindex == ctx->ingress_ifindex) {
-			stats_count(XLB_STAT_FORWARD_TX);
+			stats_count_hit(XLB_STAT_FORWARD_TX, hit);
 			return XDP_TX;
 		}
-		stats_count(XLB_STAT_FORWARD_REDIRECT);
+		stats_count_hit(XLB_STAT_FORWARD_REDIRECT, hit);
 		return bpf_redirect(fib.ifindex, 0);
 	}
 	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED) {
-		stats_count(XLB_STAT_DROP_TOO_BIG);
+		stats_count_hit(XLB_STAT_DROP_TOO_BIG, hit);
 		return XDP_DROP;
 	}
 	if (n->flags & XLB_NODE_F_GATEWAY) {
 		__builtin_memcpy(eth->h_dest, n->gw_mac, ETH_ALEN);
 		__builtin_memcpy(eth->h_source, n->if_mac, ETH_ALEN);
 		stats_count(XLB_STAT_NEXTHOP_FALLBACK);
-		stats_count(XLB_STAT_FORWARD_TX);
+		stats_count_hit(XLB_STAT_FORWARD_TX, hit);
 		return XDP_TX;
 	}
-	stats_count(XLB_STAT_DROP_NO_NEXTHOP);
+	stats_count_hit(XLB_STAT_DROP_NO_NEXTHOP, hit);
 	return XDP_DROP;
 }

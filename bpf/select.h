@@ -255,6 +255,8 @@ struct selection {
 	struct real_info *real;
 	__u32 rid;
 	__u32 new_flow;
+	__u32 hit; /* a same-CPU conntrack hit, not yet counted: the caller
+		    * counts XLB_STAT_CT_HIT with the verdict (stats_count_hit) */
 };
 
 /* select_backend fills sel for a packet of service v, tracking the flow in
@@ -299,7 +301,7 @@ static __always_inline int select_backend(const struct pkt *p, const struct vip_
 				b->way[way] = ne; /* write only when it changed */
 			sel->real = r;
 			sel->rid = (e >> XLB_CT_REAL_SHIFT) & XLB_CT_REAL_MASK;
-			stats_count(XLB_STAT_CT_HIT);
+			sel->hit = 1;
 			return 0;
 		}
 		stats_count(XLB_STAT_CT_RESELECT);

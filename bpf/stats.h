@@ -14,6 +14,21 @@ static __always_inline void stats_count(enum xlb_stat s)
 		g->count[s]++;
 }
 
+/* stats_count_hit counts s, and a conntrack hit when hit is 1, in one
+ * update of the global counters (a hit's counter is deferred to its
+ * packet's verdict: struct selection's hit). */
+static __always_inline void stats_count_hit(enum xlb_stat s, __u32 hit)
+{
+	__u32 zero = 0;
+	struct xlb_global *g = bpf_map_lookup_elem(&xlb_stats, &zero);
+
+	if (!g)
+		return;
+	g->count[XLB_STAT_CT_HIT] += hit;
+	if (s < XLB_STAT__MAX)
+		g->count[s]++;
+}
+
 static __always_inline void stats_add(void *map, __u32 id, __u32 bytes, __u32 new_flow)
 {
 	struct xlb_counters *c = bpf_map_lookup_elem(map, &id);

@@ -56,10 +56,10 @@ static __always_inline int xlb_send(struct xdp_md *ctx, const struct pkt *p,
 	int rc = encap_push(ctx, p, sel->real, encap, n, h);
 
 	if (rc) {
-		stats_count(rc);
+		stats_count_hit(rc, sel->hit);
 		return XDP_DROP;
 	}
-	rc = nexthop_forward(ctx, sel->real, n, outer + p->l3_len);
+	rc = nexthop_forward(ctx, sel->real, n, outer + p->l3_len, sel->hit);
 	if (trace) { /* trace.h; the payload moved by the outer headers */
 		__u32 mark = trace_marker_off(ctx, p, outer);
 
