@@ -19,8 +19,9 @@ const (
 	ctlServices = 3000
 	ctlBackends = 30
 	ctlTable    = 16381
-	// ctlMaxReals holds every (service, backend) pair: 90,000 reals.
-	ctlMaxReals = 1 << 17
+	// ctlMaxReals is xlbd's own capacity (cmd/xlbd maxReals, one per 18-bit
+	// conntrack real id): the 90,000 (service, backend) pairs fit.
+	ctlMaxReals = 1 << 18
 )
 
 // ColdCommit is one file -> data plane commit of the whole config into an
@@ -203,8 +204,6 @@ func (b *runner) control(ctx context.Context) error {
 			b.put("control.reload_one_change_ms", c.TotalMs, "ms", fmt.Sprintf("parse %.0f ms + ", c.ParseMs)+detail)
 		}
 	}
-	b.note("xlbd's fixed limits (controller.Limits{MaxServices: 4096, MaxReals: 65536} in cmd/xlbd) cannot hold this config's %d reals; measured with MaxReals %d",
-		ctlServices*ctlBackends, ctlMaxReals)
 	b.r.md["control"] = controlMarkdown(cold, changes)
 	return nil
 }
