@@ -40,14 +40,11 @@ func setupMode(t *testing.T, weights []int, mode string) *env {
 	return setupWith(t, weights, mode, nil)
 }
 
-// setupWith is setup with the generated config passed through edit.
-func setupWith(t *testing.T, weights []int, mode string, edit func(string) string) *env {
+// newLab builds a lab of cfg, destroyed when t ends, with its servers
+// started and xlb-decap attached on the backends.
+func newLab(ctx context.Context, t *testing.T, cfg lab.Config) *lab.Lab {
 	t.Helper()
-	testenv.RequireRoot(t)
-	testenv.RequireCommands(t, "nsenter", "ip")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	l, err := lab.New(ctx, lab.Config{})
+	l, err := lab.New(ctx, cfg)
 	if err != nil {
 		t.Fatalf("build lab: %v", err)
 	}
@@ -56,13 +53,25 @@ func setupWith(t *testing.T, weights []int, mode string, edit func(string) strin
 			t.Errorf("destroy lab: %v", err)
 		}
 	})
-	e := &env{lab: l, opts: lab.XLBDOptions{Weights: weights, XDPMode: mode}}
-	if _, err := l.StartServers(e.ports); err != nil {
+	if _, err := l.StartServers(lab.Ports{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.AttachDecap(ctx); err != nil {
 		t.Fatal(err)
 	}
+	return l
+}
+
+// setupWith is setup with the generated config passed through edit.
+func setupWith(t *testing.T, weights []int, mode string, edit func(string) string) *env {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.RequireCommands(t, "nsenter", "ip")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l := newLab(ctx, t, lab.Config{})
+	e := &env{lab: l, opts: lab.XLBDOptions{Weights: weights, XDPMode: mode}}
+	var err error
 	if e.config, err = l.WriteXLBDConfig(0, e.opts); err != nil {
 		t.Fatal(err)
 	}

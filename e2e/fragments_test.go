@@ -121,21 +121,7 @@ func TestFragmentsAcceptance(t *testing.T) {
 	testenv.RequireCommands(t, "nsenter", "ip")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	l, err := lab.New(ctx, lab.Config{Nodes: 2, Backends: 3})
-	if err != nil {
-		t.Fatalf("build lab: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := l.Destroy(); err != nil {
-			t.Errorf("destroy lab: %v", err)
-		}
-	})
-	if _, err := l.StartServers(lab.Ports{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.AttachDecap(ctx); err != nil {
-		t.Fatal(err)
-	}
+	l := newLab(ctx, t, lab.Config{Nodes: 2, Backends: 3})
 	vip4, vip6 := l.VIP4(), l.VIP6()
 	opts := lab.XLBDOptions{Weights: []int{1, 1, 1}}
 	opts.Services = append(l.DefaultServices(opts.Ports, "", ""),

@@ -49,21 +49,7 @@ func TestICMPFragNeededLowersBackendPMTU(t *testing.T) {
 	testenv.RequireCommands(t, "nsenter", "ip", "ss")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	l, err := lab.New(ctx, lab.Config{Nodes: 2}) // static 2-way ECMP route
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Destroy(); err != nil {
-			t.Errorf("destroy lab: %v", err)
-		}
-	})
-	if _, err := l.StartServers(lab.Ports{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.AttachDecap(ctx); err != nil {
-		t.Fatal(err)
-	}
+	l := newLab(ctx, t, lab.Config{Nodes: 2}) // static 2-way ECMP route
 	var daemons []*lab.Daemon
 	for i := range l.Nodes {
 		cfg, err := l.WriteXLBDConfig(i, lab.XLBDOptions{})

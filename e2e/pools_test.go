@@ -24,21 +24,7 @@ func setupPools(t *testing.T, cfg func(l *lab.Lab) string) *poolsEnv {
 	testenv.RequireCommands(t, "nsenter", "ip")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	l, err := lab.New(ctx, lab.Config{Backends: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Destroy(); err != nil {
-			t.Errorf("destroy lab: %v", err)
-		}
-	})
-	if _, err := l.StartServers(lab.Ports{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.AttachDecap(ctx); err != nil {
-		t.Fatal(err)
-	}
+	l := newLab(ctx, t, lab.Config{Backends: 4})
 	e := &env{lab: l, config: l.Dir + "/xlbd-pools.yaml"}
 	if err := os.WriteFile(e.config, []byte(cfg(l)), 0o644); err != nil {
 		t.Fatal(err)

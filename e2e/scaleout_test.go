@@ -29,21 +29,7 @@ func TestScaleOutECMP(t *testing.T) {
 	testenv.RequireCommands(t, "nsenter", "ip", "bird", "birdc")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	l, err := lab.New(ctx, lab.Config{Nodes: 3, Backends: 4, Routing: lab.RouteNone})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Destroy(); err != nil {
-			t.Errorf("destroy lab: %v", err)
-		}
-	})
-	if _, err := l.StartServers(lab.Ports{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.AttachDecap(ctx); err != nil {
-		t.Fatal(err)
-	}
+	l := newLab(ctx, t, lab.Config{Nodes: 3, Backends: 4, Routing: lab.RouteNone})
 	bird, err := l.StartBIRD(ctx, lab.BIRDOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -98,21 +98,7 @@ func TestSYNFloodKeepsEstablished(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	l, err := lab.New(ctx, lab.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Destroy(); err != nil {
-			t.Errorf("destroy lab: %v", err)
-		}
-	})
-	if _, err := l.StartServers(lab.Ports{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.AttachDecap(ctx); err != nil {
-		t.Fatal(err)
-	}
+	l := newLab(ctx, t, lab.Config{})
 	cfg, err := l.WriteXLBDConfig(0, lab.XLBDOptions{FloodSynRate: floodSynRate})
 	if err != nil {
 		t.Fatal(err)

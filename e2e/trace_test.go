@@ -155,21 +155,7 @@ func traceLab(t *testing.T, ctx context.Context, rate int) *lab.Lab {
 	t.Helper()
 	testenv.RequireRoot(t)
 	testenv.RequireCommands(t, "nsenter", "ip", "bird", "birdc")
-	l, err := lab.New(ctx, lab.Config{Nodes: 3, Backends: 3, Routing: lab.RouteNone})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Destroy(); err != nil {
-			t.Errorf("destroy lab: %v", err)
-		}
-	})
-	if _, err := l.StartServers(lab.Ports{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.AttachDecap(ctx); err != nil {
-		t.Fatal(err)
-	}
+	l := newLab(ctx, t, lab.Config{Nodes: 3, Backends: 3, Routing: lab.RouteNone})
 	if _, err := l.StartBIRD(ctx, lab.BIRDOptions{}); err != nil {
 		t.Fatal(err)
 	}
