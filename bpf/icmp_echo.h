@@ -20,8 +20,7 @@
 #include "maps.h"
 #include "parse.h"
 #include "types.h"
-
-#define NSEC_PER_SEC 1000000000ULL
+#include "ratelimit.h"
 
 /* icmp_echo_allow takes a token from this CPU's bucket; 1 if it had one. */
 static __always_inline int icmp_echo_allow(const struct node_info *n)
@@ -29,27 +28,13 @@ static __always_inline int icmp_echo_allow(const struct node_info *n)
 	__u32 zero = 0;
 	__u64 rate = n->icmp_echo_rate;
 	struct icmp_rl_state *rl;
-	__u64 now, elapsed, credit;
 
 	if (!rate)
 		return 0;
 	rl = bpf_map_lookup_elem(&xlb_icmp_rl, &zero);
 	if (!rl)
 		return 0;
-	now = bpf_ktime_get_ns();
-	elapsed = now - rl->last_ns;
-	if (elapsed > NSEC_PER_SEC)
-		elapsed = NSEC_PER_SEC; /* the bucket holds one second's worth */
-	credit = rl->credit + elapsed * rate;
-	if (credit > NSEC_PER_SEC * rate)
-		credit = NSEC_PER_SEC * rate;
-	rl->last_ns = now;
-	if (credit < NSEC_PER_SEC) {
-		rl->credit = credit;
-		return 0;
-	}
-	rl->credit = credit - NSEC_PER_SEC;
-	return 1;
+	return rl_take(rl, rate);
 }
 
 /* csum_replace16: checksum check after a 16-bit word changed from old to

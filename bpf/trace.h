@@ -20,13 +20,10 @@
 #include "select.h"
 #include "stats.h"
 #include "types.h"
+#include "ratelimit.h"
 
 /* Markers further into the frame than this are not looked for. */
 #define TRACE_MAX_OFF 2048
-
-#ifndef NSEC_PER_SEC
-#define NSEC_PER_SEC 1000000000ULL
-#endif
 
 /* trace_marker_off returns the frame offset of p's TCP/UDP payload (shift
  * bytes further when the caller pushed outer headers) when that payload is
@@ -92,27 +89,13 @@ static __always_inline int trace_allow(__u64 rate)
 {
 	__u32 zero = 0;
 	struct icmp_rl_state *rl;
-	__u64 now, elapsed, credit;
 
 	if (!rate)
 		return 0;
 	rl = bpf_map_lookup_elem(&xlb_trace_rl, &zero);
 	if (!rl)
 		return 0;
-	now = bpf_ktime_get_ns();
-	elapsed = now - rl->last_ns;
-	if (elapsed > NSEC_PER_SEC)
-		elapsed = NSEC_PER_SEC;
-	credit = rl->credit + elapsed * rate;
-	if (credit > NSEC_PER_SEC * rate)
-		credit = NSEC_PER_SEC * rate;
-	rl->last_ns = now;
-	if (credit < NSEC_PER_SEC) {
-		rl->credit = credit;
-		return 0;
-	}
-	rl->credit = credit - NSEC_PER_SEC;
-	return 1;
+	return rl_take(rl, rate);
 }
 
 /* trace_info packs a traced packet's fate for xlb_trace: the XDP verdict,
