@@ -547,23 +547,34 @@ func (p *fastParser) flowSeq(i int, depth int) (*ynode, int) {
 		}
 		v, end := p.flow(j, depth+1)
 		p.stack = append(p.stack, v)
-		j = p.skipSpaces(end)
-		if j >= p.le {
-			decline()
-		}
-		switch p.src[j] {
-		case ']':
+		var done bool
+		if j, done = p.flowNext(end, ']'); done {
 			p.close(s, mark)
-			return s, j + 1
-		case ',':
-			j = p.skipSpaces(j + 1)
-			if j >= p.le || p.src[j] == ']' || p.src[j] == ',' {
-				decline()
-			}
-		default:
-			decline()
+			return s, j
 		}
 	}
+}
+
+// flowNext reads what follows an item of a flow collection closed by
+// closer, from offset end: the closer (done, j past it) or a comma and the
+// next item's start. Anything else, or an empty item, is declined.
+func (p *fastParser) flowNext(end int, closer byte) (j int, done bool) {
+	j = p.skipSpaces(end)
+	if j >= p.le {
+		decline()
+	}
+	switch p.src[j] {
+	case closer:
+		return j + 1, true
+	case ',':
+		j = p.skipSpaces(j + 1)
+		if j >= p.le || p.src[j] == closer || p.src[j] == ',' {
+			decline()
+		}
+		return j, false
+	}
+	decline()
+	return 0, false
 }
 
 // flowMap parses the flow mapping opening at offset i.
@@ -593,21 +604,10 @@ func (p *fastParser) flowMap(i int, depth int) (*ynode, int) {
 		}
 		v, end := p.flow(j, depth+1)
 		p.stack = append(p.stack, v)
-		j = p.skipSpaces(end)
-		if j >= p.le {
-			decline()
-		}
-		switch p.src[j] {
-		case '}':
+		var done bool
+		if j, done = p.flowNext(end, '}'); done {
 			p.close(m, mark)
-			return m, j + 1
-		case ',':
-			j = p.skipSpaces(j + 1)
-			if j >= p.le || p.src[j] == '}' || p.src[j] == ',' {
-				decline()
-			}
-		default:
-			decline()
+			return m, j
 		}
 	}
 }
