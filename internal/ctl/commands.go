@@ -3,6 +3,7 @@ package ctl
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net/netip"
 	"os"
@@ -22,8 +23,13 @@ func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
-// noArgs fails when a command got positional arguments it does not take.
-func noArgs(name string, pos []string) error {
+// parseNoArgs parses the flags of a command that takes no positional
+// argument, and fails when it got some.
+func parseNoArgs(fs *flag.FlagSet, name string, args []string) error {
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
 	if len(pos) > 0 {
 		return usagef("%s takes no argument (got %q)", name, strings.Join(pos, " "))
 	}
@@ -32,14 +38,7 @@ func noArgs(name string, pos []string) error {
 
 func (c *CLI) status(ctx context.Context, args []string) error {
 	fs := c.flags("status")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := noArgs("status", pos); err != nil {
-		return err
-	}
-	if err := c.checkOutput(); err != nil {
+	if err := parseNoArgs(fs, "status", args); err != nil {
 		return err
 	}
 	cl, err := c.connect()
@@ -77,14 +76,7 @@ func (c *CLI) services(ctx context.Context, args []string) error {
 	svc := fs.String("service", "", "only this service")
 	var rate bool
 	rateFlag(fs, &rate)
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := noArgs("services", pos); err != nil {
-		return err
-	}
-	if err := c.checkOutput(); err != nil {
+	if err := parseNoArgs(fs, "services", args); err != nil {
 		return err
 	}
 	cl, err := c.connect()
@@ -120,9 +112,6 @@ func (c *CLI) backends(ctx context.Context, args []string) error {
 	default:
 		return usagef("backends [ADDR] [--service NAME]")
 	}
-	if err := c.checkOutput(); err != nil {
-		return err
-	}
 	cl, err := c.connect()
 	if err != nil {
 		return err
@@ -144,11 +133,7 @@ func (c *CLI) stats(ctx context.Context, args []string) error {
 	watch := fs.Bool("watch", false, "print per-second rates every --interval until interrupted")
 	interval := fs.Duration("interval", time.Second, "sampling interval of --watch")
 	count := fs.Int("count", 0, "with --watch: stop after this many samples (0: never)")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := noArgs("stats", pos); err != nil {
+	if err := parseNoArgs(fs, "stats", args); err != nil {
 		return err
 	}
 	if err := c.checkOutput(); err != nil {
@@ -426,19 +411,12 @@ func (c *CLI) conntrack(ctx context.Context, args []string) error {
 	state := fs.String("state", "", "syn | established | closing")
 	limit := fs.Uint("limit", api.DefaultConntrackLimit, "at most this many entries")
 	expired := fs.Bool("expired", false, "include entries idle past their timeout")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := noArgs("conntrack", pos); err != nil {
+	if err := parseNoArgs(fs, "conntrack", args); err != nil {
 		return err
 	}
 	st, ok := ctStates[*state]
 	if !ok {
 		return usagef("--state %q: syn, established or closing", *state)
-	}
-	if err := c.checkOutput(); err != nil {
-		return err
 	}
 	cl, err := c.connect()
 	if err != nil {
@@ -482,9 +460,6 @@ func (c *CLI) explain(ctx context.Context, args []string) error {
 	if err != nil {
 		return usagef("--flags: %v", err)
 	}
-	if err := c.checkOutput(); err != nil {
-		return err
-	}
 	cl, err := c.connect()
 	if err != nil {
 		return err
@@ -509,9 +484,6 @@ func (c *CLI) node(ctx context.Context, args []string) error {
 	}
 	if len(pos) != 1 || (pos[0] != "drain" && pos[0] != "undrain") {
 		return usagef("node drain | node undrain")
-	}
-	if err := c.checkOutput(); err != nil {
-		return err
 	}
 	cl, err := c.connect()
 	if err != nil {

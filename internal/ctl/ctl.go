@@ -171,6 +171,9 @@ func message(err error) string {
 
 // connect dials xlbd on first use.
 func (c *CLI) connect() (*api.Client, error) {
+	if err := c.checkOutput(); err != nil {
+		return nil, err
+	}
 	if c.client != nil {
 		return c.client, nil
 	}
