@@ -65,9 +65,7 @@ static __always_inline __u32 frag_vaddr_flags(const struct pkt *p)
 /* frag_hash3 hashes (src, dst, proto): flow hash v1 with zero ports. */
 static __always_inline __u64 frag_hash3(const struct pkt *p)
 {
-	if (p->family == XLB_AF_INET)
-		return hash_flow4(*(__u32 *)p->src, *(__u32 *)p->dst, 0, p->proto);
-	return hash_flow6((const __u64 *)p->src, (const __u64 *)p->dst, 0, p->proto);
+	return select_hash_ports(p, 0);
 }
 
 /* Where a fragment goes: a real of a service, or (redirect) a pool node. */

@@ -93,11 +93,19 @@ static __always_inline int select_is_vip_addr(const struct pkt *p)
 	return bpf_map_lookup_elem(&xlb_vip_addrs, &k) != NULL;
 }
 
-static __always_inline __u64 select_flow_hash(const struct pkt *p)
+/* select_hash_ports: flow hash v1 of p's addresses and protocol with the
+ * given ports (the fragment pool hashes with none). */
+static __always_inline __u64 select_hash_ports(const struct pkt *p, __u32 ports)
 {
 	if (p->family == XLB_AF_INET)
-		return hash_flow4(*(__u32 *)p->src, *(__u32 *)p->dst, p->ports, p->proto);
-	return hash_flow6((const __u64 *)p->src, (const __u64 *)p->dst, p->ports, p->proto);
+		return hash_flow4(*(__u32 *)p->src, *(__u32 *)p->dst, ports, p->proto);
+	return hash_flow6((const __u64 *)p->src, (const __u64 *)p->dst, ports, p->proto);
+}
+
+/* select_flow_hash: flow hash v1 of p's 5-tuple. */
+static __always_inline __u64 select_flow_hash(const struct pkt *p)
+{
+	return select_hash_ports(p, p->ports);
 }
 
 /* The state a packet moves its flow to. */
