@@ -21,6 +21,18 @@ type CTEntry struct {
 	Age         time.Duration
 }
 
+// decodeWay decodes way w of bucket (cpu, bucket), e as the forwarder
+// packs it (bpf/types.h: tag 28 | real 18 | state 2 | last seen 16); false
+// for a free way. Age is left to the caller, which knows the clock.
+func decodeWay(cpu, bucket uint32, w int, e uint64) (CTEntry, bool) {
+	state := uint8(e >> 16 & 3)
+	if state == 0 {
+		return CTEntry{}, false
+	}
+	return CTEntry{CPU: cpu, Bucket: bucket, Way: uint8(w),
+		Tag: uint32(e >> 36), RealID: uint32(e >> 18 & 0x3ffff), State: state}, true
+}
+
 // CTCapacity returns the table's entries over all CPUs.
 func (d *Datapath) CTCapacity() uint64 {
 	return uint64(d.objs.XlbCt.MaxEntries()) * uint64(len(xlbCtBucket{}.Way))
@@ -55,15 +67,11 @@ func (d *Datapath) ScanConntrack(fn func(CTEntry) bool) error {
 		}
 		for i := 0; i < n; i++ {
 			for w, e := range vals[i].Way {
-				state := uint8(e >> 16 & 3)
-				if state == 0 {
+				ent, used := decodeWay(keys[i]>>shift, keys[i]&(1<<shift-1), w, e)
+				if !used {
 					continue
 				}
-				ent := CTEntry{
-					CPU: keys[i] >> shift, Bucket: keys[i] & (1<<shift - 1), Way: uint8(w),
-					Tag: uint32(e >> 36), RealID: uint32(e >> 18 & 0x3ffff), State: state,
-					Age: time.Duration((now-e)&0xffff) << 28,
-				}
+				ent.Age = time.Duration((now-e)&0xffff) << 28
 				if !fn(ent) {
 					return nil
 				}

@@ -145,12 +145,9 @@ func (p *Pinned) FlowEntries(t maglev.Tuple) ([]CTEntry, error) {
 			return nil, fmt.Errorf("read xlb_ct: %w", err)
 		}
 		for w, e := range b.Way {
-			state := uint8(e >> 16 & 3)
-			if state == 0 || uint32(e>>36) != tag {
-				continue
+			if ent, used := decodeWay(cpu, bucket, w, e); used && ent.Tag == tag {
+				out = append(out, ent)
 			}
-			out = append(out, CTEntry{CPU: cpu, Bucket: bucket, Way: uint8(w), Tag: tag,
-				RealID: uint32(e >> 18 & 0x3ffff), State: state})
 		}
 	}
 	return out, nil
