@@ -19,6 +19,7 @@ import (
 	pb "github.com/xlbproject/xlb/api/xlb/v1"
 	"github.com/xlbproject/xlb/internal/api"
 	"github.com/xlbproject/xlb/internal/api/apitest"
+	"github.com/xlbproject/xlb/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -422,9 +423,7 @@ func TestPermissionDenied(t *testing.T) {
 		fmt.Printf("exit=%d stderr=%s", code, errOut.String())
 		return
 	}
-	if os.Getuid() != 0 {
-		t.Skip("needs root, to run a child as another user")
-	}
+	testenv.RequireRoot(t) // to run a child as another user
 	// t.TempDir's parent is 0700: the child could not reach it.
 	dir, err := os.MkdirTemp("", "xlbctl-denied-")
 	if err != nil {
