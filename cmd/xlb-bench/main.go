@@ -34,6 +34,8 @@ func main() {
 	flag.StringVar(&scenarios, "pkt-scenarios", "", "comma-separated scenarios of the pkt part (default all): "+strings.Join(scenarioNames(), ", "))
 	flag.IntVar(&o.PktRuns, "pkt-runs", 0, "runs per figure of the pkt part (default 21; with -pkt-scenarios, to profile one scenario)")
 	flag.BoolVar(&o.Verbose, "v", false, "print every run of the per-packet harness")
+	var builds string
+	flag.StringVar(&builds, "pkt-builds", "", "comma-separated forwarder objects of other builds (internal/datapath/xlb_bpfel.o) the pkt part measures side by side with this build's (an A/B of a data-plane change)")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: xlb-bench [flags] all | %s ...\n", strings.Join(benchreport.Parts, " | "))
 		flag.PrintDefaults()
@@ -43,6 +45,9 @@ func main() {
 		for _, t := range strings.Split(tables, ",") {
 			o.PktTables = append(o.PktTables, bench.Table(strings.TrimSpace(t)))
 		}
+	}
+	if builds != "" {
+		o.PktBuilds = strings.Split(builds, ",")
 	}
 	if scenarios != "" {
 		for _, s := range strings.Split(scenarios, ",") {

@@ -263,6 +263,9 @@ type Results struct {
 	Entries uint32 // per CPU
 	FIB     bool   // bpf_fib_lookup succeeded (not Options.NoFIB)
 	Stop    Stage  // Options.Stop
+	// Build is the forwarder object file measured (MeasureBuilds); empty
+	// for this build's forwarder and for the other tables.
+	Build string
 	// Harness is ns/packet of a program that only returns XDP_TX, run
 	// directly: the kernel's test-run loop.
 	Harness float64
@@ -351,6 +354,21 @@ func MeasureBreakdown(o Options) ([]Results, error) {
 	}
 	specs = append(specs, targetSpec{table: TableNone, noFIB: true}, targetSpec{table: TableNone},
 		targetSpec{table: TableXLB, noFIB: true}, targetSpec{table: TableXLB})
+	return measureSpecs(specs, o)
+}
+
+// MeasureBuilds measures the forwarder of this build and, side by side with
+// it, the forwarder of each object file in objects (an xlb_bpfel.o of
+// another build of internal/datapath, with the same maps): in each round
+// every build has one run, so drift and neighbours affect them alike. This
+// is how a change to the data plane is measured against the build before
+// it on a shared machine. Results are in the order this build, then
+// objects; Results.Build names the object.
+func MeasureBuilds(objects []string, o Options) ([]Results, error) {
+	specs := []targetSpec{{table: TableXLB, noFIB: o.NoFIB}}
+	for _, obj := range objects {
+		specs = append(specs, targetSpec{table: TableXLB, noFIB: o.NoFIB, object: obj})
+	}
 	return measureSpecs(specs, o)
 }
 

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/xlbproject/xlb/internal/datapath"
@@ -153,5 +154,33 @@ func TestScenariosDefined(t *testing.T) {
 	}
 	if _, err := scenarioOf("nope"); err == nil {
 		t.Error("unknown scenario accepted")
+	}
+}
+
+// TestMeasureBuilds measures this build's forwarder side by side with the
+// forwarder of its own object file loaded as another build (smoke size):
+// both forward every packet as each scenario intends, and a missing object
+// file is an error that names it.
+func TestMeasureBuilds(t *testing.T) {
+	testenv.RequireRoot(t)
+	if err := datapath.EnsureBPFFS(); err != nil {
+		testenv.Unavailable(t, "bpffs: %v", err)
+	}
+	obj := "../datapath/xlb_bpfel.o"
+	o := SmokeOptions()
+	o.Scenarios = []Scenario{TCPHit4, NewFlow, NewFlowFull}
+	o.Logf = t.Logf
+	rs, err := MeasureBuilds([]string{obj}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 2 || rs[0].Build != "" || rs[1].Build != obj {
+		t.Fatalf("results %v, want this build then %s", rs, obj)
+	}
+	for _, r := range rs {
+		checkResults(t, r, o)
+	}
+	if _, err := MeasureBuilds([]string{"no-such.o"}, o); err == nil || !strings.Contains(err.Error(), "no-such.o") {
+		t.Errorf("missing object: error %v, want one naming no-such.o", err)
 	}
 }

@@ -59,6 +59,9 @@ func Markdown(results []Results) string {
 // whether the FIB lookup was off.
 func (r Results) label() string {
 	l := string(r.Table) + stopSuffix(r.Stop)
+	if r.Build != "" {
+		l += "@" + r.Build
+	}
 	if !r.FIB {
 		l += " (FIB off)"
 	}

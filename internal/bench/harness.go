@@ -46,6 +46,7 @@ type target struct {
 	fib   bool // bpf_fib_lookup succeeds (forwarding on)
 	prog  *ebpf.Program
 	objs  *benchObjects // bench_lru's collection; nil for TableXLB
+	coll  *ebpf.Collection // another build's forwarder (targetSpec.object)
 	res   Results
 }
 
@@ -57,6 +58,9 @@ type targetSpec struct {
 	table Table
 	stop  Stage
 	noFIB bool
+	// object: for TableXLB, the forwarder of this object file (another
+	// build) instead of this build's, on the same maps.
+	object string
 }
 
 func newHarness(o Options, specs []targetSpec, ifindex int, fib bool) (h *harness, err error) {
@@ -133,10 +137,18 @@ func newHarness(o Options, specs []targetSpec, ifindex int, fib bool) (h *harnes
 	}
 	for _, s := range specs {
 		t := &target{table: s.table, stop: s.stop, fib: !s.noFIB, res: Results{Table: s.table, Stop: s.stop,
-			CPU: o.CPU, Entries: o.Entries, FIB: !s.noFIB, Wrapper: map[FlowMode]float64{}}}
-		if s.table == TableXLB {
+			CPU: o.CPU, Entries: o.Entries, FIB: !s.noFIB, Build: s.object, Wrapper: map[FlowMode]float64{}}}
+		switch {
+		case s.table == TableXLB && s.object != "":
+			if t.coll, err = h.loadBuild(s.object); err != nil {
+				return nil, fmt.Errorf("%s: %w", t, err)
+			}
+			if t.prog = t.coll.Programs["xlb_forward"]; t.prog == nil {
+				return nil, fmt.Errorf("%s: no program xlb_forward", t)
+			}
+		case s.table == TableXLB:
 			t.prog = h.dp.Program()
-		} else {
+		default:
 			if t.objs, err = h.loadBench(s.table, s.stop); err != nil {
 				return nil, fmt.Errorf("%s: %w", t, err)
 			}
@@ -145,6 +157,42 @@ func newHarness(o Options, specs []targetSpec, ifindex int, fib bool) (h *harnes
 		h.targets = append(h.targets, t)
 	}
 	return h, nil
+}
+
+// loadBuild loads the forwarder of the object file path (another build)
+// with the load-time settings of this build's and its maps replaced by the
+// harness's.
+func (h *harness) loadBuild(path string) (*ebpf.Collection, error) {
+	spec, err := ebpf.LoadCollectionSpec(path)
+	if err != nil {
+		return nil, err
+	}
+	for name, v := range map[string]uint32{"nr_cpus": uint32(h.ncpu), "ct_shift": h.shift,
+		"vip_buckets": h.repl["xlb_vip_index"].MaxEntries()} {
+		sv := spec.Variables[name]
+		if sv == nil {
+			return nil, fmt.Errorf("no variable %s", name)
+		}
+		if err := sv.Set(v); err != nil {
+			return nil, fmt.Errorf("set %s: %w", name, err)
+		}
+	}
+	repl := map[string]*ebpf.Map{}
+	for name, ms := range spec.Maps {
+		if m := h.repl[name]; m != nil {
+			ms.MaxEntries, ms.Flags, ms.Pinning = m.MaxEntries(), m.Flags(), ebpf.PinNone
+			repl[name] = m
+		}
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: repl})
+	if err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("load %s: %+v", path, ve)
+		}
+		return nil, fmt.Errorf("load %s: %w", path, err)
+	}
+	return coll, nil
 }
 
 // loadBench loads bench.c with table t as bench_lru's connection table.
@@ -196,6 +244,9 @@ func (h *harness) close() {
 	for _, t := range h.targets {
 		if t.objs != nil {
 			t.objs.Close()
+		}
+		if t.coll != nil {
+			t.coll.Close()
 		}
 	}
 	if h.base != nil {

@@ -40,6 +40,9 @@ func (b *runner) pktOptions() bench.Options {
 // pkt measures the forwarder per packet, every scenario of the harness,
 // side by side with o.PktTables.
 func (b *runner) pkt() error {
+	if len(b.o.PktBuilds) > 0 {
+		return b.pktBuilds()
+	}
 	tables := []bench.Table{bench.TableXLB}
 	for _, t := range b.o.PktTables {
 		if t != bench.TableXLB {
@@ -101,6 +104,39 @@ func (b *runner) pkt() error {
 	b.printf("  test-run loop alone %.0f ns/packet; table %.4f full before new_flow_full\n", xlb.Harness, xlb.Fill)
 	b.r.md["pkt"] = bench.Markdown(res)
 	return b.breakdown()
+}
+
+// pktBuilds measures this build's forwarder side by side with the
+// forwarders of o.PktBuilds and prints each figure of each; the report
+// keeps this build's figures.
+func (b *runner) pktBuilds() error {
+	o := b.pktOptions()
+	if len(b.o.PktScenarios) > 0 {
+		o.Scenarios = b.o.PktScenarios
+	}
+	b.printf("  BPF_PROG_TEST_RUN on CPU %d, %d conntrack entries per CPU, %d runs of %d packets per figure; this build and %v side by side\n",
+		o.CPU, o.Entries, o.Runs, o.Repeat, b.o.PktBuilds)
+	res, err := bench.MeasureBuilds(b.o.PktBuilds, o)
+	if err != nil {
+		return err
+	}
+	b.r.Details.Pkt = res
+	for _, f := range res[0].Figures {
+		if key, ok := pktKeys[f.Scenario]; ok {
+			b.put("ns_per_pkt."+key, f.Ns, "ns", fmt.Sprintf("best %.0f, raw %.0f, wrapper %.0f", f.Best, f.Raw, f.Wrapper))
+		}
+	}
+	for _, r := range res {
+		build := r.Build
+		if build == "" {
+			build = "this build"
+		}
+		for _, f := range r.Figures {
+			b.printf("  %-40s %-16s %6.1f ns  best %4.0f\n", build, f.Scenario, f.Ns, f.Best)
+		}
+	}
+	b.r.md["pkt"] = bench.Markdown(res)
+	return nil
 }
 
 // breakdownScenarios are the scenarios the stage breakdown measures.

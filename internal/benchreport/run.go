@@ -48,6 +48,11 @@ type Options struct {
 	// scenario long enough to profile it (perf record -e cpu-clock).
 	PktScenarios []bench.Scenario
 	PktRuns      int
+	// PktBuilds are forwarder object files of other builds (an
+	// internal/datapath/xlb_bpfel.o) that the pkt part measures side by
+	// side with this build's forwarder, instead of the tables and the stage
+	// breakdown: an A/B of a data-plane change (bench.MeasureBuilds).
+	PktBuilds []string
 	// Stdout receives the figures as they are measured and progress
 	// (default os.Stdout).
 	Stdout io.Writer
