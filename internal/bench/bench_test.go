@@ -2,6 +2,7 @@ package bench
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -180,7 +181,11 @@ func TestMeasureBuilds(t *testing.T) {
 	for _, r := range rs {
 		checkResults(t, r, o)
 	}
+	before, _ := filepath.Glob("/sys/fs/bpf/xlb-bench-*")
 	if _, err := MeasureBuilds([]string{"no-such.o"}, o); err == nil || !strings.Contains(err.Error(), "no-such.o") {
 		t.Errorf("missing object: error %v, want one naming no-such.o", err)
+	}
+	if after, _ := filepath.Glob("/sys/fs/bpf/xlb-bench-*"); len(after) > len(before) {
+		t.Errorf("the failed measurement left its pins: %v", after)
 	}
 }

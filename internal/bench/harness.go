@@ -75,9 +75,10 @@ func newHarness(o Options, specs []targetSpec, ifindex int, fib bool) (h *harnes
 	rand.Read(rnd[:])
 	h = &harness{o: o, ifindex: ifindex, ncpu: ncpu, fib: fib, repl: map[string]*ebpf.Map{},
 		pinDir: filepath.Join("/sys/fs/bpf", "xlb-bench-"+hex.EncodeToString(rnd[:]))}
+	self := h // the error returns below set h to nil
 	defer func() {
 		if err != nil {
-			h.close()
+			self.close()
 		}
 	}()
 	entries := uint32(1 << 14) // xlb_ct is only used by TableXLB
