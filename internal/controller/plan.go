@@ -497,13 +497,14 @@ func buildTables(jobs []buildJob) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var tb tableBuilder
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(jobs) {
 					return
 				}
 				j := &jobs[i]
-				t, err := buildTable(j.usable, j.m, j.ids)
+				t, err := tb.build(j.usable, j.m, j.ids)
 				if err != nil {
 					errs[i] = fmt.Errorf("service %s: %w", j.name, err)
 					continue
@@ -536,27 +537,29 @@ func tableKey(m uint32, usable []config.Backend, ids map[netip.Addr]uint32) stri
 	return string(b)
 }
 
-// buildTable returns the Maglev table over usable as real ids; all zero
-// (drop) when there is no usable backend.
-func buildTable(usable []config.Backend, m uint32, ids map[netip.Addr]uint32) ([]uint32, error) {
+// tableBuilder builds tables, keeping its working memory from one to the
+// next (one per goroutine).
+type tableBuilder struct {
+	mb   maglev.Builder
+	bs   []maglev.Backend
+	rids []uint32
+}
+
+// build returns the Maglev table over usable as real ids; all zero (drop)
+// when there is no usable backend. The backends are named by their
+// canonical address string (maglev.Backend.Name).
+func (tb *tableBuilder) build(usable []config.Backend, m uint32, ids map[netip.Addr]uint32) ([]uint32, error) {
 	out := make([]uint32, m)
 	if len(usable) == 0 {
 		return out, nil
 	}
-	bs := make([]maglev.Backend, len(usable))
-	for i, b := range usable {
-		bs[i] = maglev.Backend{Name: b.Addr.String(), Weight: b.Weight}
+	tb.bs, tb.rids = tb.bs[:0], tb.rids[:0]
+	for _, b := range usable {
+		tb.bs = append(tb.bs, maglev.Backend{Name: b.Addr.String(), Weight: b.Weight})
+		tb.rids = append(tb.rids, ids[b.Addr])
 	}
-	t, err := maglev.Build(bs, m)
-	if err != nil {
+	if err := tb.mb.Fill(out, tb.bs, tb.rids, m); err != nil {
 		return nil, err
-	}
-	rids := make([]uint32, len(t.Backends))
-	for i, b := range t.Backends {
-		rids[i] = ids[netip.MustParseAddr(b.Name)]
-	}
-	for i, e := range t.Entries {
-		out[i] = rids[e]
 	}
 	return out, nil
 }
