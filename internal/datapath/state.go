@@ -11,7 +11,9 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -219,10 +221,24 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 		delta = nil
 	}
 	d.applied = nil // until this Apply succeeds
-	if err := d.checkCapacity(st, delta); err != nil {
+	owner, err := d.checkCapacity(st, delta)
+	if err != nil {
 		return stats, err
 	}
 	node, err := nodeInfo(st.Node, d.ifmac)
+	if err != nil {
+		return stats, err
+	}
+	// Tables are checked, and new ones created and filled, before anything
+	// is written: a table naming a real of another service changes nothing.
+	tables, patches, err := d.prepareTables(st, owner)
+	defer func() {
+		for _, p := range tables {
+			if p.inner != nil {
+				p.inner.close()
+			}
+		}
+	}()
 	if err != nil {
 		return stats, err
 	}
@@ -272,49 +288,25 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 		stats.RealsWritten += len(realIDs)
 	}
 
-	// 2. New tables, installed in spare slots.
-	type pending struct {
-		key   VIPKey
-		svc   *Service
-		slot  uint32
-		inner *liveTable
-	}
+	// 2. Tables of unchanged size patched in place; new tables (made
+	// above) installed in spare slots.
 	var (
-		tables []pending
 		retire []uint32
 		old    []*liveTable
 	)
 	defer func() {
-		for _, p := range tables {
-			if p.inner != nil {
-				p.inner.close()
-			}
-		}
 		for _, t := range old {
 			t.close()
 		}
 	}()
-	for key, s := range st.Services {
-		cur := d.cache.services[key]
-		if cur != nil && cur.SvcID == s.SvcID && sameTable(cur.Table, s.Table) {
-			continue
-		}
-		if cur != nil && cur.SvcID == s.SvcID && len(cur.Table) == len(s.Table) && cur.table != nil {
-			stats.TableEntries += cur.table.patch(cur.Table, s.Table)
-			stats.TablesPatched++
-			cur.Table = s.Table
-			continue
-		}
-		slot := 2 * s.SvcID
-		if cur != nil && cur.slot == slot {
-			slot++
-		}
-		inner, err := newTable(s.Table)
-		if err != nil {
-			return stats, fmt.Errorf("service %s: %w", key, err)
-		}
-		tables = append(tables, pending{key, s, slot, inner})
-		stats.TableEntries += len(s.Table)
+	for _, key := range patches {
+		cur, s := d.cache.services[key], st.Services[key]
+		stats.TableEntries += cur.table.patch(cur.Table, s.Table)
+		stats.TablesPatched++
+		cur.Table = s.Table
+	}
+	for _, p := range tables {
+		stats.TableEntries += len(p.svc.Table)
 	}
 	if len(tables) > 0 {
 		keys := make([]uint32, len(tables))
@@ -439,9 +431,6 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 	return stats, nil
 }
 
-// checkCapacity checks st against the maps' capacities and that every
-// table refers to reals of its own service. With a delta (whose base is in
-// the maps, so was checked) it checks only the reals the delta names.
 // writeReals writes reals ids[i] = infos[i]: one at a time for a few, in
 // one batch for many.
 func (d *Datapath) writeReals(ids []uint32, vals []Real, infos []xlbRealInfo) error {
@@ -459,9 +448,14 @@ func (d *Datapath) writeReals(ids []uint32, vals []Real, infos []xlbRealInfo) er
 	return nil
 }
 
-func (d *Datapath) checkCapacity(st *State, delta *Delta) error {
+// checkCapacity checks st against the maps' capacities: the number of
+// services, service and real ids. With a delta (whose base is in the maps,
+// so was checked) it checks only the reals the delta names. Without one it
+// returns owner, owner[id] = the service of real id (0: no such real), for
+// prepareTables to check tables entry by entry.
+func (d *Datapath) checkCapacity(st *State, delta *Delta) (owner []uint32, err error) {
 	if n := uint32(len(st.Services)); n > d.opts.MaxServices {
-		return fmt.Errorf("%d services exceed the capacity of %d (raise max_services)", n, d.opts.MaxServices)
+		return nil, fmt.Errorf("%d services exceed the capacity of %d (raise max_services)", n, d.opts.MaxServices)
 	}
 	checkID := func(id uint32) error {
 		if id == 0 || id >= d.opts.MaxReals {
@@ -469,15 +463,11 @@ func (d *Datapath) checkCapacity(st *State, delta *Delta) error {
 		}
 		return nil
 	}
-	// owner[id] is the service of real id (0: no such real): a dense slice,
-	// because tables are checked entry by entry. With a delta, reals are
-	// looked up in st instead (few tables to check).
-	var owner []uint32
 	if delta != nil {
 		for _, id := range delta.Reals {
 			if _, ok := st.Reals[id]; ok {
 				if err := checkID(id); err != nil {
-					return err
+					return nil, err
 				}
 			}
 		}
@@ -485,46 +475,140 @@ func (d *Datapath) checkCapacity(st *State, delta *Delta) error {
 		owner = make([]uint32, d.opts.MaxReals)
 		for id, r := range st.Reals {
 			if err := checkID(id); err != nil {
-				return err
+				return nil, err
 			}
 			owner[id] = r.SvcID
 		}
 	}
-	ids := map[uint32]VIPKey{}
+	ids := make(map[uint32]VIPKey, len(st.Services))
 	for key, s := range st.Services {
 		if s.SvcID == 0 || s.SvcID >= d.opts.MaxServices {
-			return fmt.Errorf("service %s: id %d out of range 1..%d", key, s.SvcID, d.opts.MaxServices-1)
+			return nil, fmt.Errorf("service %s: id %d out of range 1..%d", key, s.SvcID, d.opts.MaxServices-1)
 		}
 		if other, dup := ids[s.SvcID]; dup {
-			return fmt.Errorf("services %s and %s share id %d", key, other, s.SvcID)
+			return nil, fmt.Errorf("services %s and %s share id %d", key, other, s.SvcID)
 		}
 		ids[s.SvcID] = key
 		if len(s.Table) == 0 {
-			return fmt.Errorf("service %s: empty table", key)
-		}
-		if cur := d.cache.services[key]; cur != nil && cur.SvcID == s.SvcID && sameTable(cur.Table, s.Table) {
-			continue // checked when it was applied
-		}
-		if owner != nil {
-			for _, rid := range s.Table {
-				if rid != 0 && (rid >= uint32(len(owner)) || owner[rid] != s.SvcID) {
-					return fmt.Errorf("service %s: table refers to real %d, not one of its own", key, rid)
-				}
-			}
-			continue
-		}
-		last := uint32(0) // a run of one real is looked up once
-		for _, rid := range s.Table {
-			if rid == 0 || rid == last {
-				continue
-			}
-			last = rid
-			if r, ok := st.Reals[rid]; !ok || r.SvcID != s.SvcID {
-				return fmt.Errorf("service %s: table refers to real %d, not one of its own", key, rid)
-			}
+			return nil, fmt.Errorf("service %s: empty table", key)
 		}
 	}
-	return nil
+	return owner, nil
+}
+
+// pendingTable is a new inner map made for a service, not yet installed.
+type pendingTable struct {
+	key   VIPKey
+	svc   *Service
+	slot  uint32
+	inner *liveTable
+}
+
+// prepareTables checks every table of st that differs from the one in the
+// maps: each entry must be 0 or a real of the table's own service (looked
+// up in owner, or in st.Reals when owner is nil). It returns the services
+// whose table is patched in place (same service id and size), and a new,
+// filled inner map for every other changed table. The work is spread over
+// all CPUs when there are many tables (a cold commit has thousands). On
+// an error it returns the maps it made, for the caller to close, and
+// nothing has been written to a map the forwarder reads.
+func (d *Datapath) prepareTables(st *State, owner []uint32) ([]pendingTable, []VIPKey, error) {
+	var (
+		tables  []pendingTable
+		patches []VIPKey
+	)
+	for key, s := range st.Services {
+		cur := d.cache.services[key]
+		if cur != nil && cur.SvcID == s.SvcID && sameTable(cur.Table, s.Table) {
+			continue // checked when it was applied
+		}
+		if cur != nil && cur.SvcID == s.SvcID && len(cur.Table) == len(s.Table) && cur.table != nil {
+			patches = append(patches, key)
+			continue
+		}
+		slot := 2 * s.SvcID
+		if cur != nil && cur.slot == slot {
+			slot++
+		}
+		tables = append(tables, pendingTable{key: key, svc: s, slot: slot})
+	}
+	// Job i < len(tables) makes table i; the others check patches.
+	n := len(tables) + len(patches)
+	errs := make([]error, n)
+	job := func(i int) {
+		var key VIPKey
+		var s *Service
+		if i < len(tables) {
+			key, s = tables[i].key, tables[i].svc
+		} else {
+			key = patches[i-len(tables)]
+			s = st.Services[key]
+		}
+		if rid, ok := checkTable(s, owner, st.Reals); !ok {
+			errs[i] = fmt.Errorf("service %s: table refers to real %d, not one of its own", key, rid)
+			return
+		}
+		if i < len(tables) {
+			inner, err := newTable(s.Table)
+			if err != nil {
+				errs[i] = fmt.Errorf("service %s: %w", key, err)
+				return
+			}
+			tables[i].inner = inner
+		}
+	}
+	workers := min(runtime.GOMAXPROCS(0), n/16+1)
+	if workers <= 1 {
+		for i := range n {
+			job(i)
+		}
+	} else {
+		var (
+			wg   sync.WaitGroup
+			next atomic.Int64
+		)
+		for range workers {
+			wg.Go(func() {
+				for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+					job(i)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	for _, err := range errs {
+		if err != nil {
+			return tables, nil, err
+		}
+	}
+	return tables, patches, nil
+}
+
+// checkTable reports whether every entry of s's table is 0 or a real of
+// s's service (owner[id], or reals[id] when owner is nil), and if not, the
+// first one that is not.
+func checkTable(s *Service, owner []uint32, reals map[uint32]Real) (uint32, bool) {
+	if owner != nil {
+		for _, rid := range s.Table {
+			if rid != 0 && (rid >= uint32(len(owner)) || owner[rid] != s.SvcID) {
+				return rid, false
+			}
+		}
+		return 0, true
+	}
+	// A table names a few reals many times: each is looked up in the map
+	// once, then found in a small direct-mapped cache of reals known good.
+	var good [64]uint32
+	for _, rid := range s.Table {
+		if rid == 0 || good[rid%64] == rid {
+			continue
+		}
+		if r, ok := reals[rid]; !ok || r.SvcID != s.SvcID {
+			return rid, false
+		}
+		good[rid%64] = rid
+	}
+	return 0, true
 }
 
 // sameTable reports whether a and b hold the same entries; tables the
@@ -571,9 +655,9 @@ func newTable(t []uint32) (*liveTable, error) {
 		inner.Close()
 		return nil, err
 	}
-	for i, v := range t {
-		binary.NativeEndian.PutUint32(lt.mem[4*i:], v)
-	}
+	// The entries as they lie in memory: slot 2k in the low half of
+	// element k.
+	copy(lt.mem, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(t))), 4*len(t)))
 	return lt, nil
 }
 
