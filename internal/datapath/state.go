@@ -544,17 +544,27 @@ func (d *Datapath) prepareTables(st *State, owner []uint32) ([]pendingTable, []V
 			key = patches[i-len(tables)]
 			s = st.Services[key]
 		}
-		if rid, ok := checkTable(s, owner, st.Reals); !ok {
-			errs[i] = fmt.Errorf("service %s: table refers to real %d, not one of its own", key, rid)
-			return
+		foreign := func(rid uint32) error {
+			return fmt.Errorf("service %s: table refers to real %d, not one of its own", key, rid)
+		}
+		if i >= len(tables) || owner == nil {
+			if rid, ok := checkTable(s, owner, st.Reals); !ok {
+				errs[i] = foreign(rid)
+				return
+			}
 		}
 		if i < len(tables) {
-			inner, err := newTable(s.Table)
+			inner, err := makeTable(len(s.Table))
 			if err != nil {
 				errs[i] = fmt.Errorf("service %s: %w", key, err)
 				return
 			}
 			tables[i].inner = inner
+			if owner == nil {
+				copy(inner.entries(len(s.Table)), s.Table)
+			} else if rid, ok := copyChecked(inner.entries(len(s.Table)), s.Table, owner, s.SvcID); !ok {
+				errs[i] = foreign(rid) // the caller closes inner
+			}
 		}
 	}
 	workers := min(runtime.GOMAXPROCS(0), n/16+1)
@@ -582,6 +592,19 @@ func (d *Datapath) prepareTables(st *State, owner []uint32) ([]pendingTable, []V
 		}
 	}
 	return tables, patches, nil
+}
+
+// copyChecked copies t to dst, checking each entry as checkTable does
+// with owner on the way (one pass over a table that is rarely in cache).
+func copyChecked(dst, t, owner []uint32, svc uint32) (uint32, bool) {
+	dst = dst[:len(t)]
+	for i, rid := range t {
+		dst[i] = rid
+		if rid != 0 && (rid >= uint32(len(owner)) || owner[rid] != svc) {
+			return rid, false
+		}
+	}
+	return 0, true
 }
 
 // checkTable reports whether every entry of s's table is 0 or a real of
@@ -643,22 +666,35 @@ func mapTable(inner *ebpf.Map) (*liveTable, error) {
 
 // newTable returns a new inner map holding t.
 func newTable(t []uint32) (*liveTable, error) {
+	lt, err := makeTable(len(t))
+	if err != nil {
+		return nil, err
+	}
+	copy(lt.entries(len(t)), t)
+	return lt, nil
+}
+
+// makeTable returns a new inner map of m entries, all 0, mapped.
+func makeTable(m int) (*liveTable, error) {
 	inner, err := ebpf.NewMap(&ebpf.MapSpec{
-		Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: uint32(len(t)+1) / 2,
+		Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: uint32(m+1) / 2,
 		Flags: unix.BPF_F_INNER_MAP | unix.BPF_F_MMAPABLE,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("create table of %d entries: %w", len(t), err)
+		return nil, fmt.Errorf("create table of %d entries: %w", m, err)
 	}
 	lt, err := mapTable(inner)
 	if err != nil {
 		inner.Close()
 		return nil, err
 	}
-	// The entries as they lie in memory: slot 2k in the low half of
-	// element k.
-	copy(lt.mem, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(t))), 4*len(t)))
 	return lt, nil
+}
+
+// entries returns the first m entries of the mapped table, entry i at
+// byte 4i in native order (two per 64-bit element, as patch writes them).
+func (lt *liveTable) entries(m int) []uint32 {
+	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(lt.mem))), m)[:m:m]
 }
 
 // patch writes the elements of t that differ from old (the table's current
@@ -688,11 +724,7 @@ func (lt *liveTable) patch(old, t []uint32) int {
 
 // read returns the table's m entries.
 func (lt *liveTable) read(m int) []uint32 {
-	t := make([]uint32, m)
-	for i := range t {
-		t[i] = binary.NativeEndian.Uint32(lt.mem[4*i:])
-	}
-	return t
+	return slices.Clone(lt.entries(m))
 }
 
 func (lt *liveTable) close() {
