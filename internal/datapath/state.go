@@ -259,6 +259,11 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 		realVals  []Real
 		realInfos []xlbRealInfo
 	)
+	if delta == nil {
+		realIDs = make([]uint32, 0, len(st.Reals))
+		realVals = make([]Real, 0, len(st.Reals))
+		realInfos = make([]xlbRealInfo, 0, len(st.Reals))
+	}
 	collect := func(id uint32, r Real) {
 		if old, ok := d.cache.reals[id]; ok && old == r {
 			return
@@ -281,6 +286,9 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 	if len(realIDs) > 0 {
 		if err := d.writeReals(realIDs, realVals, realInfos); err != nil {
 			return stats, err
+		}
+		if len(d.cache.reals) == 0 {
+			d.cache.reals = make(map[uint32]Real, len(realIDs)) // sized once
 		}
 		for i, id := range realIDs {
 			d.cache.reals[id] = realVals[i]
