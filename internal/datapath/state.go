@@ -427,7 +427,9 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 				return stats, err
 			}
 		}
-	} else {
+	} else if len(d.cache.reals) > len(st.Reals) {
+		// The cache holds every real of st (written above): only a
+		// larger cache has reals to clear.
 		for id := range d.cache.reals {
 			if err := clearReal(id); err != nil {
 				return stats, err
