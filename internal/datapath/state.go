@@ -199,8 +199,9 @@ type ApplyStats struct {
 //     inner map, so a packet reads either the old or the new backend of
 //     its slot, both valid (no map-of-maps update, no grace period);
 //     a new table, or one whose size changed, is filled (mmap, one copy)
-//     into a fresh inner map and installed in the service's spare slot of
-//     xlb_tables (slot 2*svc_id + generation), all in one batch;
+//     into a fresh inner map before step 1 and installed here in the
+//     service's spare slot of xlb_tables (slot 2*svc_id + generation), all
+//     in one batch;
 //  3. each VIP entry is updated to point to its new slot: one map update
 //     per VIP, so each service switches atomically from its complete old
 //     table to its complete new one;
@@ -210,8 +211,10 @@ type ApplyStats struct {
 //
 // Updates of a map-of-maps wait for an RCU grace period in the kernel, so
 // they are batched: a commit costs at most two grace periods whatever the
-// number of services. Capacity is checked first, so a state that does not
-// fit changes nothing.
+// number of services. Capacity and every changed table (only reals of its
+// own service) are checked first, and the new inner maps made then (see
+// prepareTables), so a state that does not fit or fails a check changes
+// nothing.
 func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 	start := time.Now()
 	var stats ApplyStats
