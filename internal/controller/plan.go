@@ -184,9 +184,7 @@ func (p *Planner) full(desired *config.Desired, prev *datapath.State, healthy fu
 	var stats PlanStats
 	nb := 0 // backends listed: at most that many reals
 	for i := range desired.Services {
-		for _, pl := range desired.Services[i].Pools {
-			nb += len(pl.Backends)
-		}
+		nb += backendCount(&desired.Services[i])
 	}
 	st := &datapath.State{
 		Node:     nodeState(desired),
@@ -236,7 +234,7 @@ func (p *Planner) full(desired *config.Desired, prev *datapath.State, healthy fu
 		svc := &datapath.Service{SvcID: ids[i], Encap: encapOf(s.Encap), Fragments: s.Fragments}
 		m := &svcMemo{key: keys[i], in: cloneService(s), health: healthOf(s, healthy), svcID: svc.SvcID}
 		memos[i] = m
-		byAddr := map[netip.Addr]uint32{}
+		byAddr := make(map[netip.Addr]uint32, backendCount(s))
 		for _, p := range s.Pools {
 			for _, b := range p.Backends {
 				if _, dup := byAddr[b.Addr]; dup {
@@ -406,7 +404,7 @@ func (p *Planner) incremental(desired *config.Desired, prev *datapath.State, las
 		changed = append(changed, i)
 		m := &svcMemo{key: key, in: cloneService(s), health: healthOf(s, healthy), svcID: id, seen: gen}
 		memos[i] = m
-		byAddr := map[netip.Addr]uint32{}
+		byAddr := make(map[netip.Addr]uint32, backendCount(s))
 		for _, pl := range s.Pools {
 			for _, b := range pl.Backends {
 				if _, dup := byAddr[b.Addr]; dup {
@@ -684,6 +682,15 @@ func (b bitset) highest() (uint32, bool) {
 		}
 	}
 	return 0, false
+}
+
+// backendCount returns the number of backends s's pools list.
+func backendCount(s *config.DesiredService) int {
+	n := 0
+	for _, p := range s.Pools {
+		n += len(p.Backends)
+	}
+	return n
 }
 
 // cloneService returns a copy of s sharing no memory with it.
