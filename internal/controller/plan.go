@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"sync/atomic"
 
 	"github.com/xlbproject/xlb/internal/config"
 	"github.com/xlbproject/xlb/internal/datapath"
@@ -85,7 +84,7 @@ type tableEntry struct {
 // useTable gives svc the table of key tk: the cached one if the last
 // plan or this one used it, else one built by a new job (j) or by
 // another service's job (same).
-func (p *Planner) useTable(svc *datapath.Service, tk string, j buildJob, jobs *[]buildJob, same *[]sameTable) *tableEntry {
+func (p *Planner) useTable(svc *datapath.Service, tk string, j buildJob, bl *builds, same *[]sameTable) *tableEntry {
 	e := p.tables[tk]
 	switch {
 	case e != nil && e.table != nil && e.gen+1 >= p.gen:
@@ -97,18 +96,19 @@ func (p *Planner) useTable(svc *datapath.Service, tk string, j buildJob, jobs *[
 		e = &tableEntry{gen: p.gen}
 		p.tables[tk] = e
 		j.entry = e
-		*jobs = append(*jobs, j)
+		bl.add(&j)
 	}
 	return e
 }
 
-// finishTables builds the jobs' tables, hands them to the services that
-// share them and drops the tables this plan did not use from the cache.
-func (p *Planner) finishTables(jobs []buildJob, same []sameTable) error {
-	if err := buildTables(jobs); err != nil {
+// finishTables waits for the jobs' tables, hands them to the services
+// that share them and drops the tables this plan did not use from the
+// cache.
+func (p *Planner) finishTables(bl *builds, same []sameTable) error {
+	if err := bl.wait(); err != nil {
 		return err
 	}
-	for _, j := range jobs {
+	for _, j := range bl.jobs {
 		j.entry.table = j.svc.Table
 	}
 	for _, x := range same {
@@ -182,10 +182,14 @@ func nodeState(desired *config.Desired) datapath.Node {
 func (p *Planner) full(desired *config.Desired, prev *datapath.State, healthy func(config.Backend) bool) (*datapath.State, PlanStats, error) {
 	lim := p.lim
 	var stats PlanStats
+	nb := 0 // backends listed: at most that many reals
+	for i := range desired.Services {
+		nb += backendCount(&desired.Services[i])
+	}
 	st := &datapath.State{
 		Node:     nodeState(desired),
-		Services: map[datapath.VIPKey]*datapath.Service{},
-		Reals:    map[uint32]datapath.Real{},
+		Services: make(map[datapath.VIPKey]*datapath.Service, len(desired.Services)),
+		Reals:    make(map[uint32]datapath.Real, nb),
 	}
 	if prev == nil {
 		prev = &datapath.State{}
@@ -196,7 +200,7 @@ func (p *Planner) full(desired *config.Desired, prev *datapath.State, healthy fu
 		svcIDs.keep(s.SvcID)
 	}
 	realIDs := newAllocator(lim.MaxReals)
-	prevReal := map[realKey]uint32{}
+	prevReal := make(map[realKey]uint32, len(prev.Reals))
 	for id, r := range prev.Reals {
 		prevReal[realKey{r.SvcID, r.Addr}] = id
 		realIDs.keep(id)
@@ -211,12 +215,13 @@ func (p *Planner) full(desired *config.Desired, prev *datapath.State, healthy fu
 			ids[i] = p.SvcID
 		}
 	}
-	liveReals := map[uint32]bool{}
+	liveReals := newBitset(lim.MaxReals) // ids given to a real of this plan
 	var (
-		jobs  []buildJob
+		bl    builds
 		same  []sameTable
 		memos = make([]*svcMemo, len(desired.Services))
 	)
+	defer bl.wait() // on an early return, the workers end
 	for i := range desired.Services {
 		s := &desired.Services[i]
 		if ids[i] == 0 {
@@ -229,7 +234,7 @@ func (p *Planner) full(desired *config.Desired, prev *datapath.State, healthy fu
 		svc := &datapath.Service{SvcID: ids[i], Encap: encapOf(s.Encap), Fragments: s.Fragments}
 		m := &svcMemo{key: keys[i], in: cloneService(s), health: healthOf(s, healthy), svcID: svc.SvcID}
 		memos[i] = m
-		byAddr := map[netip.Addr]uint32{}
+		byAddr := make(map[netip.Addr]uint32, backendCount(s))
 		for _, p := range s.Pools {
 			for _, b := range p.Backends {
 				if _, dup := byAddr[b.Addr]; dup {
@@ -237,13 +242,13 @@ func (p *Planner) full(desired *config.Desired, prev *datapath.State, healthy fu
 				}
 				rk := realKey{svc.SvcID, b.Addr}
 				rid, ok := prevReal[rk]
-				if !ok || liveReals[rid] {
+				if !ok || liveReals.has(rid) {
 					var err error
 					if rid, err = realIDs.next(); err != nil {
 						return nil, stats, fmt.Errorf("service %s, backend %s: %w", s.Name, b.Addr, err)
 					}
 				}
-				liveReals[rid] = true
+				liveReals.set(rid)
 				byAddr[b.Addr] = rid
 				m.rids = append(m.rids, rid)
 				st.Reals[rid] = datapath.Real{Addr: b.Addr, SvcID: svc.SvcID, Active: b.HealthCheck == "" || healthy(b), Encap: encapOf(b.Encap)}
@@ -251,13 +256,13 @@ func (p *Planner) full(desired *config.Desired, prev *datapath.State, healthy fu
 		}
 		usable := s.UsableBackends(healthy)
 		tk := tableKey(s.TableSize, usable, byAddr)
-		m.entry = p.useTable(svc, tk, buildJob{svc: svc, name: s.Name, usable: usable, m: s.TableSize, ids: byAddr}, &jobs, &same)
+		m.entry = p.useTable(svc, tk, buildJob{svc: svc, name: s.Name, usable: usable, m: s.TableSize, ids: byAddr}, &bl, &same)
 		st.Services[keys[i]] = svc
 	}
-	if err := p.finishTables(jobs, same); err != nil {
+	if err := p.finishTables(&bl, same); err != nil {
 		return nil, stats, err
 	}
-	stats.TablesBuilt = len(jobs)
+	stats.TablesBuilt = len(bl.jobs)
 	stats.Services = len(st.Services)
 	stats.Reals = len(st.Reals)
 
@@ -327,7 +332,7 @@ func (p *Planner) incremental(desired *config.Desired, prev *datapath.State, las
 		}
 	}
 	var (
-		jobs    []buildJob
+		bl      builds
 		same    []sameTable
 		memos   = make([]*svcMemo, len(desired.Services))
 		keys    = make([]datapath.VIPKey, len(desired.Services))
@@ -335,6 +340,7 @@ func (p *Planner) incremental(desired *config.Desired, prev *datapath.State, las
 		added   []uint32
 		changed []int // indexes of the services planned again
 	)
+	defer bl.wait()
 	for i := range desired.Services {
 		s := &desired.Services[i]
 		key := datapath.VIPKey{Addr: s.VIP, Port: s.Port, Proto: uint8(s.Proto)}
@@ -369,6 +375,7 @@ func (p *Planner) incremental(desired *config.Desired, prev *datapath.State, las
 			// Two services on one key (Validate rejects it): full plans
 			// what that means.
 			rollback()
+			bl.wait()
 			return p.full(desired, prev, healthy)
 		}
 		if old != nil && sameService(&old.in, s) &&
@@ -397,7 +404,7 @@ func (p *Planner) incremental(desired *config.Desired, prev *datapath.State, las
 		changed = append(changed, i)
 		m := &svcMemo{key: key, in: cloneService(s), health: healthOf(s, healthy), svcID: id, seen: gen}
 		memos[i] = m
-		byAddr := map[netip.Addr]uint32{}
+		byAddr := make(map[netip.Addr]uint32, backendCount(s))
 		for _, pl := range s.Pools {
 			for _, b := range pl.Backends {
 				if _, dup := byAddr[b.Addr]; dup {
@@ -420,7 +427,7 @@ func (p *Planner) incremental(desired *config.Desired, prev *datapath.State, las
 		}
 		usable := s.UsableBackends(healthy)
 		tk := tableKey(s.TableSize, usable, byAddr)
-		m.entry = p.useTable(svc, tk, buildJob{svc: svc, name: s.Name, usable: usable, m: s.TableSize, ids: byAddr}, &jobs, &same)
+		m.entry = p.useTable(svc, tk, buildJob{svc: svc, name: s.Name, usable: usable, m: s.TableSize, ids: byAddr}, &bl, &same)
 	}
 	// Services that left take their reals with them.
 	var gone []datapath.VIPKey
@@ -436,11 +443,11 @@ func (p *Planner) incremental(desired *config.Desired, prev *datapath.State, las
 			freed = append(freed, rid)
 		}
 	}
-	if err := p.finishTables(jobs, same); err != nil {
+	if err := p.finishTables(&bl, same); err != nil {
 		rollback()
 		return nil, stats, err
 	}
-	stats.TablesBuilt = len(jobs)
+	stats.TablesBuilt = len(bl.jobs)
 	stats.Services = len(st.Services)
 	st.Reals = reals
 	stats.Reals = len(st.Reals)
@@ -482,37 +489,54 @@ type buildJob struct {
 	usable []config.Backend
 	m      uint32
 	ids    map[netip.Addr]uint32
+	err    error
 }
 
-// buildTables populates the jobs' tables on every CPU (Maglev population is
-// the bulk of a cold plan).
-func buildTables(jobs []buildJob) error {
-	workers := min(runtime.GOMAXPROCS(0), len(jobs))
-	errs := make([]error, len(jobs))
-	var (
-		wg   sync.WaitGroup
-		next atomic.Int64
-	)
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(jobs) {
-					return
+// builds runs the Maglev populations a plan needs on every CPU, starting
+// with the first one listed while the plan goes on (population is the
+// bulk of a cold plan, which lists thousands).
+type builds struct {
+	jobs []*buildJob
+	ch   chan *buildJob // nil until the first job
+	wg   sync.WaitGroup
+}
+
+// add lists j and hands it to a worker.
+func (bl *builds) add(j *buildJob) {
+	if bl.ch == nil {
+		bl.ch = make(chan *buildJob, 64)
+		for range runtime.GOMAXPROCS(0) {
+			bl.wg.Go(func() {
+				var tb tableBuilder
+				for j := range bl.ch {
+					t, err := tb.build(j.usable, j.m, j.ids)
+					if err != nil {
+						j.err = fmt.Errorf("service %s: %w", j.name, err)
+						continue
+					}
+					j.svc.Table = t
 				}
-				j := &jobs[i]
-				t, err := buildTable(j.usable, j.m, j.ids)
-				if err != nil {
-					errs[i] = fmt.Errorf("service %s: %w", j.name, err)
-					continue
-				}
-				j.svc.Table = t
-			}
-		}()
+			})
+		}
 	}
-	wg.Wait()
+	bl.jobs = append(bl.jobs, j)
+	bl.ch <- j
+}
+
+// wait waits for every job listed and returns their errors, in the order
+// listed. It may be called more than once.
+func (bl *builds) wait() error {
+	if bl.ch != nil {
+		close(bl.ch)
+		bl.wg.Wait()
+		bl.ch = nil
+	}
+	var errs []error
+	for _, j := range bl.jobs {
+		if j.err != nil {
+			errs = append(errs, j.err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -536,27 +560,29 @@ func tableKey(m uint32, usable []config.Backend, ids map[netip.Addr]uint32) stri
 	return string(b)
 }
 
-// buildTable returns the Maglev table over usable as real ids; all zero
-// (drop) when there is no usable backend.
-func buildTable(usable []config.Backend, m uint32, ids map[netip.Addr]uint32) ([]uint32, error) {
+// tableBuilder builds tables, keeping its working memory from one to the
+// next (one per goroutine).
+type tableBuilder struct {
+	mb   maglev.Builder
+	bs   []maglev.Backend
+	rids []uint32
+}
+
+// build returns the Maglev table over usable as real ids; all zero (drop)
+// when there is no usable backend. The backends are named by their
+// canonical address string (maglev.Backend.Name).
+func (tb *tableBuilder) build(usable []config.Backend, m uint32, ids map[netip.Addr]uint32) ([]uint32, error) {
 	out := make([]uint32, m)
 	if len(usable) == 0 {
 		return out, nil
 	}
-	bs := make([]maglev.Backend, len(usable))
-	for i, b := range usable {
-		bs[i] = maglev.Backend{Name: b.Addr.String(), Weight: b.Weight}
+	tb.bs, tb.rids = tb.bs[:0], tb.rids[:0]
+	for _, b := range usable {
+		tb.bs = append(tb.bs, maglev.Backend{Name: b.Addr.String(), Weight: b.Weight})
+		tb.rids = append(tb.rids, ids[b.Addr])
 	}
-	t, err := maglev.Build(bs, m)
-	if err != nil {
+	if err := tb.mb.Fill(out, tb.bs, tb.rids, m); err != nil {
 		return nil, err
-	}
-	rids := make([]uint32, len(t.Backends))
-	for i, b := range t.Backends {
-		rids[i] = ids[netip.MustParseAddr(b.Name)]
-	}
-	for i, e := range t.Entries {
-		out[i] = rids[e]
 	}
 	return out, nil
 }
@@ -656,6 +682,15 @@ func (b bitset) highest() (uint32, bool) {
 		}
 	}
 	return 0, false
+}
+
+// backendCount returns the number of backends s's pools list.
+func backendCount(s *config.DesiredService) int {
+	n := 0
+	for _, p := range s.Pools {
+		n += len(p.Backends)
+	}
+	return n
 }
 
 // cloneService returns a copy of s sharing no memory with it.

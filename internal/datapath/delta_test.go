@@ -63,6 +63,43 @@ func TestApplyDelta(t *testing.T) {
 	if _, err := d.Apply(bad); err == nil {
 		t.Fatal("a table referring to another service's real was accepted")
 	}
+	checkAdopted(t, d, other) // nothing of bad was written
+}
+
+// TestApplyRefusesForeignReal: a full state (no delta) whose tables are
+// made on all CPUs is refused when one table, new or patched in place,
+// names a real of another service, and then nothing of it is in the maps.
+func TestApplyRefusesForeignReal(t *testing.T) {
+	d := newTestDatapath(t, Options{})
+	base := fixtureState()
+	if _, err := d.Apply(base); err != nil {
+		t.Fatal(err)
+	}
+	grown := func() *State {
+		st := &State{Node: base.Node, Services: maps.Clone(base.Services), Reals: maps.Clone(base.Reals)}
+		for i := uint32(0); i < 40; i++ {
+			id := 10 + i
+			st.Reals[100+i] = Real{Addr: netip.AddrFrom4([4]byte{10, 7, 0, byte(i)}), SvcID: id, Active: true}
+			st.Services[VIPKey{netip.AddrFrom4([4]byte{10, 200, 0, byte(i)}), 80, 6}] = &Service{SvcID: id,
+				Table: []uint32{100 + i, 0, 100 + i, 100 + i, 100 + i}}
+		}
+		return st
+	}
+	newBad := grown()
+	newBad.Services[VIPKey{netip.AddrFrom4([4]byte{10, 200, 0, 33}), 80, 6}].Table[3] = 101 // service 11's
+	patchBad := grown()
+	patchBad.Services[VIPKey{vip4, 80, 6}] = &Service{SvcID: 1, Encap: EncapGRE, Table: []uint32{1, 1, 1, 2, 1, 1, 1}}
+	for name, st := range map[string]*State{"new table": newBad, "patched table": patchBad} {
+		if _, err := d.Apply(st); err == nil {
+			t.Fatalf("%s referring to another service's real was accepted", name)
+		}
+		checkAdopted(t, d, base)
+	}
+	good := grown()
+	if as, err := d.Apply(good); err != nil || as.TablesReplaced != 40 {
+		t.Fatalf("apply: %+v, %v; want 40 tables installed", as, err)
+	}
+	checkAdopted(t, d, good)
 }
 
 // checkAdopted loads the forwarder again on d's pins and compares what it

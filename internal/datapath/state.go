@@ -11,7 +11,9 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -197,8 +199,9 @@ type ApplyStats struct {
 //     inner map, so a packet reads either the old or the new backend of
 //     its slot, both valid (no map-of-maps update, no grace period);
 //     a new table, or one whose size changed, is filled (mmap, one copy)
-//     into a fresh inner map and installed in the service's spare slot of
-//     xlb_tables (slot 2*svc_id + generation), all in one batch;
+//     into a fresh inner map before step 1 and installed here in the
+//     service's spare slot of xlb_tables (slot 2*svc_id + generation), all
+//     in one batch;
 //  3. each VIP entry is updated to point to its new slot: one map update
 //     per VIP, so each service switches atomically from its complete old
 //     table to its complete new one;
@@ -208,8 +211,10 @@ type ApplyStats struct {
 //
 // Updates of a map-of-maps wait for an RCU grace period in the kernel, so
 // they are batched: a commit costs at most two grace periods whatever the
-// number of services. Capacity is checked first, so a state that does not
-// fit changes nothing.
+// number of services. Capacity and every changed table (only reals of its
+// own service) are checked first, and the new inner maps made then (see
+// prepareTables), so a state that does not fit or fails a check changes
+// nothing.
 func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 	start := time.Now()
 	var stats ApplyStats
@@ -219,10 +224,24 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 		delta = nil
 	}
 	d.applied = nil // until this Apply succeeds
-	if err := d.checkCapacity(st, delta); err != nil {
+	owner, err := d.checkCapacity(st, delta)
+	if err != nil {
 		return stats, err
 	}
 	node, err := nodeInfo(st.Node, d.ifmac)
+	if err != nil {
+		return stats, err
+	}
+	// Tables are checked, and new ones created and filled, before anything
+	// is written: a table naming a real of another service changes nothing.
+	tables, patches, err := d.prepareTables(st, owner)
+	defer func() {
+		for _, p := range tables {
+			if p.inner != nil {
+				p.inner.close()
+			}
+		}
+	}()
 	if err != nil {
 		return stats, err
 	}
@@ -243,6 +262,11 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 		realVals  []Real
 		realInfos []xlbRealInfo
 	)
+	if delta == nil {
+		realIDs = make([]uint32, 0, len(st.Reals))
+		realVals = make([]Real, 0, len(st.Reals))
+		realInfos = make([]xlbRealInfo, 0, len(st.Reals))
+	}
 	collect := func(id uint32, r Real) {
 		if old, ok := d.cache.reals[id]; ok && old == r {
 			return
@@ -266,55 +290,34 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 		if err := d.writeReals(realIDs, realVals, realInfos); err != nil {
 			return stats, err
 		}
+		if len(d.cache.reals) == 0 {
+			d.cache.reals = make(map[uint32]Real, len(realIDs)) // sized once
+		}
 		for i, id := range realIDs {
 			d.cache.reals[id] = realVals[i]
 		}
 		stats.RealsWritten += len(realIDs)
 	}
 
-	// 2. New tables, installed in spare slots.
-	type pending struct {
-		key   VIPKey
-		svc   *Service
-		slot  uint32
-		inner *liveTable
-	}
+	// 2. Tables of unchanged size patched in place; new tables (made
+	// above) installed in spare slots.
 	var (
-		tables []pending
 		retire []uint32
 		old    []*liveTable
 	)
 	defer func() {
-		for _, p := range tables {
-			if p.inner != nil {
-				p.inner.close()
-			}
-		}
 		for _, t := range old {
 			t.close()
 		}
 	}()
-	for key, s := range st.Services {
-		cur := d.cache.services[key]
-		if cur != nil && cur.SvcID == s.SvcID && sameTable(cur.Table, s.Table) {
-			continue
-		}
-		if cur != nil && cur.SvcID == s.SvcID && len(cur.Table) == len(s.Table) && cur.table != nil {
-			stats.TableEntries += cur.table.patch(cur.Table, s.Table)
-			stats.TablesPatched++
-			cur.Table = s.Table
-			continue
-		}
-		slot := 2 * s.SvcID
-		if cur != nil && cur.slot == slot {
-			slot++
-		}
-		inner, err := newTable(s.Table)
-		if err != nil {
-			return stats, fmt.Errorf("service %s: %w", key, err)
-		}
-		tables = append(tables, pending{key, s, slot, inner})
-		stats.TableEntries += len(s.Table)
+	for _, key := range patches {
+		cur, s := d.cache.services[key], st.Services[key]
+		stats.TableEntries += cur.table.patch(cur.Table, s.Table)
+		stats.TablesPatched++
+		cur.Table = s.Table
+	}
+	for _, p := range tables {
+		stats.TableEntries += len(p.svc.Table)
 	}
 	if len(tables) > 0 {
 		keys := make([]uint32, len(tables))
@@ -427,7 +430,9 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 				return stats, err
 			}
 		}
-	} else {
+	} else if len(d.cache.reals) > len(st.Reals) {
+		// The cache holds every real of st (written above): only a
+		// larger cache has reals to clear.
 		for id := range d.cache.reals {
 			if err := clearReal(id); err != nil {
 				return stats, err
@@ -439,9 +444,6 @@ func (d *Datapath) Apply(st *State) (ApplyStats, error) {
 	return stats, nil
 }
 
-// checkCapacity checks st against the maps' capacities and that every
-// table refers to reals of its own service. With a delta (whose base is in
-// the maps, so was checked) it checks only the reals the delta names.
 // writeReals writes reals ids[i] = infos[i]: one at a time for a few, in
 // one batch for many.
 func (d *Datapath) writeReals(ids []uint32, vals []Real, infos []xlbRealInfo) error {
@@ -459,9 +461,14 @@ func (d *Datapath) writeReals(ids []uint32, vals []Real, infos []xlbRealInfo) er
 	return nil
 }
 
-func (d *Datapath) checkCapacity(st *State, delta *Delta) error {
+// checkCapacity checks st against the maps' capacities: the number of
+// services, service and real ids. With a delta (whose base is in the maps,
+// so was checked) it checks only the reals the delta names. Without one it
+// returns owner, owner[id] = the service of real id (0: no such real), for
+// prepareTables to check tables entry by entry.
+func (d *Datapath) checkCapacity(st *State, delta *Delta) (owner []uint32, err error) {
 	if n := uint32(len(st.Services)); n > d.opts.MaxServices {
-		return fmt.Errorf("%d services exceed the capacity of %d (raise max_services)", n, d.opts.MaxServices)
+		return nil, fmt.Errorf("%d services exceed the capacity of %d (raise max_services)", n, d.opts.MaxServices)
 	}
 	checkID := func(id uint32) error {
 		if id == 0 || id >= d.opts.MaxReals {
@@ -469,15 +476,11 @@ func (d *Datapath) checkCapacity(st *State, delta *Delta) error {
 		}
 		return nil
 	}
-	// owner[id] is the service of real id (0: no such real): a dense slice,
-	// because tables are checked entry by entry. With a delta, reals are
-	// looked up in st instead (few tables to check).
-	var owner []uint32
 	if delta != nil {
 		for _, id := range delta.Reals {
 			if _, ok := st.Reals[id]; ok {
 				if err := checkID(id); err != nil {
-					return err
+					return nil, err
 				}
 			}
 		}
@@ -485,46 +488,163 @@ func (d *Datapath) checkCapacity(st *State, delta *Delta) error {
 		owner = make([]uint32, d.opts.MaxReals)
 		for id, r := range st.Reals {
 			if err := checkID(id); err != nil {
-				return err
+				return nil, err
 			}
 			owner[id] = r.SvcID
 		}
 	}
-	ids := map[uint32]VIPKey{}
+	ids := make(map[uint32]VIPKey, len(st.Services))
 	for key, s := range st.Services {
 		if s.SvcID == 0 || s.SvcID >= d.opts.MaxServices {
-			return fmt.Errorf("service %s: id %d out of range 1..%d", key, s.SvcID, d.opts.MaxServices-1)
+			return nil, fmt.Errorf("service %s: id %d out of range 1..%d", key, s.SvcID, d.opts.MaxServices-1)
 		}
 		if other, dup := ids[s.SvcID]; dup {
-			return fmt.Errorf("services %s and %s share id %d", key, other, s.SvcID)
+			return nil, fmt.Errorf("services %s and %s share id %d", key, other, s.SvcID)
 		}
 		ids[s.SvcID] = key
 		if len(s.Table) == 0 {
-			return fmt.Errorf("service %s: empty table", key)
+			return nil, fmt.Errorf("service %s: empty table", key)
 		}
-		if cur := d.cache.services[key]; cur != nil && cur.SvcID == s.SvcID && sameTable(cur.Table, s.Table) {
+	}
+	return owner, nil
+}
+
+// pendingTable is a new inner map made for a service, not yet installed.
+type pendingTable struct {
+	key   VIPKey
+	svc   *Service
+	slot  uint32
+	inner *liveTable
+}
+
+// prepareTables checks every table of st that differs from the one in the
+// maps: each entry must be 0 or a real of the table's own service (looked
+// up in owner, or in st.Reals when owner is nil). It returns the services
+// whose table is patched in place (same service id and size), and a new,
+// filled inner map for every other changed table. The work is spread over
+// all CPUs when there are many tables (a cold commit has thousands). On
+// an error it returns the maps it made, for the caller to close, and
+// nothing has been written to a map the forwarder reads.
+func (d *Datapath) prepareTables(st *State, owner []uint32) ([]pendingTable, []VIPKey, error) {
+	var (
+		tables  []pendingTable
+		patches []VIPKey
+	)
+	for key, s := range st.Services {
+		cur := d.cache.services[key]
+		if cur != nil && cur.SvcID == s.SvcID && sameTable(cur.Table, s.Table) {
 			continue // checked when it was applied
 		}
-		if owner != nil {
-			for _, rid := range s.Table {
-				if rid != 0 && (rid >= uint32(len(owner)) || owner[rid] != s.SvcID) {
-					return fmt.Errorf("service %s: table refers to real %d, not one of its own", key, rid)
-				}
-			}
+		if cur != nil && cur.SvcID == s.SvcID && len(cur.Table) == len(s.Table) && cur.table != nil {
+			patches = append(patches, key)
 			continue
 		}
-		last := uint32(0) // a run of one real is looked up once
-		for _, rid := range s.Table {
-			if rid == 0 || rid == last {
-				continue
+		slot := 2 * s.SvcID
+		if cur != nil && cur.slot == slot {
+			slot++
+		}
+		tables = append(tables, pendingTable{key: key, svc: s, slot: slot})
+	}
+	// Job i < len(tables) makes table i; the others check patches.
+	n := len(tables) + len(patches)
+	errs := make([]error, n)
+	job := func(i int) {
+		var key VIPKey
+		var s *Service
+		if i < len(tables) {
+			key, s = tables[i].key, tables[i].svc
+		} else {
+			key = patches[i-len(tables)]
+			s = st.Services[key]
+		}
+		foreign := func(rid uint32) error {
+			return fmt.Errorf("service %s: table refers to real %d, not one of its own", key, rid)
+		}
+		if i >= len(tables) || owner == nil {
+			if rid, ok := checkTable(s, owner, st.Reals); !ok {
+				errs[i] = foreign(rid)
+				return
 			}
-			last = rid
-			if r, ok := st.Reals[rid]; !ok || r.SvcID != s.SvcID {
-				return fmt.Errorf("service %s: table refers to real %d, not one of its own", key, rid)
+		}
+		if i < len(tables) {
+			inner, err := makeTable(len(s.Table))
+			if err != nil {
+				errs[i] = fmt.Errorf("service %s: %w", key, err)
+				return
+			}
+			tables[i].inner = inner
+			if owner == nil {
+				copy(inner.entries(len(s.Table)), s.Table)
+			} else if rid, ok := copyChecked(inner.entries(len(s.Table)), s.Table, owner, s.SvcID); !ok {
+				errs[i] = foreign(rid) // the caller closes inner
 			}
 		}
 	}
-	return nil
+	workers := min(runtime.GOMAXPROCS(0), n/16+1)
+	if workers <= 1 {
+		for i := range n {
+			job(i)
+		}
+	} else {
+		var (
+			wg   sync.WaitGroup
+			next atomic.Int64
+		)
+		for range workers {
+			wg.Go(func() {
+				for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+					job(i)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	for _, err := range errs {
+		if err != nil {
+			return tables, nil, err
+		}
+	}
+	return tables, patches, nil
+}
+
+// copyChecked copies t to dst, checking each entry as checkTable does
+// with owner on the way (one pass over a table that is rarely in cache).
+func copyChecked(dst, t, owner []uint32, svc uint32) (uint32, bool) {
+	dst = dst[:len(t)]
+	for i, rid := range t {
+		dst[i] = rid
+		if rid != 0 && (rid >= uint32(len(owner)) || owner[rid] != svc) {
+			return rid, false
+		}
+	}
+	return 0, true
+}
+
+// checkTable reports whether every entry of s's table is 0 or a real of
+// s's service (owner[id], or reals[id] when owner is nil), and if not, the
+// first one that is not.
+func checkTable(s *Service, owner []uint32, reals map[uint32]Real) (uint32, bool) {
+	if owner != nil {
+		for _, rid := range s.Table {
+			if rid != 0 && (rid >= uint32(len(owner)) || owner[rid] != s.SvcID) {
+				return rid, false
+			}
+		}
+		return 0, true
+	}
+	// A table names a few reals many times: each is looked up in the map
+	// once, then found in a small direct-mapped cache of reals known good.
+	var good [64]uint32
+	for _, rid := range s.Table {
+		if rid == 0 || good[rid%64] == rid {
+			continue
+		}
+		if r, ok := reals[rid]; !ok || r.SvcID != s.SvcID {
+			return rid, false
+		}
+		good[rid%64] = rid
+	}
+	return 0, true
 }
 
 // sameTable reports whether a and b hold the same entries; tables the
@@ -559,22 +679,35 @@ func mapTable(inner *ebpf.Map) (*liveTable, error) {
 
 // newTable returns a new inner map holding t.
 func newTable(t []uint32) (*liveTable, error) {
+	lt, err := makeTable(len(t))
+	if err != nil {
+		return nil, err
+	}
+	copy(lt.entries(len(t)), t)
+	return lt, nil
+}
+
+// makeTable returns a new inner map of m entries, all 0, mapped.
+func makeTable(m int) (*liveTable, error) {
 	inner, err := ebpf.NewMap(&ebpf.MapSpec{
-		Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: uint32(len(t)+1) / 2,
+		Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: uint32(m+1) / 2,
 		Flags: unix.BPF_F_INNER_MAP | unix.BPF_F_MMAPABLE,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("create table of %d entries: %w", len(t), err)
+		return nil, fmt.Errorf("create table of %d entries: %w", m, err)
 	}
 	lt, err := mapTable(inner)
 	if err != nil {
 		inner.Close()
 		return nil, err
 	}
-	for i, v := range t {
-		binary.NativeEndian.PutUint32(lt.mem[4*i:], v)
-	}
 	return lt, nil
+}
+
+// entries returns the first m entries of the mapped table, entry i at
+// byte 4i in native order (two per 64-bit element, as patch writes them).
+func (lt *liveTable) entries(m int) []uint32 {
+	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(lt.mem))), m)[:m:m]
 }
 
 // patch writes the elements of t that differ from old (the table's current
@@ -604,11 +737,7 @@ func (lt *liveTable) patch(old, t []uint32) int {
 
 // read returns the table's m entries.
 func (lt *liveTable) read(m int) []uint32 {
-	t := make([]uint32, m)
-	for i := range t {
-		t[i] = binary.NativeEndian.Uint32(lt.mem[4*i:])
-	}
-	return t
+	return slices.Clone(lt.entries(m))
 }
 
 func (lt *liveTable) close() {

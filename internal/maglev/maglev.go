@@ -134,12 +134,8 @@ func Build(backends []Backend, m uint32) (*Table, error) {
 	slices.SortStableFunc(sorted, func(a, b Backend) int { return strings.Compare(a.Name, b.Name) })
 	perms := make([]Perm, len(sorted))
 	for i, b := range sorted {
-		if b.Name == "" {
-			return nil, fmt.Errorf("backend with weight %d: empty name: %w", b.Weight, ErrInvalidBackend)
-		}
-		if i > 0 && b.Name == sorted[i-1].Name {
-			return nil, fmt.Errorf("backend %q: %w (each backend may appear once per service)",
-				b.Name, ErrDuplicateBackend)
+		if err := checkName(sorted, i); err != nil {
+			return nil, err
 		}
 		perms[i] = MakePerm(b.Name, b.Weight, m)
 	}
@@ -148,6 +144,80 @@ func Build(backends []Backend, m uint32) (*Table, error) {
 		return nil, err
 	}
 	return &Table{M: m, Backends: sorted, Entries: entries}, nil
+}
+
+// checkName checks the name of sorted[i] (sorted by Name): not empty, not
+// that of sorted[i-1].
+func checkName(sorted []Backend, i int) error {
+	b := sorted[i]
+	if b.Name == "" {
+		return fmt.Errorf("backend with weight %d: empty name: %w", b.Weight, ErrInvalidBackend)
+	}
+	if i > 0 && b.Name == sorted[i-1].Name {
+		return fmt.Errorf("backend %q: %w (each backend may appear once per service)",
+			b.Name, ErrDuplicateBackend)
+	}
+	return nil
+}
+
+// Builder computes the tables Build computes, keeping its working memory
+// from one table to the next and writing each table into memory the
+// caller provides, as values the caller chooses (such as real ids) rather
+// than indexes. A Builder is not safe for concurrent use; its zero value
+// is ready.
+type Builder struct {
+	sorted []Backend
+	order  []int32 // sorted[k] is backends[order[k]]
+	perms  []Perm
+	vals   []uint32
+	sc     scratch
+}
+
+// Fill writes into dst (len m) the table Build(backends, m) computes, each
+// entry as vals[j] for the backend it names, backends[j] (len(vals) =
+// len(backends)): dst[s] = vals[j] exactly where Build's table has
+// Backends[Entries[s]] = backends[j]. It returns Build's errors (and
+// one for a dst or vals of the wrong length), and leaves dst undefined
+// with one.
+func (b *Builder) Fill(dst []uint32, backends []Backend, vals []uint32, m uint32) error {
+	if err := checkSize(m); err != nil {
+		return err
+	}
+	if len(dst) != int(m) || len(vals) != len(backends) {
+		return fmt.Errorf("table size %d: %d entries to fill, %d values for %d backends", m, len(dst), len(vals), len(backends))
+	}
+	n := len(backends)
+	order := grow(b.order, n)
+	for i := range order {
+		order[i] = int32(i)
+	}
+	// The stable sort of Build: by name, ties in input order.
+	slices.SortFunc(order, func(x, y int32) int {
+		if c := strings.Compare(backends[x].Name, backends[y].Name); c != 0 {
+			return c
+		}
+		return int(x - y)
+	})
+	sorted, perms, sv := grow(b.sorted, n), grow(b.perms, n), grow(b.vals, n)
+	b.order, b.sorted, b.perms, b.vals = order, sorted, perms, sv
+	for k, j := range order {
+		sorted[k] = backends[j]
+		sv[k] = vals[j]
+	}
+	var wmax uint32
+	for k, bk := range sorted {
+		if err := checkName(sorted, k); err != nil {
+			return err
+		}
+		perms[k] = MakePerm(bk.Name, bk.Weight, m)
+		wmax = max(wmax, bk.Weight)
+	}
+	if wmax == 0 {
+		return fmt.Errorf("%d backends: %w", n, ErrNoBackends)
+	}
+	populateInto(dst, perms, sv, m, tailThreshold(m), &b.sc)
+	clear(sorted) // no names kept alive
+	return nil
 }
 
 // Counts returns the number of entries of each backend, indexed like

@@ -762,3 +762,116 @@ func BenchmarkBuild(b *testing.B) {
 		}
 	})
 }
+
+// TestBuilderFillMatchesBuild: a Builder, reused across sizes, weights and
+// backend counts, writes exactly Build's table, each entry as the value of
+// its backend, whatever the order of the backends; with bad input it
+// returns Build's error.
+func TestBuilderFillMatchesBuild(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	var b Builder
+	tests := []struct {
+		name      string
+		n         int
+		m         uint32
+		maxWeight uint32 // 0: equal weights
+		zeros     bool   // some weights 0
+	}{
+		{"equal n30 m16381", 30, 16381, 0, false},
+		{"equal n3 m7", 3, 7, 0, false},
+		{"weighted n300 m65537", 300, 65537, 1000, false},
+		{"one backend m1009", 1, 1009, 0, false},
+		{"weighted zeros n40 m4001", 40, 4001, 50, true},
+		{"equal n1000 m655373", 1000, 655373, 0, false},
+		{"weighted n30 m16381", 30, 16381, 100, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			backends := equalBackends(tt.n)
+			for i := range backends {
+				if tt.maxWeight > 0 {
+					backends[i].Weight = r.Uint32N(tt.maxWeight) + 1
+				}
+				if tt.zeros && i%3 == 1 {
+					backends[i].Weight = 0
+				}
+			}
+			r.Shuffle(len(backends), func(i, j int) { backends[i], backends[j] = backends[j], backends[i] })
+			vals := make([]uint32, tt.n)
+			byName := map[string]uint32{}
+			for i := range vals {
+				vals[i] = r.Uint32()
+				byName[backends[i].Name] = vals[i]
+			}
+			want, err := Build(backends, tt.m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make([]uint32, tt.m)
+			for i := range got {
+				got[i] = 0xdeadbeef
+			}
+			if err := b.Fill(got, backends, vals, tt.m); err != nil {
+				t.Fatal(err)
+			}
+			for s, e := range want.Entries {
+				if w := byName[want.Backends[e].Name]; got[s] != w {
+					t.Fatalf("slot %d holds %#x, want %#x (backend %s)", s, got[s], w, want.Backends[e].Name)
+				}
+			}
+		})
+	}
+	t.Run("errors", func(t *testing.T) {
+		for _, c := range []struct {
+			backends []Backend
+			m        uint32
+		}{
+			{equalBackends(3), 65536},
+			{equalBackends(3), 4194319},
+			{nil, 65537},
+			{[]Backend{{"a", 0}, {"b", 0}}, 65537},
+			{[]Backend{{"a", 1}, {"b", 1}, {"a", 2}}, 65537},
+			{[]Backend{{"b", 1}, {"", 4}, {"", 1}}, 65537},
+		} {
+			_, want := Build(c.backends, c.m)
+			got := b.Fill(make([]uint32, c.m), c.backends, make([]uint32, len(c.backends)), c.m)
+			if want == nil || got == nil || got.Error() != want.Error() {
+				t.Errorf("Fill error %v, Build error %v", got, want)
+			}
+		}
+		if err := b.Fill(make([]uint32, 6), equalBackends(3), make([]uint32, 3), 7); err == nil {
+			t.Error("Fill into a table of the wrong length: no error")
+		}
+		if err := b.Fill(make([]uint32, 7), equalBackends(3), make([]uint32, 2), 7); err == nil {
+			t.Error("Fill with a value missing: no error")
+		}
+	})
+}
+
+// BenchmarkBuilderFill is Fill of the control-plane benchmark's tables
+// (N = 30, M = 16381) into one buffer.
+func BenchmarkBuilderFill(b *testing.B) {
+	backends := equalBackends(30)
+	vals := make([]uint32, 30)
+	for i := range vals {
+		vals[i] = uint32(i + 100)
+	}
+	dst := make([]uint32, 16381)
+	var bl Builder
+	for b.Loop() {
+		if err := bl.Fill(dst, backends, vals, 16381); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkBuildSmall is Build of the control-plane benchmark's tables
+// (N = 30, M = 16381), for comparison with BenchmarkBuilderFill.
+func BenchmarkBuildSmall(b *testing.B) {
+	backends := equalBackends(30)
+	for b.Loop() {
+		if _, err := Build(backends, 16381); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

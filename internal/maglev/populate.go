@@ -16,6 +16,12 @@ import (
 // equal weights the first m mod N perms get the ceiling, as in Pseudocode 1.
 // It returns nil if no weight is positive.
 func Quotas(perms []Perm, m uint32) []uint32 {
+	var sc scratch
+	return sc.quotas(perms, m)
+}
+
+// quotas is Quotas in sc's memory: the result is valid until sc's next use.
+func (sc *scratch) quotas(perms []Perm, m uint32) []uint32 {
 	var total uint64
 	for _, p := range perms {
 		total += uint64(p.Weight)
@@ -23,8 +29,9 @@ func Quotas(perms []Perm, m uint32) []uint32 {
 	if total == 0 {
 		return nil
 	}
-	quota := make([]uint32, len(perms))
-	rem := make([]uint64, len(perms))
+	quota := grow(sc.quota, len(perms))
+	rem := grow(sc.rem, len(perms))
+	sc.quota, sc.rem = quota, rem
 	left := uint64(m)
 	for i, p := range perms {
 		// m and w are below 2^32: the product fits in 64 bits.
@@ -36,26 +43,47 @@ func Quotas(perms []Perm, m uint32) []uint32 {
 	if left > 0 {
 		// left = sum(rem)/total and each rem < total, so more than left
 		// perms have a positive remainder: weight 0 never gets an extra.
-		order := make([]int, 0, len(perms))
+		order := sc.order[:0]
 		for i := range perms {
 			if rem[i] > 0 {
-				order = append(order, i)
+				order = append(order, int32(i))
 			}
 		}
-		slices.SortFunc(order, func(a, b int) int {
+		sc.order = order
+		slices.SortFunc(order, func(a, b int32) int {
 			switch {
 			case rem[a] > rem[b]:
 				return -1
 			case rem[a] < rem[b]:
 				return 1
 			}
-			return a - b // ties: lower index first
+			return int(a - b) // ties: lower index first
 		})
 		for _, i := range order[:left] {
 			quota[i]++
 		}
 	}
 	return quota
+}
+
+// grow returns s resliced to n elements, reallocated if its capacity is
+// short; the content is not preserved.
+func grow[E any](s []E, n int) []E {
+	if cap(s) < n {
+		return make([]E, n)
+	}
+	return s[:n]
+}
+
+// scratch is the working memory of a population, kept by a Builder from
+// one table to the next.
+type scratch struct {
+	quota  []uint32
+	rem    []uint64
+	order  []int32
+	active []turnState
+	used   []uint64
+	tail   tailSearch
 }
 
 // turnState is one backend's state during population, 32 bytes, walked in
@@ -65,7 +93,8 @@ type turnState struct {
 	skip   uint32
 	left   uint32 // turns still to take
 	idx    int32  // index into perms
-	weight uint64
+	val    uint32 // what its entries hold
+	weight uint32
 	credit uint64
 }
 
@@ -132,28 +161,48 @@ func tailThreshold(m uint32) uint32 {
 //     the backend's rank of each remaining empty slot is computed directly;
 //     see tailSearch.take.
 func populate(perms []Perm, m, tailAt uint32) []int32 {
-	quota := Quotas(perms, m)
-	active := make([]turnState, 0, len(perms))
+	entries := make([]int32, m)
+	var sc scratch
+	populateInto(entries, perms, nil, m, tailAt, &sc)
+	return entries
+}
+
+// populateInto is populate writing into dst (len m) and using sc's memory:
+// an entry of perm i is vals[i], or i itself when vals is nil. Every entry
+// of dst is written exactly once: the quotas sum to m.
+func populateInto[E int32 | uint32](dst []E, perms []Perm, vals []uint32, m, tailAt uint32, sc *scratch) {
+	quota := sc.quotas(perms, m)
+	active := sc.active[:0]
 	var wmax uint64
 	for i, p := range perms {
 		wmax = max(wmax, uint64(p.Weight))
 		if quota[i] > 0 {
+			v := uint32(i)
+			if vals != nil {
+				v = vals[i]
+			}
 			active = append(active, turnState{
 				pos: p.Offset, skip: p.Skip, left: quota[i],
-				idx: int32(i), weight: uint64(p.Weight),
+				idx: int32(i), val: v, weight: p.Weight,
 			})
 		}
 	}
-	// Every slot is written exactly once: the quotas sum to m.
-	entries := make([]int32, m)
-	used := make([]uint64, (m+63)/64)
+	sc.active = active
+	used := grow(sc.used, int((m+63)/64))
+	clear(used)
+	sc.used = used
+	dst = dst[:m]
+	if allTurn(active, wmax) {
+		roundsEqual(dst, active, used, perms, m, tailAt, sc)
+		return
+	}
 	empty := m
 	var tail *tailSearch
 	for len(active) > 0 {
 		before, finished := empty, 0
 		for j := range active {
 			s := &active[j]
-			s.credit += s.weight
+			s.credit += uint64(s.weight)
 			if s.credit < wmax {
 				continue
 			}
@@ -163,11 +212,12 @@ func populate(perms []Perm, m, tailAt uint32) []int32 {
 				slot, s.pos = claim(used, s.pos, s.skip, m)
 			} else {
 				if tail == nil {
-					tail = newTailSearch(perms, used, m, empty)
+					tail = &sc.tail
+					tail.reset(perms, used, m, empty)
 				}
 				slot = tail.take(s.idx)
 			}
-			entries[slot] = s.idx
+			dst[slot] = E(s.val)
 			empty--
 			s.left--
 			if s.left == 0 {
@@ -182,7 +232,51 @@ func populate(perms []Perm, m, tailAt uint32) []int32 {
 			skipIdleRounds(active, wmax)
 		}
 	}
-	return entries
+}
+
+// allTurn reports whether every perm in active has the largest weight
+// wmax: then each of them takes a turn every round.
+func allTurn(active []turnState, wmax uint64) bool {
+	for _, s := range active {
+		if uint64(s.weight) != wmax {
+			return false
+		}
+	}
+	return true
+}
+
+// roundsEqual is populateInto's loop when every perm below its quota has
+// the largest weight (equal weights): each then takes exactly one turn per
+// round (its credit reaches the largest weight every round, and drops back
+// to 0), which is Pseudocode 1, so no credit need be kept. The same turns in the same order as the general
+// loop, with fewer values live in the loop.
+func roundsEqual[E int32 | uint32](dst []E, active []turnState, used []uint64, perms []Perm, m, tailAt uint32, sc *scratch) {
+	empty := m
+	var tail *tailSearch
+	for len(active) > 0 {
+		finished := false
+		for j := range active {
+			s := &active[j]
+			var slot uint32
+			if empty > tailAt {
+				slot, s.pos = claim(used, s.pos, s.skip, m)
+			} else {
+				if tail == nil {
+					tail = &sc.tail
+					tail.reset(perms, used, m, empty)
+				}
+				slot = tail.take(s.idx)
+			}
+			dst[slot] = E(s.val)
+			empty--
+			s.left--
+			finished = finished || s.left == 0
+		}
+		if finished {
+			// Drop perms at their quota, keeping index order.
+			active = slices.DeleteFunc(active, func(s turnState) bool { return s.left == 0 })
+		}
+	}
 }
 
 // claim steps from pos through a permutation until a slot whose bit in used
@@ -226,13 +320,20 @@ type tailSearch struct {
 
 // newTailSearch collects the empty slots of the occupancy bitmap used.
 func newTailSearch(perms []Perm, used []uint64, m, empty uint32) *tailSearch {
-	t := &tailSearch{
-		slots: make([]uint32, 0, empty),
-		perms: perms,
-		inv:   make([]uint32, len(perms)),
-		m:     uint64(m),
-		recip: ^uint64(0) / uint64(m),
+	t := &tailSearch{}
+	t.reset(perms, used, m, empty)
+	return t
+}
+
+// reset makes t collect the empty slots of used afresh, keeping its memory.
+func (t *tailSearch) reset(perms []Perm, used []uint64, m, empty uint32) {
+	if cap(t.slots) < int(empty) {
+		t.slots = make([]uint32, 0, empty)
 	}
+	t.slots = t.slots[:0]
+	t.inv = grow(t.inv, len(perms))
+	clear(t.inv)
+	t.perms, t.m, t.recip = perms, uint64(m), ^uint64(0)/uint64(m)
 	for w, bitsw := range used {
 		for free := ^bitsw; free != 0; free &= free - 1 {
 			slot := uint32(w)*64 + uint32(bits.TrailingZeros64(free))
@@ -241,7 +342,6 @@ func newTailSearch(perms []Perm, used []uint64, m, empty uint32) *tailSearch {
 			}
 		}
 	}
-	return t
 }
 
 // mod returns x mod m by Barrett reduction: recip <= 2^64/m makes the
@@ -305,12 +405,13 @@ func skipIdleRounds(active []turnState, w uint64) {
 	idle := ^uint64(0)
 	for _, s := range active {
 		// Rounds until s's credit reaches w: ceil((w - credit) / weight).
-		idle = min(idle, (w-s.credit+s.weight-1)/s.weight)
+		wt := uint64(s.weight)
+		idle = min(idle, (w-s.credit+wt-1)/wt)
 	}
 	if idle <= 1 {
 		return
 	}
 	for j := range active {
-		active[j].credit += (idle - 1) * active[j].weight
+		active[j].credit += (idle - 1) * uint64(active[j].weight)
 	}
 }
