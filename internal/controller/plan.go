@@ -374,8 +374,12 @@ func (p *Planner) incremental(desired *config.Desired, prev *datapath.State, las
 		if len(st.Services) == n {
 			// Two services on one key (Validate rejects it): full plans
 			// what that means.
+			// The tables this plan started are not finished in the
+			// cache (finishTables did not run): full plans as a new
+			// generation, so that it builds them again.
 			rollback()
 			bl.wait()
+			p.gen++
 			return p.full(desired, prev, healthy)
 		}
 		if old != nil && sameService(&old.in, s) &&

@@ -213,3 +213,45 @@ func checkDelta(t *testing.T, step int, base, st *datapath.State) {
 		}
 	}
 }
+
+// TestPlannerFallbackToFullKeepsNewTables: an incremental plan that meets
+// two services on one key (which Validate rejects) falls back to a full
+// plan; a service it had already started a table for before the fallback
+// still gets its table, the same as a full plan's.
+func TestPlannerFallbackToFullKeepsNewTables(t *testing.T) {
+	lim := Limits{MaxServices: 64, MaxReals: 1024}
+	svc := func(s byte) config.DesiredService {
+		ds := config.DesiredService{Name: "s", VIP: netip.AddrFrom4([4]byte{172, 16, 0, s}), Port: 80,
+			Proto: config.Proto(6), TableSize: 251, MinHealthy: 0.5}
+		var bs []config.Backend
+		for b := range 4 {
+			bs = append(bs, config.Backend{Addr: netip.AddrFrom4([4]byte{10, 1, s, byte(b + 1)}), Weight: 100})
+		}
+		ds.Pools = append(ds.Pools, config.DesiredPool{Name: "p", Backends: bs})
+		return ds
+	}
+	d := &config.Desired{Services: []config.DesiredService{svc(1), svc(2)}}
+	p := NewPlanner(lim)
+	prev, _, err := p.Plan(d, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A new service, then a second service on service 1's key.
+	dup := svc(1)
+	dup.Pools[0].Backends = dup.Pools[0].Backends[:2]
+	d2 := &config.Desired{Services: []config.DesiredService{svc(1), svc(2), svc(3), dup}}
+	want, _, err := Plan(d2, datapathClone(prev), lim, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _, err := p.Plan(d2, prev, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, s := range st.Services {
+		if len(s.Table) != 251 {
+			t.Errorf("service %v: table of %d entries, want 251", k, len(s.Table))
+		}
+	}
+	compareStates(t, 0, st, want)
+}
