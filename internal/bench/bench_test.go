@@ -189,3 +189,24 @@ func TestMeasureBuilds(t *testing.T) {
 		t.Errorf("the failed measurement left its pins: %v", after)
 	}
 }
+
+// TestLoadLatency: a region that fits in L1 is reached faster than one of
+// 64 MiB, and both take a positive time.
+func TestLoadLatency(t *testing.T) {
+	testenv.RequireRoot(t) // the pinned thread has a network namespace of its own
+	small, err := LoadLatency(0, 16<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, err := LoadLatency(0, 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("16 KiB %.1f ns, 64 MiB %.1f ns per load", small, big)
+	if small <= 0 || big <= small {
+		t.Errorf("16 KiB %.1f ns, 64 MiB %.1f ns per load: want 0 < small < big", small, big)
+	}
+	if _, err := LoadLatency(0, 100); err == nil {
+		t.Error("a 100-byte region: no error")
+	}
+}

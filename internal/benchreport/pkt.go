@@ -83,11 +83,20 @@ func (b *runner) pkt() error {
 			}
 		}
 	}
+	if err := b.pktMemory(o, xlb); err != nil {
+		return err
+	}
 	for _, f := range xlb.Figures {
 		key := "ns_per_pkt." + pktKeys[f.Scenario]
 		note := fmt.Sprintf("fastest run %.0f ns", f.Best)
 		if v, ok := b.r.Figure("ns_per_pkt_stateless." + pktKeys[f.Scenario]); ok {
 			note += fmt.Sprintf("; without a connection table %.0f ns", v)
+		}
+		if v, ok := b.r.Figure("ns_per_pkt_cached_table." + pktKeys[f.Scenario]); ok {
+			note += fmt.Sprintf("; with a cache-resident table %.0f ns", v)
+		}
+		if v, ok := b.r.Figure("load_latency_ns.mib8"); ok && (f.Scenario == bench.NewFlow || f.Scenario == bench.NewFlowFull || f.Scenario == bench.Cycled) {
+			note += fmt.Sprintf("; one random load in 8 MiB %.0f ns", v)
 		}
 		b.targetNote(key, "%s", note)
 	}
@@ -104,6 +113,39 @@ func (b *runner) pkt() error {
 	b.printf("  test-run loop alone %.0f ns/packet; table %.4f full before new_flow_full\n", xlb.Harness, xlb.Fill)
 	b.r.md["pkt"] = bench.Markdown(res)
 	return b.breakdown()
+}
+
+// pktMemory measures what separates the figures at scale from the code's
+// own cost: the forwarder with a connection table that stays in the CPU's
+// caches (16K entries per CPU) on the scenarios that touch one bucket per
+// packet, and the latency of a dependent load over random lines of 1, 8
+// and 16 MiB (the per-CPU slice of 1M entries is 8 MiB) on the same CPU.
+func (b *runner) pktMemory(o bench.Options, full bench.Results) error {
+	o.Entries = 1 << 14
+	o.Scenarios = nil
+	for _, s := range []bench.Scenario{bench.TCPHit4, bench.NewFlowFull} {
+		if _, ok := full.Figure(s); ok {
+			o.Scenarios = append(o.Scenarios, s)
+		}
+	}
+	if len(o.Scenarios) > 0 {
+		res, err := bench.MeasureForwarder(o)
+		if err != nil {
+			return fmt.Errorf("cache-resident table: %w", err)
+		}
+		for _, f := range res.Figures {
+			b.put("ns_per_pkt_cached_table."+pktKeys[f.Scenario], f.Ns, "ns",
+				fmt.Sprintf("%d entries per CPU; best %.0f", o.Entries, f.Best))
+		}
+	}
+	for _, mib := range []int{1, 8, 16} {
+		ns, err := bench.LoadLatency(o.CPU, mib<<20)
+		if err != nil {
+			return err
+		}
+		b.put(fmt.Sprintf("load_latency_ns.mib%d", mib), ns, "ns", fmt.Sprintf("dependent loads over random lines of %d MiB, CPU %d", mib, o.CPU))
+	}
+	return nil
 }
 
 // pktBuilds measures this build's forwarder side by side with the

@@ -35,6 +35,13 @@ type Report struct {
 	NsPerPktBest      map[string]float64 `json:"ns_per_pkt_best,omitempty"`
 	NsPerPktRaw       map[string]float64 `json:"ns_per_pkt_raw,omitempty"`
 	NsPerPktStateless map[string]float64 `json:"ns_per_pkt_stateless,omitempty"`
+	// NsPerPktCachedTable: the forwarder with a connection table of 16K
+	// entries per CPU (128 KiB, in the CPU's caches), the same scenarios:
+	// the cost of the code without the table's memory latency.
+	NsPerPktCachedTable map[string]float64 `json:"ns_per_pkt_cached_table,omitempty"`
+	// LoadLatencyNs: one dependent load over random lines of a region,
+	// by region size ("mib1", "mib8", "mib16"), on the pkt part's CPU.
+	LoadLatencyNs map[string]float64 `json:"load_latency_ns,omitempty"`
 	// PktHarness describes the per-packet measurement: CPU, table size,
 	// runs, packets per run, the test-run loop and wrapper costs.
 	PktHarness map[string]float64 `json:"pkt_harness,omitempty"`
@@ -243,6 +250,10 @@ func (r *Report) groupPtr(name string) *map[string]float64 {
 		return &r.NsPerPktRaw
 	case "ns_per_pkt_stateless":
 		return &r.NsPerPktStateless
+	case "ns_per_pkt_cached_table":
+		return &r.NsPerPktCachedTable
+	case "load_latency_ns":
+		return &r.LoadLatencyNs
 	case "pkt_harness":
 		return &r.PktHarness
 	case "pkt_breakdown":
