@@ -45,7 +45,7 @@ type target struct {
 	stop  Stage
 	fib   bool // bpf_fib_lookup succeeds (forwarding on)
 	prog  *ebpf.Program
-	objs  *benchObjects // bench_lru's collection; nil for TableXLB
+	objs  *benchObjects    // bench_lru's collection; nil for TableXLB
 	coll  *ebpf.Collection // another build's forwarder (targetSpec.object)
 	res   Results
 }
