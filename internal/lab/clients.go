@@ -271,10 +271,17 @@ type Break struct {
 	At      time.Time
 	Kind    BreakKind
 	Detail  string
+	// Backend is the backend the session was on when it broke: the last
+	// one that answered it (for BreakBackend, the one before the change).
+	Backend string
+	// Local is the client address and port of the connection (invalid for
+	// BreakDial), and Since when it was made.
+	Local netip.AddrPort
+	Since time.Time
 }
 
 func (b Break) String() string {
-	return fmt.Sprintf("session %d at %s: %s: %s", b.Session, b.At.Format("15:04:05.000"), b.Kind, b.Detail)
+	return fmt.Sprintf("session %d on %s at %s: %s: %s", b.Session, b.Backend, b.At.Format("15:04:05.000"), b.Kind, b.Detail)
 }
 
 // TCPSession is the record of one long-lived connection.
@@ -370,6 +377,7 @@ type TCPSessions struct {
 	mu       sync.Mutex
 	res      TCPResult
 	conns    []net.Conn
+	since    []time.Time // when each session's connection was made
 }
 
 // StartTCPSessions opens n TCP connections from ns to target (a TCP line
@@ -381,10 +389,12 @@ type TCPSessions struct {
 // session reconnects and goes on. Stop ends them and returns the result.
 func StartTCPSessions(ctx context.Context, ns *NS, target netip.AddrPort, n int, interval time.Duration) (*TCPSessions, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	s := &TCPSessions{cancel: cancel, interval: interval, res: TCPResult{Sessions: make([]TCPSession, n)}, conns: make([]net.Conn, n)}
+	s := &TCPSessions{cancel: cancel, interval: interval, res: TCPResult{Sessions: make([]TCPSession, n)}, conns: make([]net.Conn, n),
+		since: make([]time.Time, n)}
 	readers := make([]*bufio.Reader, n)
 	for i := range n {
 		c, err := ns.DialContext(ctx, "tcp", target.String())
+		s.since[i] = time.Now()
 		if err == nil {
 			readers[i] = bufio.NewReader(c)
 			var name string
@@ -454,13 +464,14 @@ func (s *TCPSessions) run(ctx context.Context, ns *NS, target netip.AddrPort, i 
 				return
 			}
 			if err != nil {
-				s.addBreak(i, BreakDial, err.Error())
+				s.addBreak(i, nil, want, BreakDial, err.Error())
 				due = s.skip(i, due)
 				continue
 			}
 			c, r = nc, bufio.NewReader(nc)
 			s.mu.Lock()
 			s.conns[i] = c
+			s.since[i] = time.Now()
 			s.res.Sessions[i].Reconnects++
 			s.mu.Unlock()
 		}
@@ -492,7 +503,7 @@ func (s *TCPSessions) run(ctx context.Context, ns *NS, target netip.AddrPort, i 
 			}
 			detail = err.Error()
 		}
-		s.addBreak(i, kind, detail)
+		s.addBreak(i, c, want, kind, detail)
 		if kind == BreakBackend {
 			want = name // keep the connection; report each change once
 			continue
@@ -514,9 +525,17 @@ func (s *TCPSessions) skip(i int, due time.Time) time.Time {
 	return due
 }
 
-func (s *TCPSessions) addBreak(i int, kind BreakKind, detail string) {
+func (s *TCPSessions) addBreak(i int, c net.Conn, backend string, kind BreakKind, detail string) {
+	b := Break{Session: i, At: time.Now(), Kind: kind, Detail: detail, Backend: backend}
+	if c != nil {
+		if a, ok := c.LocalAddr().(*net.TCPAddr); ok {
+			b.Local = a.AddrPort()
+			b.Local = netip.AddrPortFrom(b.Local.Addr().Unmap(), b.Local.Port())
+		}
+	}
 	s.mu.Lock()
-	s.res.Breaks = append(s.res.Breaks, Break{Session: i, At: time.Now(), Kind: kind, Detail: detail})
+	b.Since = s.since[i]
+	s.res.Breaks = append(s.res.Breaks, b)
 	s.mu.Unlock()
 }
 

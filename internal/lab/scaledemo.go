@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/xlbproject/xlb/internal/maglev"
 )
 
 // ScaleDemoOptions shape RunScaleDemo.
@@ -90,7 +92,7 @@ func RunScaleDemo(ctx context.Context, w io.Writer, opts ScaleDemoOptions) (err 
 		br := sess.Breaks()
 		fmt.Fprintf(w, "\n== %s\n   %s\n   router next hops for %s: %v\n   connections broken in this step: %d\n", title, what, vip, route(l, vip), len(br)-seen)
 		for _, b := range br[seen:min(len(br), seen+3)] {
-			fmt.Fprintf(w, "     %s (first backend %s)\n", b, sess.res.Sessions[b.Session].Backend)
+			fmt.Fprintf(w, "     %s\n", b)
 		}
 		seen = len(br)
 	}
@@ -105,21 +107,18 @@ func RunScaleDemo(ctx context.Context, w io.Writer, opts ScaleDemoOptions) (err 
 	step("drain node n1 (xlbctl node drain)", "n1 announces with GRACEFUL_SHUTDOWN, then withdraws: its flows move to n2/n3, which pick the same backends (Maglev)")
 
 	servers[1].Close()
+	b2Gone := time.Now()
 	step("kill backend b2 (its servers stop)", "the health check fails: b2 leaves every table; its own connections are lost (that is the backend dying), the others continue")
 
 	if err := l.SetLinkUp(l.Nodes[2], false); err != nil {
 		return err
 	}
 	daemons[2].Kill()
-	step("kill node n3 (link down, xlbd killed)", "after the hold time BIRD drops n3; the router rehashes its flows to the remaining node(s): they keep their backends")
+	step("kill node n3 (link down, xlbd killed)", "after the hold time BIRD drops n3; the router rehashes its flows to the remaining node(s): they keep their backends, "+
+		"except a flow n2 never saw whose Maglev slot moved when b2 left")
 
 	if out, err := l.Nodes[0].Run(ctx, xlbctl, "--socket", l.APISocket(0), "node", "undrain"); err != nil {
 		return fmt.Errorf("xlbctl node undrain: %w: %s", err, out)
-	}
-	if s, err := StartServers(l.Backends[1], l.VIPs, Ports{}); err == nil {
-		l.mu.Lock()
-		l.servers = append(l.servers, s)
-		l.mu.Unlock()
 	}
 	if err := l.SetLinkUp(l.Nodes[2], true); err != nil {
 		return err
@@ -130,22 +129,84 @@ func RunScaleDemo(ctx context.Context, w io.Writer, opts ScaleDemoOptions) (err 
 	if _, err := l.WaitRoute(ctx, vip, l.NodeNextHops(vip.Addr(), all...), 30*time.Second); err != nil {
 		return err
 	}
-	step("restore: undrain n1, b2 back, n3 back", "3-way ECMP again; b2 passes its check and takes new flows")
+	step("restore the nodes: undrain n1, n3 back", "3-way ECMP again: flows that move to n1 or n3 are new to them, and they pick the backends the other nodes picked (same table), and track them")
+
+	if s, err := StartServers(l.Backends[1], l.VIPs, Ports{}); err == nil {
+		l.mu.Lock()
+		l.servers = append(l.servers, s)
+		l.mu.Unlock()
+	}
+	step("restore backend b2", "b2 passes its check and takes new flows; the tracked flows keep their backends on every node. (Nodes first: "+
+		"a node that meets a flow for the first time while b2 comes back picks by the new table, so restoring both at once can break "+
+		"flows placed while b2 was away; connection sync, SPEC F-CTL9, is not built.)")
 
 	res := sess.Stop()
-	onB2 := 0
+	moved, err := slotMoved(l, 1)
+	if err != nil {
+		return err
+	}
+	var onB2, follow int
+	var slot, other []Break
 	for _, b := range res.Breaks {
-		if res.Sessions[b.Session].Backend == "b2" {
-			onB2++
+		switch {
+		case b.Kind == BreakBackend || b.Kind == BreakDial:
+			follow++ // a reconnect after a break, answered elsewhere or refused
+		case b.Backend == "b2":
+			onB2++ // a connection to the backend that was killed
+		case b.Local.IsValid() && b.Since.Before(b2Gone) && moved(b.Local, b.Backend):
+			slot = append(slot, b)
+		default:
+			other = append(other, b)
 		}
 	}
-	fmt.Fprintf(w, "\nIn all: %d connections, %d messages answered, %d breaks (%d of them connections to the backend that was killed).\n",
-		len(res.Sessions), res.Messages(), len(res.Breaks), onB2)
-	if len(res.Breaks) != onB2 {
-		return fmt.Errorf("%d connections to live backends broke", len(res.Breaks)-onB2)
+	fmt.Fprintf(w, "\nIn all: %d connections, %d messages answered. Connections broken:\n", len(res.Sessions), res.Messages())
+	fmt.Fprintf(w, "   on the killed backend b2:   %d\n", onB2)
+	fmt.Fprintf(w, "   on a surviving backend:     %d, each a flow whose Maglev slot went to another backend when b2 left\n", len(slot))
+	fmt.Fprintf(w, "                               and that then moved to a node that had not seen it (that node picks by the new table;\n")
+	fmt.Fprintf(w, "                               connection sync, SPEC F-CTL9, would keep it: not built)\n")
+	for _, b := range slot {
+		fmt.Fprintf(w, "     %s\n", b)
 	}
-	fmt.Fprintln(w, "scale demo OK: node drain, node failure and restore broke no connection to a live backend")
+	fmt.Fprintf(w, "   other:                      %d\n", len(other))
+	fmt.Fprintf(w, "   (and %d reconnects answered by another backend or refused)\n", follow)
+	if len(other) > 0 {
+		for _, b := range other {
+			fmt.Fprintf(w, "     %s\n", b)
+		}
+		return fmt.Errorf("%d connections to live backends broke for no reason the design accounts for", len(other))
+	}
+	fmt.Fprintln(w, "scale demo OK: every broken connection is accounted for")
 	return nil
+}
+
+// slotMoved returns whether the flow from client address c to the IPv4 TCP
+// echo service had its Maglev slot on backend name with every backend and
+// on another one without backend gone: the tables every node computes for
+// the lab's pool (equal weights, default table size), with and without it.
+func slotMoved(l *Lab, gone int) (func(c netip.AddrPort, name string) bool, error) {
+	const m = 65537 // config.DefaultTableSize: the lab's services set none
+	var all, rest []maglev.Backend
+	short := map[string]string{}
+	for j, h := range l.Backends {
+		b := maglev.Backend{Name: h.Addr4.String(), Weight: 1}
+		short[b.Name] = h.Short
+		all = append(all, b)
+		if j != gone {
+			rest = append(rest, b)
+		}
+	}
+	before, err := maglev.Build(all, m)
+	if err != nil {
+		return nil, err
+	}
+	after, err := maglev.Build(rest, m)
+	if err != nil {
+		return nil, err
+	}
+	return func(c netip.AddrPort, name string) bool {
+		h := maglev.FlowHash(maglev.Tuple{Src: c.Addr(), Dst: l.VIP4(), SrcPort: c.Port(), DstPort: DefaultPorts.TCP, Proto: 6})
+		return short[before.Backends[before.Lookup(h)].Name] == name && short[after.Backends[after.Lookup(h)].Name] != name
+	}, nil
 }
 
 func route(l *Lab, p netip.Prefix) []netip.Addr {
