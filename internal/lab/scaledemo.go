@@ -180,8 +180,8 @@ func RunScaleDemo(ctx context.Context, w io.Writer, opts ScaleDemoOptions) (err 
 }
 
 // slotMoved returns whether the flow from client address c to the IPv4 TCP
-// echo service had its Maglev slot on backend name with every backend and
-// on another one without backend gone: the tables every node computes for
+// echo service had its Maglev slot on backend name (not the one gone) with
+// every backend and on another one without backend gone: the tables every node computes for
 // the lab's pool (equal weights, default table size), with and without it.
 func slotMoved(l *Lab, gone int) (func(c netip.AddrPort, name string) bool, error) {
 	const m = 65537 // config.DefaultTableSize: the lab's services set none
@@ -203,7 +203,11 @@ func slotMoved(l *Lab, gone int) (func(c netip.AddrPort, name string) bool, erro
 	if err != nil {
 		return nil, err
 	}
+	goneName := l.Backends[gone].Short
 	return func(c netip.AddrPort, name string) bool {
+		if name == goneName {
+			return false // its flows broke with it, not by a slot move
+		}
 		h := maglev.FlowHash(maglev.Tuple{Src: c.Addr(), Dst: l.VIP4(), SrcPort: c.Port(), DstPort: DefaultPorts.TCP, Proto: 6})
 		return short[before.Backends[before.Lookup(h)].Name] == name && short[after.Backends[after.Lookup(h)].Name] != name
 	}, nil
