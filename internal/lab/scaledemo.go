@@ -173,6 +173,13 @@ func RunScaleDemo(ctx context.Context, w io.Writer, opts ScaleDemoOptions) (err 
 		for _, b := range other {
 			fmt.Fprintf(w, "     %s\n", b)
 		}
+		for i, d := range daemons {
+			for _, line := range strings.Split(d.Output(), "\n") {
+				if strings.Contains(line, "health changed") {
+					fmt.Fprintf(w, "   %s: %s\n", l.Nodes[i].Short, line)
+				}
+			}
+		}
 		return fmt.Errorf("%d connections to live backends broke for no reason the design accounts for", len(other))
 	}
 	fmt.Fprintln(w, "scale demo OK: every broken connection is accounted for")
