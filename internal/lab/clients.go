@@ -281,7 +281,8 @@ type Break struct {
 }
 
 func (b Break) String() string {
-	return fmt.Sprintf("session %d on %s at %s: %s: %s", b.Session, b.Backend, b.At.Format("15:04:05.000"), b.Kind, b.Detail)
+	return fmt.Sprintf("session %d on %s (connected %s) at %s: %s: %s", b.Session, b.Backend, b.Since.Format("15:04:05.000"),
+		b.At.Format("15:04:05.000"), b.Kind, b.Detail)
 }
 
 // TCPSession is the record of one long-lived connection.
