@@ -192,10 +192,6 @@ func populateInto[E int32 | uint32](dst []E, perms []Perm, vals []uint32, m, tai
 	clear(used)
 	sc.used = used
 	dst = dst[:m]
-	if allTurn(active, wmax) {
-		roundsEqual(dst, active, used, perms, m, tailAt, sc)
-		return
-	}
 	empty := m
 	var tail *tailSearch
 	for len(active) > 0 {
@@ -230,51 +226,6 @@ func populateInto[E int32 | uint32](dst []E, perms []Perm, vals []uint32, m, tai
 		}
 		if empty == before && len(active) > 0 {
 			skipIdleRounds(active, wmax)
-		}
-	}
-}
-
-// allTurn reports whether every perm in active has the largest weight
-// wmax: then each of them takes a turn every round.
-func allTurn(active []turnState, wmax uint64) bool {
-	for _, s := range active {
-		if uint64(s.weight) != wmax {
-			return false
-		}
-	}
-	return true
-}
-
-// roundsEqual is populateInto's loop when every perm below its quota has
-// the largest weight (equal weights): each then takes exactly one turn per
-// round (its credit reaches the largest weight every round, and drops back
-// to 0), which is Pseudocode 1, so no credit need be kept. The same turns in the same order as the general
-// loop, with fewer values live in the loop.
-func roundsEqual[E int32 | uint32](dst []E, active []turnState, used []uint64, perms []Perm, m, tailAt uint32, sc *scratch) {
-	empty := m
-	var tail *tailSearch
-	for len(active) > 0 {
-		finished := false
-		for j := range active {
-			s := &active[j]
-			var slot uint32
-			if empty > tailAt {
-				slot, s.pos = claim(used, s.pos, s.skip, m)
-			} else {
-				if tail == nil {
-					tail = &sc.tail
-					tail.reset(perms, used, m, empty)
-				}
-				slot = tail.take(s.idx)
-			}
-			dst[slot] = E(s.val)
-			empty--
-			s.left--
-			finished = finished || s.left == 0
-		}
-		if finished {
-			// Drop perms at their quota, keeping index order.
-			active = slices.DeleteFunc(active, func(s turnState) bool { return s.left == 0 })
 		}
 	}
 }
