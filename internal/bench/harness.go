@@ -168,15 +168,8 @@ func (h *harness) loadBuild(path string) (*ebpf.Collection, error) {
 	if err != nil {
 		return nil, err
 	}
-	for name, v := range map[string]uint32{"nr_cpus": uint32(h.ncpu), "ct_shift": h.shift,
-		"vip_buckets": h.repl["xlb_vip_index"].MaxEntries()} {
-		sv := spec.Variables[name]
-		if sv == nil {
-			return nil, fmt.Errorf("no variable %s", name)
-		}
-		if err := sv.Set(v); err != nil {
-			return nil, fmt.Errorf("set %s: %w", name, err)
-		}
+	if err := setVariables(spec, h.loadTimeSettings()); err != nil {
+		return nil, err
 	}
 	repl := map[string]*ebpf.Map{}
 	for name, ms := range spec.Maps {
@@ -187,13 +180,40 @@ func (h *harness) loadBuild(path string) (*ebpf.Collection, error) {
 	}
 	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: repl})
 	if err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("load %s: %+v", path, ve)
-		}
-		return nil, fmt.Errorf("load %s: %w", path, err)
+		return nil, loadError("load "+path, err)
 	}
 	return coll, nil
+}
+
+// loadTimeSettings are the forwarder's load-time settings (the `volatile
+// const`s datapath.LoadSpec sets) for the harness's instance.
+func (h *harness) loadTimeSettings() map[string]uint32 {
+	return map[string]uint32{"nr_cpus": uint32(h.ncpu), "ct_shift": h.shift,
+		"vip_buckets": h.repl["xlb_vip_index"].MaxEntries()}
+}
+
+// setVariables sets spec's variables to vals.
+func setVariables(spec *ebpf.CollectionSpec, vals map[string]uint32) error {
+	for name, v := range vals {
+		sv := spec.Variables[name]
+		if sv == nil {
+			return fmt.Errorf("no variable %s", name)
+		}
+		if err := sv.Set(v); err != nil {
+			return fmt.Errorf("set %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// loadError wraps a load failure, with the whole verifier log if the
+// verifier refused a program.
+func loadError(what string, err error) error {
+	var ve *ebpf.VerifierError
+	if errors.As(err, &ve) {
+		return fmt.Errorf("%s: %+v", what, ve)
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // loadBench loads bench.c with table t as bench_lru's connection table.
@@ -220,20 +240,14 @@ func (h *harness) loadBench(t Table, stop Stage) (*benchObjects, error) {
 		lru.MaxEntries = 64 * uint32(h.ncpu)
 		kind = benchBenchCtKindBENCH_CT_NONE
 	}
-	for name, v := range map[string]uint32{"bench_ct": uint32(kind), "bench_stop": uint32(stop),
-		"nr_cpus": uint32(h.ncpu), "ct_shift": h.shift, "vip_buckets": h.repl["xlb_vip_index"].MaxEntries()} {
-		if err := spec.Variables[name].Set(v); err != nil {
-			return nil, fmt.Errorf("set %s: %w", name, err)
-		}
+	vals := h.loadTimeSettings()
+	vals["bench_ct"], vals["bench_stop"] = uint32(kind), uint32(stop)
+	if err := setVariables(spec, vals); err != nil {
+		return nil, err
 	}
 	objs := new(benchObjects)
-	err = spec.LoadAndAssign(objs, &ebpf.CollectionOptions{MapReplacements: h.repl})
-	if err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("load bench programs: %+v", ve)
-		}
-		return nil, fmt.Errorf("load bench programs: %w", err)
+	if err := spec.LoadAndAssign(objs, &ebpf.CollectionOptions{MapReplacements: h.repl}); err != nil {
+		return nil, loadError("load bench programs", err)
 	}
 	return objs, nil
 }
