@@ -64,15 +64,7 @@ func (b *runner) pkt() error {
 	}
 	b.r.Details.Pkt = res
 	xlb := res[0]
-	for _, f := range xlb.Figures {
-		key, ok := pktKeys[f.Scenario]
-		if !ok {
-			continue
-		}
-		b.put("ns_per_pkt."+key, f.Ns, "ns", fmt.Sprintf("best %.0f, raw %.0f, wrapper %.0f", f.Best, f.Raw, f.Wrapper))
-		b.r.set("ns_per_pkt_best."+key, f.Best)
-		b.r.set("ns_per_pkt_raw."+key, f.Raw)
-	}
+	b.putForwarder(xlb)
 	for _, r := range res[1:] {
 		if r.Table != bench.TableNone {
 			continue
@@ -113,6 +105,19 @@ func (b *runner) pkt() error {
 	b.printf("  test-run loop alone %.0f ns/packet; table %.4f full before new_flow_full\n", xlb.Harness, xlb.Fill)
 	b.r.md["pkt"] = bench.Markdown(res)
 	return b.breakdown()
+}
+
+// putForwarder records the forwarder's per-packet figures.
+func (b *runner) putForwarder(xlb bench.Results) {
+	for _, f := range xlb.Figures {
+		key, ok := pktKeys[f.Scenario]
+		if !ok {
+			continue
+		}
+		b.put("ns_per_pkt."+key, f.Ns, "ns", fmt.Sprintf("best %.0f, raw %.0f, wrapper %.0f", f.Best, f.Raw, f.Wrapper))
+		b.r.set("ns_per_pkt_best."+key, f.Best)
+		b.r.set("ns_per_pkt_raw."+key, f.Raw)
+	}
 }
 
 // pktMemory measures what separates the figures at scale from the code's
@@ -163,11 +168,7 @@ func (b *runner) pktBuilds() error {
 		return err
 	}
 	b.r.Details.Pkt = res
-	for _, f := range res[0].Figures {
-		if key, ok := pktKeys[f.Scenario]; ok {
-			b.put("ns_per_pkt."+key, f.Ns, "ns", fmt.Sprintf("best %.0f, raw %.0f, wrapper %.0f", f.Best, f.Raw, f.Wrapper))
-		}
-	}
+	b.putForwarder(res[0])
 	for _, r := range res {
 		build := r.Build
 		if build == "" {
