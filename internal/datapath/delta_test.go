@@ -111,7 +111,13 @@ func checkAdopted(t *testing.T, d *Datapath, want *State) {
 		t.Fatal(err)
 	}
 	defer d2.Close()
-	got := d2.Snapshot()
+	requireSameState(t, d2.Snapshot(), want)
+}
+
+// requireSameState fails t unless got (read back from the maps) holds
+// want's services (id, table, encapsulation) and reals.
+func requireSameState(t *testing.T, got, want *State) {
+	t.Helper()
 	if len(got.Services) != len(want.Services) || len(got.Reals) != len(want.Reals) {
 		t.Fatalf("maps hold %d services %d reals, want %d %d", len(got.Services), len(got.Reals), len(want.Services), len(want.Reals))
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net/netip"
-	"slices"
 	"testing"
 
 	"github.com/xlbproject/xlb/internal/packet"
@@ -286,21 +285,7 @@ func TestTablePatchAndAdopt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d2.Close()
-	got, want := d2.Snapshot(), d.Snapshot()
-	if len(got.Services) != len(want.Services) || len(got.Reals) != len(want.Reals) {
-		t.Fatalf("adopted %d services %d reals, want %d %d", len(got.Services), len(got.Reals), len(want.Services), len(want.Reals))
-	}
-	for k, s := range want.Services {
-		g := got.Services[k]
-		if g == nil || g.SvcID != s.SvcID || !slices.Equal(g.Table, s.Table) || g.Encap != s.Encap {
-			t.Fatalf("service %s adopted as %+v, want %+v", k, g, s)
-		}
-	}
-	for id, r := range want.Reals {
-		if got.Reals[id] != r {
-			t.Fatalf("real %d adopted as %+v, want %+v", id, got.Reals[id], r)
-		}
-	}
+	requireSameState(t, d2.Snapshot(), d.Snapshot())
 	if as, err := d2.Apply(st); err != nil || as.TablesPatched+as.TablesReplaced+as.RealsWritten != 0 {
 		t.Fatalf("re-applying the adopted state wrote %+v (%v)", as, err)
 	}
