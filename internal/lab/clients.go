@@ -530,8 +530,7 @@ func (s *TCPSessions) addBreak(i int, c net.Conn, backend string, kind BreakKind
 	b := Break{Session: i, At: time.Now(), Kind: kind, Detail: detail, Backend: backend}
 	if c != nil {
 		if a, ok := c.LocalAddr().(*net.TCPAddr); ok {
-			b.Local = a.AddrPort()
-			b.Local = netip.AddrPortFrom(b.Local.Addr().Unmap(), b.Local.Port())
+			b.Local = netip.AddrPortFrom(a.AddrPort().Addr().Unmap(), a.AddrPort().Port())
 		}
 	}
 	s.mu.Lock()
