@@ -41,9 +41,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/xlbproject/xlb/internal/datapath"
 	"github.com/xlbproject/xlb/internal/maglev"
 	"github.com/xlbproject/xlb/internal/packet"
+	"github.com/xlbproject/xlb/internal/state"
 )
 
 // Table is the connection table under test.
@@ -436,23 +436,22 @@ const (
 
 // Service keys of the state.
 var (
-	vipTCP4 = datapath.VIPKey{Addr: vip4, Port: 80, Proto: packet.ProtoTCP}
-	vipUDP4 = datapath.VIPKey{Addr: vip4, Port: 53, Proto: packet.ProtoUDP}
-	vipTCP6 = datapath.VIPKey{Addr: vip6, Port: 80, Proto: packet.ProtoTCP}
+	vipTCP4 = state.VIPKey{Addr: vip4, Port: 80, Proto: packet.ProtoTCP}
+	vipUDP4 = state.VIPKey{Addr: vip4, Port: 53, Proto: packet.ProtoUDP}
+	vipTCP6 = state.VIPKey{Addr: vip6, Port: 80, Proto: packet.ProtoTCP}
 )
 
 // benchState is one VIP per scenario family (TCP v4, UDP v4, TCP v6), each
 // with o.Backends backends of its family in a Maglev table of o.TableSize,
 // GRE.
-func benchState(o Options) (*datapath.State, error) {
-	st := &datapath.State{
-		Node: datapath.Node{Addr4: nodeV4, Addr6: nodeV6, GatewayMAC: gwMAC, Timeouts: datapath.Timeouts{
+func benchState(o Options) (*state.State, error) {
+	st := &state.State{
+		Node: state.Node{Addr4: nodeV4, Addr6: nodeV6, GatewayMAC: gwMAC, Timeouts: state.Timeouts{
 			TCPSyn: time.Minute, TCP: 15 * time.Minute, TCPFin: 2 * time.Minute, UDP: 5 * time.Minute}},
-		Services: map[datapath.VIPKey]*datapath.Service{},
-		Reals:    map[uint32]datapath.Real{},
+		Services: map[state.VIPKey]*state.Service{},
 	}
 	next := uint32(1)
-	for i, key := range []datapath.VIPKey{vipTCP4, vipUDP4, vipTCP6} {
+	for i, key := range []state.VIPKey{vipTCP4, vipUDP4, vipTCP6} {
 		var backends []maglev.Backend
 		ids := map[string]uint32{}
 		for b := 0; b < o.Backends; b++ {
@@ -464,7 +463,7 @@ func benchState(o Options) (*datapath.State, error) {
 			}
 			backends = append(backends, maglev.Backend{Name: a.String(), Weight: 1})
 			ids[a.String()] = next
-			st.Reals[next] = datapath.Real{Addr: a, SvcID: uint32(i + 1), Active: true}
+			st.Reals.Set(next, state.Real{Addr: a, SvcID: uint32(i + 1), Active: true})
 			next++
 		}
 		tbl, err := maglev.Build(backends, o.TableSize)
@@ -475,7 +474,7 @@ func benchState(o Options) (*datapath.State, error) {
 		for j, e := range tbl.Entries {
 			entries[j] = ids[tbl.Backends[e].Name]
 		}
-		st.Services[key] = &datapath.Service{SvcID: uint32(i + 1), Encap: datapath.EncapGRE, Table: entries}
+		st.Services[key] = &state.Service{SvcID: uint32(i + 1), Encap: state.EncapGRE, Table: entries}
 	}
 	return st, nil
 }

@@ -98,11 +98,11 @@ func newHarness(o Options, specs []targetSpec, ifindex int, fib bool) (h *harnes
 	}
 	if fib && !o.FIBPerPacket {
 		// As xlbd does: cache each backend's resolved next hop in its real.
-		for id, r := range st.Reals {
+		for id, r := range st.Reals.All() {
 			if r.NextHop, err = datapath.LookupNextHop(r.Addr); err != nil {
 				return nil, fmt.Errorf("next hop of %s: %w", r.Addr, err)
 			}
-			st.Reals[id] = r
+			st.Reals.Set(id, r)
 		}
 	}
 	if _, err := h.dp.Apply(st); err != nil {

@@ -230,12 +230,13 @@ func TestControlConfig(t *testing.T) {
 	if b := d.Services[299].Pools[0].Backends[29]; b.Addr != backendAddr(299, 29) || b.HealthCheck == "" {
 		t.Errorf("last backend %+v", b)
 	}
-	st, ps, err := controller.Plan(d, nil, controller.Limits{MaxServices: 4096, MaxReals: ctlMaxReals}, nil)
+	pl, err := controller.Plan(nil, controller.Input{Desired: d}, controller.Limits{MaxServices: 4096, MaxReals: ctlMaxReals})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ps.TablesBuilt != services || len(st.Reals) != services*backends {
-		t.Errorf("%d tables built, %d reals", ps.TablesBuilt, len(st.Reals))
+	st, ps := pl.State, pl.Stats
+	if ps.TablesBuilt != services || st.Reals.Len() != services*backends {
+		t.Errorf("%d tables built, %d reals", ps.TablesBuilt, st.Reals.Len())
 	}
 	// 3,000 services fit the address plan without overlap.
 	seen := map[string]bool{}

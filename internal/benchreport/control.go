@@ -12,6 +12,7 @@ import (
 	"github.com/xlbproject/xlb/internal/config"
 	"github.com/xlbproject/xlb/internal/controller"
 	"github.com/xlbproject/xlb/internal/datapath"
+	"github.com/xlbproject/xlb/internal/state"
 )
 
 // The control-plane scale of issue 3 item 7.
@@ -79,7 +80,7 @@ func (b *runner) control(ctx context.Context) error {
 		kept    *ctlInstance
 		cold    []ColdCommit
 		planner *controller.Planner
-		state   *datapath.State
+		state   *state.State
 		cfg     *config.Config
 	)
 	defer func() {
@@ -238,7 +239,7 @@ func (c *ctlInstance) close() {
 
 // coldCommit parses yaml, plans it with a new Planner against dp's
 // (empty) state and applies it.
-func coldCommit(dp *datapath.Datapath, yaml []byte, lim controller.Limits) (ColdCommit, *controller.Planner, *datapath.State, *config.Config, error) {
+func coldCommit(dp *datapath.Datapath, yaml []byte, lim controller.Limits) (ColdCommit, *controller.Planner, *state.State, *config.Config, error) {
 	c := ColdCommit{ConfigBytes: len(yaml)}
 	t0 := time.Now()
 	cfg, err := config.Parse(yaml, "bench.yaml")
@@ -247,12 +248,13 @@ func coldCommit(dp *datapath.Datapath, yaml []byte, lim controller.Limits) (Cold
 	}
 	t1 := time.Now()
 	p := controller.NewPlanner(lim)
-	st, ps, err := p.Plan(cfg.Desired(), dp.Snapshot(), nil)
+	pl, err := p.Plan(dp.Snapshot(), controller.Input{Desired: cfg.Desired()})
 	if err != nil {
 		return c, nil, nil, nil, fmt.Errorf("plan: %w", err)
 	}
+	st, ps := pl.State, pl.Stats
 	t2 := time.Now()
-	as, err := dp.Apply(st)
+	as, err := dp.Commit(st, pl.Diff)
 	if err != nil {
 		return c, nil, nil, nil, fmt.Errorf("apply: %w", err)
 	}
@@ -268,8 +270,8 @@ func coldCommit(dp *datapath.Datapath, yaml []byte, lim controller.Limits) (Cold
 // changeRunsOf applies `to` and `back` alternately, runs times in all
 // (with healthy hto for `to`, every backend healthy for `back`), timing
 // each plan and apply. It returns the medians and the state in the maps.
-func changeRunsOf(dp *datapath.Datapath, p *controller.Planner, cur *datapath.State, to, back *config.Desired,
-	hto func(config.Backend) bool, runs int) (ChangeResult, *datapath.State, error) {
+func changeRunsOf(dp *datapath.Datapath, p *controller.Planner, cur *state.State, to, back *config.Desired,
+	hto func(config.Backend) bool, runs int) (ChangeResult, *state.State, error) {
 	var plan, apply, total []float64
 	cr := ChangeResult{Runs: runs}
 	for i := range runs {
@@ -278,12 +280,13 @@ func changeRunsOf(dp *datapath.Datapath, p *controller.Planner, cur *datapath.St
 			d, h = back, nil
 		}
 		t0 := time.Now()
-		st, ps, err := p.Plan(d, cur, h)
+		pl, err := p.Plan(cur, controller.Input{Desired: d, Healthy: h})
 		if err != nil {
 			return cr, cur, err
 		}
+		st, ps := pl.State, pl.Stats
 		t1 := time.Now()
-		as, err := dp.Apply(st)
+		as, err := dp.Commit(st, pl.Diff)
 		if err != nil {
 			return cr, cur, err
 		}
@@ -298,7 +301,7 @@ func changeRunsOf(dp *datapath.Datapath, p *controller.Planner, cur *datapath.St
 }
 
 // reloadRuns is changeRunsOf for whole files: parse included.
-func reloadRuns(dp *datapath.Datapath, p *controller.Planner, cur *datapath.State, to, back []byte, runs int) (ChangeResult, *datapath.State, error) {
+func reloadRuns(dp *datapath.Datapath, p *controller.Planner, cur *state.State, to, back []byte, runs int) (ChangeResult, *state.State, error) {
 	var parse, plan, apply, total []float64
 	cr := ChangeResult{Kind: "whole file reloaded, one weight 100 -> 50", Runs: runs}
 	for i := range runs {
@@ -312,12 +315,13 @@ func reloadRuns(dp *datapath.Datapath, p *controller.Planner, cur *datapath.Stat
 			return cr, cur, err
 		}
 		t1 := time.Now()
-		st, ps, err := p.Plan(cfg.Desired(), cur, nil)
+		pl, err := p.Plan(cur, controller.Input{Desired: cfg.Desired()})
 		if err != nil {
 			return cr, cur, err
 		}
+		st, ps := pl.State, pl.Stats
 		t2 := time.Now()
-		as, err := dp.Apply(st)
+		as, err := dp.Commit(st, pl.Diff)
 		if err != nil {
 			return cr, cur, err
 		}

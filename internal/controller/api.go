@@ -16,6 +16,7 @@ import (
 	"github.com/xlbproject/xlb/internal/config"
 	"github.com/xlbproject/xlb/internal/datapath"
 	"github.com/xlbproject/xlb/internal/packet"
+	"github.com/xlbproject/xlb/internal/state"
 )
 
 // Runtime backend overrides (xlbctl drain/undrain/weight): kept in memory
@@ -157,7 +158,7 @@ func (a *API) Status(ctx context.Context) (api.StatusInfo, error) {
 			StartedAt: c.info.startedAt, Drained: c.drained, Overrides: len(c.overrides),
 			SelfCheck: api.SelfCheck{OK: c.forwarderOK, LastError: c.info.lastCheckErr, CheckedAt: c.info.checkedAt, LastFailureAt: c.info.lastFailureAt},
 			Config: api.ConfigInfo{Source: c.info.source, CommittedAt: c.info.committedAt, Generation: c.info.generation,
-				Services: len(c.state.Services), Backends: len(c.state.Reals)},
+				Services: len(c.state.Services), Backends: c.state.Reals.Len()},
 			Conntrack: api.ConntrackOccupancy{Capacity: c.dp.CTCapacity()},
 		}
 		if c.cfg != nil {
@@ -179,11 +180,11 @@ func (a *API) Status(ctx context.Context) (api.StatusInfo, error) {
 	return st, err
 }
 
-func encapName(e datapath.Encap) string {
+func encapName(e state.Encap) string {
 	switch e {
-	case datapath.EncapGRE:
+	case state.EncapGRE:
 		return "gre"
-	case datapath.EncapIPIP:
+	case state.EncapIPIP:
 		return "ipip"
 	}
 	return ""
@@ -204,7 +205,7 @@ func (a *API) Services(ctx context.Context) ([]api.ServiceInfo, error) {
 		snap := c.mon.Snapshot()
 		for i := range c.desired.Services {
 			s := &c.desired.Services[i]
-			key := datapath.VIPKey{Addr: s.VIP, Port: s.Port, Proto: uint8(s.Proto)}
+			key := state.VIPKey{Addr: s.VIP, Port: s.Port, Proto: uint8(s.Proto)}
 			svc := c.state.Services[key]
 			si := api.ServiceInfo{Name: s.Name, VIP: s.VIP, Port: s.Port, Proto: api.Proto(s.Proto),
 				Scheduler: "maglev", TableSize: s.TableSize, Encap: s.Encap.String()}
@@ -224,7 +225,7 @@ func (a *API) Services(ctx context.Context) ([]api.ServiceInfo, error) {
 				for _, rid := range svc.Table {
 					entries[rid]++
 				}
-				for id, r := range c.state.Reals {
+				for id, r := range c.state.Reals.All() {
 					if r.SvcID == svc.SvcID {
 						realOf[r.Addr] = id
 					}
@@ -252,7 +253,7 @@ func (a *API) Services(ctx context.Context) ([]api.ServiceInfo, error) {
 					}
 					if rid, ok := realOf[b.Addr]; ok {
 						bi.RealID = rid
-						bi.InDataPlane = c.state.Reals[rid].Active
+						bi.InDataPlane = c.state.Reals.At(rid).Active
 						bi.TableEntries = entries[rid]
 						if cnt, err := c.dp.RealCounters(rid); err == nil {
 							bi.Counters = api.Counters(cnt)
@@ -410,17 +411,17 @@ func (a *API) ConntrackDump(ctx context.Context, f api.ConntrackFilter) (api.Con
 		return api.ConntrackDump{}, err0
 	}
 	var (
-		reals map[uint32]datapath.Real
+		st    *state.State
 		svcOf map[uint32]string
 		proto map[uint32]uint8
 	)
 	err := c0.call(ctx, func() error {
 		c := c0
-		reals = maps(c.state.Reals)
+		st = c.state // never changed: read after the call
 		svcOf, proto = map[uint32]string{}, map[uint32]uint8{}
 		if c.desired != nil {
 			for _, s := range c.desired.Services {
-				if svc := c.state.Services[datapath.VIPKey{Addr: s.VIP, Port: s.Port, Proto: uint8(s.Proto)}]; svc != nil {
+				if svc := c.state.Services[state.VIPKey{Addr: s.VIP, Port: s.Port, Proto: uint8(s.Proto)}]; svc != nil {
 					svcOf[svc.SvcID], proto[svc.SvcID] = s.Name, uint8(s.Proto)
 				}
 			}
@@ -437,7 +438,7 @@ func (a *API) ConntrackDump(ctx context.Context, f api.ConntrackFilter) (api.Con
 	}
 	err = c0.dp.ScanConntrack(func(e datapath.CTEntry) bool {
 		out.InUse++
-		r, ok := reals[e.RealID]
+		r, ok := st.Reals.Get(e.RealID)
 		name := ""
 		if ok {
 			name = svcOf[r.SvcID]
@@ -459,14 +460,6 @@ func (a *API) ConntrackDump(ctx context.Context, f api.ConntrackFilter) (api.Con
 		return ctx.Err() == nil
 	})
 	return out, err
-}
-
-func maps(m map[uint32]datapath.Real) map[uint32]datapath.Real {
-	out := make(map[uint32]datapath.Real, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // Explain runs a crafted packet through the live program.
@@ -509,7 +502,7 @@ func (a *API) Explain(ctx context.Context, p api.ExplainPacket) (api.Explanation
 		var svcID uint32
 		for _, s := range c.desired.Services {
 			if s.VIP == p.Dst.Addr() && uint8(s.Proto) == uint8(p.Proto) && (s.Port == p.Dst.Port() || s.Port == 0) {
-				if svc := c.state.Services[datapath.VIPKey{Addr: s.VIP, Port: s.Port, Proto: uint8(s.Proto)}]; svc != nil {
+				if svc := c.state.Services[state.VIPKey{Addr: s.VIP, Port: s.Port, Proto: uint8(s.Proto)}]; svc != nil {
 					ex.Service, svcID = s.Name, svc.SvcID
 					if s.Port != 0 {
 						break
@@ -524,7 +517,7 @@ func (a *API) Explain(ctx context.Context, p api.ExplainPacket) (api.Explanation
 		}
 		if tun, err := packet.ParseTunnel(out); err == nil && (verdict == datapath.XDPTX || verdict == datapath.XDPRedirect) {
 			ex.Backend, ex.Encap = tun.Backend, tun.Kind
-			for id, r := range c.state.Reals {
+			for id, r := range c.state.Reals.All() {
 				if r.SvcID == svcID && r.Addr == tun.Backend {
 					ex.RealID = id
 				}

@@ -11,12 +11,12 @@ import (
 	"log/slog"
 	"net/netip"
 	"reflect"
-	"slices"
 	"time"
 
 	"github.com/xlbproject/xlb/internal/config"
 	"github.com/xlbproject/xlb/internal/datapath"
 	"github.com/xlbproject/xlb/internal/health"
+	"github.com/xlbproject/xlb/internal/state"
 )
 
 // Intervals of the loop's periodic work.
@@ -52,18 +52,19 @@ type Controller struct {
 	bgp     Announcer
 	cfg     *config.Config
 	desired *config.Desired
-	state   *datapath.State
+	state   *state.State // the state the data plane holds
 
 	forwarderOK bool // last self-check passed
 	drained     bool // node drain requested
-	// nexthops are the backends' resolved next hops, cached in the reals
-	// so the forwarder needs no FIB lookup per packet.
-	nexthops map[netip.Addr]datapath.NextHopCache
+	// nexthops are the backends' resolved next hops, planned into the
+	// reals so the forwarder needs no FIB lookup per packet.
+	nexthops NextHops
 
 	calls     chan func()     // work from API goroutines, run by Run's loop
 	base      *config.Desired // the config's desired state, before overrides
 	overrides map[overrideKey]*override
 	info      runInfo
+	nhGen     uint64 // the last NextHops generation given
 	onCommit  func(CommitEvent)
 }
 
@@ -110,7 +111,6 @@ func New(dp *datapath.Datapath, o Options) *Controller {
 		planner:     NewPlanner(o.Limits),
 		state:       dp.Snapshot(),
 		forwarderOK: true,
-		nexthops:    map[netip.Addr]datapath.NextHopCache{},
 		calls:       make(chan func()),
 		overrides:   map[overrideKey]*override{},
 		info:        runInfo{startedAt: time.Now(), source: o.Path},
@@ -144,129 +144,109 @@ func (c *Controller) Commit(cfg *config.Config) error {
 	c.info.generation++
 	c.info.committedAt = time.Now()
 	c.keepNeighbours()
-	c.refreshNextHops()
 	return nil
 }
 
-// fillNextHops copies the cached next hops into st's reals and fragment
-// pool nodes. A state planned incrementally from c.state shares its
-// unchanged reals, whose next hops are filled already (c.nexthops changes
-// only with a new c.state, which the next plan then plans in full): only
-// the reals its delta names are filled. The pool (a few nodes) is filled
-// every time.
-func (c *Controller) fillNextHops(st *datapath.State) {
-	if st.Delta != nil && st.Delta.Base == c.state {
-		for _, id := range st.Delta.Reals {
-			if r, ok := st.Reals[id]; ok {
-				r.NextHop = c.nexthops[r.Addr]
-				st.Reals[id] = r
-			}
-		}
-	} else {
-		for id, r := range st.Reals {
-			r.NextHop = c.nexthops[r.Addr]
-			st.Reals[id] = r
-		}
-	}
-	fp := st.Node.Fragments
-	fp.Peers = slices.Clone(fp.Peers)
-	for i := range fp.Peers {
-		if i != fp.Self {
-			fp.Peers[i].NextHop = c.nexthops[fp.Peers[i].Addr]
-		}
-	}
-	st.Node.Fragments = fp
-}
-
-// nextHopAddrs are the addresses the forwarder sends to: backends and the
-// other nodes of the fragment pool.
-func (c *Controller) nextHopAddrs() []netip.Addr {
+// nextHopAddrs are the addresses the forwarder sends to: d's backends
+// and the other nodes of its fragment pool.
+func nextHopAddrs(d *config.Desired) []netip.Addr {
 	seen := map[netip.Addr]bool{}
 	var out []netip.Addr
-	for _, r := range c.state.Reals {
-		if !seen[r.Addr] {
-			seen[r.Addr] = true
-			out = append(out, r.Addr)
+	add := func(a netip.Addr) {
+		if !seen[a] {
+			seen[a] = true
+			out = append(out, a)
 		}
 	}
-	fp := c.state.Node.Fragments
-	for i, p := range fp.Peers {
-		if i != fp.Self && !seen[p.Addr] {
-			seen[p.Addr] = true
-			out = append(out, p.Addr)
+	for i := range d.Services {
+		for _, p := range d.Services[i].Pools {
+			for _, b := range p.Backends {
+				add(b.Addr)
+			}
+		}
+	}
+	for _, a := range d.Node.FragmentPool {
+		if a != d.Node.Address && a != d.Node.Address6 {
+			add(a)
 		}
 	}
 	return out
 }
 
-// refreshNextHops resolves every backend's next hop again and rewrites the
-// reals whose next hop changed (a neighbour resolved, a MAC or route
-// changed). A backend whose neighbour is unresolved gets none: the
-// forwarder falls back to bpf_fib_lookup.
-func (c *Controller) refreshNextHops() {
-	changed := false
-	seen := map[netip.Addr]bool{}
-	for _, a := range c.nextHopAddrs() {
-		seen[a] = true
-		nh, err := datapath.LookupNextHop(a)
-		if err != nil {
-			c.log.Debug("next hop not resolved", "address", a, "error", err)
+// resolveNextHops looks up the next hops of d's addresses, every one
+// (all) or only those not looked up before, and makes c.nexthops the
+// result when it differs. A backend whose neighbour is unresolved gets
+// none: the forwarder falls back to the kernel's FIB.
+func (c *Controller) resolveNextHops(d *config.Desired, all bool) (changed bool) {
+	addrs := nextHopAddrs(d)
+	next := make(map[netip.Addr]state.NextHop, len(addrs))
+	for _, a := range addrs {
+		nh, known := c.nexthops.ByAddr[a]
+		if all || !known {
+			var err error
+			if nh, err = datapath.LookupNextHop(a); err != nil {
+				c.log.Debug("next hop not resolved", "address", a, "error", err)
+			}
 		}
-		if c.nexthops[a] != nh {
-			c.nexthops[a] = nh
+		if o, ok := c.nexthops.ByAddr[a]; !ok || o != nh {
 			changed = true
 		}
+		next[a] = nh
 	}
-	for a := range c.nexthops {
-		if !seen[a] {
-			delete(c.nexthops, a)
-		}
+	if changed || len(next) != len(c.nexthops.ByAddr) {
+		c.nhGen++
+		c.nexthops = NextHops{Gen: c.nhGen, ByAddr: next}
+		return true
 	}
-	if !changed {
-		return
-	}
-	st := &datapath.State{Node: c.state.Node, Services: c.state.Services, Reals: map[uint32]datapath.Real{}}
-	for id, r := range c.state.Reals {
-		st.Reals[id] = r
-	}
-	c.fillNextHops(st)
-	as, err := c.dp.Apply(st)
-	if err != nil {
-		c.log.Error("next hops not written", "error", err)
-		c.state = c.dp.Snapshot()
-		return
-	}
-	c.state = st
-	c.log.Debug("next hops refreshed", "reals_written", as.RealsWritten)
+	return false
 }
 
-// apply plans d (overrides applied) with the current health and commits it.
+// refreshNextHops resolves every next hop again and commits the reals
+// whose next hop changed (a neighbour resolved, a MAC or route changed).
+func (c *Controller) refreshNextHops() {
+	if c.desired == nil || !c.resolveNextHops(c.desired, true) {
+		return
+	}
+	if err := c.apply(c.desired, "", "nexthop"); err != nil {
+		c.log.Error("next hops not written", "error", err)
+	}
+}
+
+// apply plans d (overrides applied) with the current health and next hops
+// and commits it: one plan, one Apply of its diff. what is logged (empty:
+// at debug level).
 func (c *Controller) apply(d *config.Desired, what, trigger string) (err error) {
 	start := time.Now()
 	var (
 		planned time.Duration
 		as      datapath.ApplyStats
-		ps      PlanStats
+		pl      Planned
 	)
 	defer func() {
 		if c.onCommit != nil {
-			c.onCommit(CommitEvent{Trigger: trigger, Plan: planned, Apply: as.Duration, TablesBuilt: ps.TablesBuilt, Err: err})
+			c.onCommit(CommitEvent{Trigger: trigger, Plan: planned, Apply: as.Duration, TablesBuilt: pl.Stats.TablesBuilt, Err: err})
 		}
 	}()
-	snap := c.mon.Snapshot()
-	st, ps, err := c.planner.Plan(d, c.state, snap.Healthy)
+	c.resolveNextHops(d, false)
+	pl, err = c.planner.Plan(c.state, Input{Desired: d, Healthy: c.mon.Snapshot().Healthy, NextHops: c.nexthops})
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
 	planned = time.Since(start)
-	c.fillNextHops(st)
-	as, err = c.dp.Apply(st)
+	as, err = c.dp.Commit(pl.State, pl.Diff)
 	if err != nil {
+		// The data plane is left on its previous state (datapath.Commit
+		// undoes what it wrote), which Snapshot returns.
 		c.state = c.dp.Snapshot()
 		return fmt.Errorf("apply: %w", err)
 	}
-	c.desired, c.state = d, st
-	c.log.Info(what,
+	c.desired, c.state = d, pl.State
+	ps := pl.Stats
+	log := c.log.Info
+	if what == "" {
+		log, what = c.log.Debug, "committed"
+	}
+	log(what,
 		"services", ps.Services, "reals", ps.Reals, "tables_built", ps.TablesBuilt,
 		"tables_replaced", as.TablesReplaced, "tables_patched", as.TablesPatched, "table_entries_changed", as.TableEntries,
 		"reals_written", as.RealsWritten, "services_added", as.ServicesAdded, "services_removed", as.ServicesRemoved,
@@ -447,7 +427,10 @@ func (c *Controller) ForwarderOK() bool { return c.forwarderOK }
 // keepNeighbours keeps the next hop of every backend resolved, so the
 // forwarder's FIB lookup has a MAC for the first packet of any flow.
 func (c *Controller) keepNeighbours() {
-	for _, a := range c.nextHopAddrs() {
+	if c.desired == nil {
+		return
+	}
+	for _, a := range nextHopAddrs(c.desired) {
 		nh, err := datapath.ResolveNextHop(a)
 		if err == nil {
 			err = datapath.KeepNeighbour(nh)
@@ -458,9 +441,8 @@ func (c *Controller) keepNeighbours() {
 	}
 }
 
-// State returns the last committed state. Its Reals map is taken over by
-// the next commit (Planner.Plan), so read it from Run's goroutine only.
-func (c *Controller) State() *datapath.State { return c.state }
+// State returns the last committed state (a value nobody changes).
+func (c *Controller) State() *state.State { return c.state }
 
 // Health returns the health monitor (for listings).
 func (c *Controller) Health() *health.Monitor { return c.mon }

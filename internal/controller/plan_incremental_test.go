@@ -4,17 +4,18 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/xlbproject/xlb/internal/config"
-	"github.com/xlbproject/xlb/internal/datapath"
+	"github.com/xlbproject/xlb/internal/state"
 )
 
 // TestPlannerIncrementalMatchesFull: a Planner fed back its own states
 // plans only what changed, and each of its plans equals a full plan of the
 // same desired state against the same previous state (ids, tables, reals);
-// its Delta names every real and service that differs from the previous
-// state. Random changes: weights, drains, health, backends and services
+// its Diff names every real and service that differs from the previous
+// state, and the previous state is left as it was. Random changes: weights, drains, health, backends and services
 // added and removed, table sizes.
 func TestPlannerIncrementalMatchesFull(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
@@ -41,10 +42,11 @@ func TestPlannerIncrementalMatchesFull(t *testing.T) {
 	down := map[netip.Addr]bool{}
 	healthy := func(b config.Backend) bool { return !down[b.Addr] }
 	p := NewPlanner(lim)
-	prev, _, err := p.Plan(d, nil, healthy)
+	pl, err := p.Plan(nil, Input{Desired: d, Healthy: healthy})
 	if err != nil {
 		t.Fatal(err)
 	}
+	prev := pl.State
 	incremental := 0
 	var lastH func(config.Backend) bool
 	for step := range 400 {
@@ -56,25 +58,26 @@ func TestPlannerIncrementalMatchesFull(t *testing.T) {
 		if r.IntN(3) == 0 {
 			h = nil // every backend healthy
 		}
-		// The full plan first: an incremental plan takes prev's reals over.
-		want, _, err := Plan(d, prev, lim, h)
+		full, err := Plan(prev, Input{Desired: d, Healthy: h}, lim)
 		if err != nil {
 			t.Fatalf("step %d: full plan: %v", step, err)
 		}
-		base := datapathClone(prev)
-		st, ps, err := p.Plan(d, prev, h)
+		base := deepClone(prev)
+		pl, err := p.Plan(prev, Input{Desired: d, Healthy: h})
 		if err != nil {
 			t.Fatalf("step %d: %v", step, err)
 		}
-		compareStates(t, step, st, want)
-		if st.Delta != nil {
+		st := pl.State
+		compareStates(t, step, st, full.State)
+		compareStates(t, step, prev, base) // prev untouched
+		if pl.Diff.From != prev.Generation || pl.Diff.To != st.Generation || st.Generation == prev.Generation {
+			t.Fatalf("step %d: diff from %d to %d, states %d and %d", step, pl.Diff.From, pl.Diff.To, prev.Generation, st.Generation)
+		}
+		checkDiff(t, step, base, st, pl.Diff)
+		if pl.Stats.Incremental {
 			incremental++
-			if st.Delta.Base != prev {
-				t.Fatalf("step %d: delta base is not the previous state", step)
-			}
-			checkDelta(t, step, base, st)
-			if ps.TablesBuilt > len(st.Delta.Services) {
-				t.Fatalf("step %d: %d tables built for %d changed services", step, ps.TablesBuilt, len(st.Delta.Services))
+			if pl.Stats.TablesBuilt > len(pl.Diff.Services) {
+				t.Fatalf("step %d: %d tables built for %d changed services", step, pl.Stats.TablesBuilt, len(pl.Diff.Services))
 			}
 		}
 		prev, lastH = st, h
@@ -83,21 +86,21 @@ func TestPlannerIncrementalMatchesFull(t *testing.T) {
 		t.Fatalf("only %d of 400 plans were incremental", incremental)
 	}
 	// A state the planner did not make gets a full plan.
-	before := datapathClone(prev)
-	st, _, err := p.Plan(d, before, lastH)
-	if err != nil || st.Delta != nil {
-		t.Fatalf("plan against a foreign state: delta %v, %v", st.Delta, err)
+	before := deepClone(prev)
+	pl, err = p.Plan(before, Input{Desired: d, Healthy: lastH})
+	if err != nil || pl.Stats.Incremental {
+		t.Fatalf("plan against a foreign state: incremental %v, %v", pl.Stats.Incremental, err)
 	}
-	compareStates(t, -1, st, prev)
+	compareStates(t, -1, pl.State, prev)
 	// A failed incremental plan leaves prev as it was.
-	prev, before = st, datapathClone(st)
+	prev, before = pl.State, deepClone(pl.State)
 	failing := clone(d)
 	for i := range 2000 {
 		failing.Services[0].Pools[0].Backends = append(failing.Services[0].Pools[0].Backends,
 			config.Backend{Addr: netip.AddrFrom4([4]byte{10, 3, byte(i >> 8), byte(i)}), Weight: 1})
 	}
 	failing.Services[len(failing.Services)-1].Pools[0].Backends[0].Weight = 7
-	if _, _, err := p.Plan(failing, prev, lastH); err == nil {
+	if _, err := p.Plan(prev, Input{Desired: failing, Healthy: lastH}); err == nil {
 		t.Fatal("a plan needing more reals than the limit succeeded")
 	}
 	compareStates(t, -2, prev, before)
@@ -111,13 +114,14 @@ func clone(d *config.Desired) *config.Desired {
 	return c
 }
 
-func datapathClone(s *datapath.State) *datapath.State {
-	c := &datapath.State{Node: s.Node, Services: map[datapath.VIPKey]*datapath.Service{}, Reals: map[uint32]datapath.Real{}}
+// deepClone returns a copy of s sharing no memory with it.
+func deepClone(s *state.State) *state.State {
+	c := &state.State{Node: s.Node, Services: map[state.VIPKey]*state.Service{}}
 	for k, v := range s.Services {
-		c.Services[k] = &datapath.Service{SvcID: v.SvcID, Encap: v.Encap, Fragments: v.Fragments, Table: slices.Clone(v.Table)}
+		c.Services[k] = &state.Service{SvcID: v.SvcID, Encap: v.Encap, Fragments: v.Fragments, Table: slices.Clone(v.Table)}
 	}
-	for k, v := range s.Reals {
-		c.Reals[k] = v
+	for k, v := range s.Reals.All() {
+		c.Reals.Set(k, v)
 	}
 	return c
 }
@@ -162,11 +166,11 @@ func mutate(r *rand.Rand, d *config.Desired, down map[netip.Addr]bool, nextSvc *
 	}
 }
 
-func compareStates(t *testing.T, step int, got, want *datapath.State) {
+func compareStates(t *testing.T, step int, got, want *state.State) {
 	t.Helper()
-	if len(got.Services) != len(want.Services) || len(got.Reals) != len(want.Reals) {
-		t.Fatalf("step %d: %d services, %d reals; full plan %d, %d", step, len(got.Services), len(got.Reals),
-			len(want.Services), len(want.Reals))
+	if len(got.Services) != len(want.Services) || got.Reals.Len() != want.Reals.Len() {
+		t.Fatalf("step %d: %d services, %d reals; full plan %d, %d", step, len(got.Services), got.Reals.Len(),
+			len(want.Services), want.Reals.Len())
 	}
 	for k, w := range want.Services {
 		g := got.Services[k]
@@ -174,54 +178,53 @@ func compareStates(t *testing.T, step int, got, want *datapath.State) {
 			t.Fatalf("step %d: service %s differs from the full plan's", step, k)
 		}
 	}
-	for id, w := range want.Reals {
-		if g, ok := got.Reals[id]; !ok || g != w {
+	for id, w := range want.Reals.All() {
+		if g, ok := got.Reals.Get(id); !ok || g != w {
 			t.Fatalf("step %d: real %d is %+v, full plan %+v", step, id, g, w)
 		}
 	}
 }
 
-func checkDelta(t *testing.T, step int, base, st *datapath.State) {
+func checkDiff(t *testing.T, step int, base, st *state.State, diff state.Diff) {
 	t.Helper()
 	inReals := map[uint32]bool{}
-	for _, id := range st.Delta.Reals {
+	for _, id := range diff.Reals {
 		inReals[id] = true
 	}
-	inSvcs := map[datapath.VIPKey]bool{}
-	for _, k := range st.Delta.Services {
+	inSvcs := map[state.VIPKey]bool{}
+	for _, k := range diff.Services {
 		inSvcs[k] = true
 	}
-	for id, r := range st.Reals {
-		if b, ok := base.Reals[id]; (!ok || b != r) && !inReals[id] {
-			t.Fatalf("step %d: real %d changed but is not in the delta", step, id)
+	for id, r := range st.Reals.All() {
+		if b, ok := base.Reals.Get(id); (!ok || b != r) && !inReals[id] {
+			t.Fatalf("step %d: real %d changed but is not in the diff", step, id)
 		}
 	}
-	for id := range base.Reals {
-		if _, ok := st.Reals[id]; !ok && !inReals[id] {
-			t.Fatalf("step %d: real %d removed but not in the delta", step, id)
+	for id := range base.Reals.All() {
+		if _, ok := st.Reals.Get(id); !ok && !inReals[id] {
+			t.Fatalf("step %d: real %d removed but not in the diff", step, id)
 		}
 	}
 	for k, s := range st.Services {
 		b := base.Services[k]
 		if (b == nil || b.SvcID != s.SvcID || b.Encap != s.Encap || !slices.Equal(b.Table, s.Table)) && !inSvcs[k] {
-			t.Fatalf("step %d: service %s changed but is not in the delta", step, k)
+			t.Fatalf("step %d: service %s changed but is not in the diff", step, k)
 		}
 	}
 	for k := range base.Services {
 		if _, ok := st.Services[k]; !ok && !inSvcs[k] {
-			t.Fatalf("step %d: service %s removed but not in the delta", step, k)
+			t.Fatalf("step %d: service %s removed but not in the diff", step, k)
 		}
 	}
 }
 
-// TestPlannerFallbackToFullKeepsNewTables: an incremental plan that meets
-// two services on one key (which Validate rejects) falls back to a full
-// plan; a service it had already started a table for before the fallback
-// still gets its table, the same as a full plan's.
-func TestPlannerFallbackToFullKeepsNewTables(t *testing.T) {
+// TestPlannerRefusesTwoServicesOnOneKey: two services on one VIP key
+// (which Validate rejects) are refused with both names; the plan after
+// that (without memory) equals a plan by a new Planner.
+func TestPlannerRefusesTwoServicesOnOneKey(t *testing.T) {
 	lim := Limits{MaxServices: 64, MaxReals: 1024}
-	svc := func(s byte) config.DesiredService {
-		ds := config.DesiredService{Name: "s", VIP: netip.AddrFrom4([4]byte{172, 16, 0, s}), Port: 80,
+	svc := func(s byte, name string) config.DesiredService {
+		ds := config.DesiredService{Name: name, VIP: netip.AddrFrom4([4]byte{172, 16, 0, s}), Port: 80,
 			Proto: config.Proto(6), TableSize: 251, MinHealthy: 0.5}
 		var bs []config.Backend
 		for b := range 4 {
@@ -230,28 +233,30 @@ func TestPlannerFallbackToFullKeepsNewTables(t *testing.T) {
 		ds.Pools = append(ds.Pools, config.DesiredPool{Name: "p", Backends: bs})
 		return ds
 	}
-	d := &config.Desired{Services: []config.DesiredService{svc(1), svc(2)}}
+	d := &config.Desired{Services: []config.DesiredService{svc(1, "a"), svc(2, "b")}}
 	p := NewPlanner(lim)
-	prev, _, err := p.Plan(d, nil, nil)
+	pl, err := p.Plan(nil, Input{Desired: d})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A new service, then a second service on service 1's key.
-	dup := svc(1)
-	dup.Pools[0].Backends = dup.Pools[0].Backends[:2]
-	d2 := &config.Desired{Services: []config.DesiredService{svc(1), svc(2), svc(3), dup}}
-	want, _, err := Plan(d2, datapathClone(prev), lim, nil)
+	prev := pl.State
+	d2 := &config.Desired{Services: []config.DesiredService{svc(1, "a"), svc(2, "b"), svc(3, "c"), svc(1, "dup")}}
+	if _, err := p.Plan(prev, Input{Desired: d2}); err == nil || !strings.Contains(err.Error(), "a and dup") {
+		t.Fatalf("two services on one key: %v", err)
+	}
+	d3 := &config.Desired{Services: []config.DesiredService{svc(1, "a"), svc(2, "b"), svc(3, "c")}}
+	want, err := Plan(prev, Input{Desired: d3}, lim)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, _, err := p.Plan(d2, prev, nil)
+	got, err := p.Plan(prev, Input{Desired: d3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k, s := range st.Services {
+	for k, s := range got.State.Services {
 		if len(s.Table) != 251 {
 			t.Errorf("service %v: table of %d entries, want 251", k, len(s.Table))
 		}
 	}
-	compareStates(t, 0, st, want)
+	compareStates(t, 0, got.State, want.State)
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/xlbproject/xlb/internal/config"
-	"github.com/xlbproject/xlb/internal/datapath"
+	"github.com/xlbproject/xlb/internal/state"
 )
 
 const baseConfig = `
@@ -24,26 +24,26 @@ services:
   - {name: dns, vip: 10.200.0.1, port: 53, protocol: udp, pools: [web], table_size: 251, encap: ipip}
 `
 
-func mustPlan(t *testing.T, yaml string, prev *datapath.State) *datapath.State {
+func mustPlan(t *testing.T, yaml string, prev *state.State) *state.State {
 	t.Helper()
 	cfg, err := config.Parse([]byte(yaml), "test.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, _, err := Plan(cfg.Desired(), prev, Limits{MaxServices: 64, MaxReals: 1024}, nil)
+	pl, err := Plan(prev, Input{Desired: cfg.Desired()}, Limits{MaxServices: 64, MaxReals: 1024})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st
+	return pl.State
 }
 
-func key(addr string, port uint16, proto uint8) datapath.VIPKey {
-	return datapath.VIPKey{Addr: netip.MustParseAddr(addr), Port: port, Proto: proto}
+func key(addr string, port uint16, proto uint8) state.VIPKey {
+	return state.VIPKey{Addr: netip.MustParseAddr(addr), Port: port, Proto: proto}
 }
 
-func realsOf(st *datapath.State, svc uint32) map[netip.Addr]uint32 {
+func realsOf(st *state.State, svc uint32) map[netip.Addr]uint32 {
 	m := map[netip.Addr]uint32{}
-	for id, r := range st.Reals {
+	for id, r := range st.Reals.All() {
 		if r.SvcID == svc {
 			m[r.Addr] = id
 		}
@@ -58,7 +58,7 @@ func TestPlanBasics(t *testing.T) {
 	if web == nil || dns == nil || web.SvcID == dns.SvcID {
 		t.Fatalf("services: %+v", st.Services)
 	}
-	if len(web.Table) != 7919 || len(dns.Table) != 251 || dns.Encap != datapath.EncapIPIP {
+	if len(web.Table) != 7919 || len(dns.Table) != 251 || dns.Encap != state.EncapIPIP {
 		t.Fatalf("tables %d %d encap %d", len(web.Table), len(dns.Table), dns.Encap)
 	}
 	// web's reals: the three active-pool backends and the spare (tracked
@@ -89,9 +89,9 @@ func TestPlanKeepsIDs(t *testing.T) {
 			t.Fatalf("%s changed id", k)
 		}
 	}
-	for id, r := range st1.Reals {
-		if st2.Reals[id] != r {
-			t.Fatalf("real %d changed: %+v -> %+v", id, r, st2.Reals[id])
+	for id, r := range st1.Reals.All() {
+		if st2.Reals.At(id) != r {
+			t.Fatalf("real %d changed: %+v -> %+v", id, r, st2.Reals.At(id))
 		}
 	}
 	// Remove a backend: the others keep their ids; the removed id is gone;
@@ -118,7 +118,7 @@ services:
 		}
 	}
 	gone := before[netip.MustParseAddr("10.0.1.2")]
-	if _, ok := st3.Reals[gone]; ok {
+	if _, ok := st3.Reals.Get(gone); ok {
 		t.Fatal("removed backend still has a real")
 	}
 	st4 := mustPlan(t, baseConfig, st3)
@@ -142,7 +142,7 @@ services:
 			t.Fatal("draining-only service has table entries")
 		}
 	}
-	if len(st.Reals) != 1 {
+	if st.Reals.Len() != 1 {
 		t.Fatal("draining backend must keep its real for tracked flows")
 	}
 }
@@ -152,7 +152,7 @@ func TestPlanExhausted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := Plan(cfg.Desired(), nil, Limits{MaxServices: 64, MaxReals: 4}, nil); err == nil {
+	if _, err := Plan(nil, Input{Desired: cfg.Desired()}, Limits{MaxServices: 64, MaxReals: 4}); err == nil {
 		t.Fatal("expected exhaustion with 3 real ids for 8 reals")
 	}
 }
@@ -166,13 +166,14 @@ func TestPlanHealth(t *testing.T) {
 	}
 	down := netip.MustParseAddr("10.0.1.3")
 	healthy := func(b config.Backend) bool { return b.Addr != down }
-	st, _, err := Plan(cfg.Desired(), nil, Limits{MaxServices: 64, MaxReals: 1024}, healthy)
+	pl, err := Plan(nil, Input{Desired: cfg.Desired(), Healthy: healthy}, Limits{MaxServices: 64, MaxReals: 1024})
+	st := pl.State
 	if err != nil {
 		t.Fatal(err)
 	}
 	web := st.Services[key("10.200.0.1", 80, 6)]
 	rid := realsOf(st, web.SvcID)[down]
-	if st.Reals[rid].Active {
+	if st.Reals.At(rid).Active {
 		t.Fatal("a failed backend's real must be inactive: its tracked flows reselect")
 	}
 	for _, e := range web.Table {
@@ -182,7 +183,8 @@ func TestPlanHealth(t *testing.T) {
 	}
 	// Every backend of the first pool down: fail over to the spare pool.
 	allDown := func(b config.Backend) bool { return b.Addr == netip.MustParseAddr("10.0.2.1") }
-	st, _, err = Plan(cfg.Desired(), st, Limits{MaxServices: 64, MaxReals: 1024}, allDown)
+	pl, err = Plan(st, Input{Desired: cfg.Desired(), Healthy: allDown}, Limits{MaxServices: 64, MaxReals: 1024})
+	st = pl.State
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,11 +203,13 @@ func TestPlannerReusesTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := NewPlanner(Limits{MaxServices: 64, MaxReals: 1024})
-	st1, ps, err := p.Plan(cfg.Desired(), nil, nil)
+	pl, err := p.Plan(nil, Input{Desired: cfg.Desired()})
+	st1, ps := pl.State, pl.Stats
 	if err != nil || ps.TablesBuilt != 2 {
 		t.Fatalf("first plan built %d tables (%v)", ps.TablesBuilt, err)
 	}
-	st2, ps, err := p.Plan(cfg.Desired(), st1, nil)
+	pl, err = p.Plan(st1, Input{Desired: cfg.Desired()})
+	st2, ps := pl.State, pl.Stats
 	if err != nil || ps.TablesBuilt != 0 {
 		t.Fatalf("unchanged plan built %d tables (%v)", ps.TablesBuilt, err)
 	}
@@ -214,8 +218,8 @@ func TestPlannerReusesTables(t *testing.T) {
 		t.Fatal("an unchanged table must be the same slice")
 	}
 	down := netip.MustParseAddr("10.0.1.2")
-	_, ps, err = p.Plan(cfg.Desired(), st2, func(b config.Backend) bool { return b.Addr != down })
-	if err != nil || ps.TablesBuilt != 0 {
+	pl, err = p.Plan(st2, Input{Desired: cfg.Desired(), Healthy: func(b config.Backend) bool { return b.Addr != down }})
+	if ps = pl.Stats; err != nil || ps.TablesBuilt != 0 {
 		// Unchecked backends are always healthy: nothing changes.
 		t.Fatalf("plan with an unchecked backend 'down' built %d tables (%v)", ps.TablesBuilt, err)
 	}
@@ -224,8 +228,8 @@ func TestPlannerReusesTables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ps, err = p.Plan(cfg2.Desired(), st2, nil); err != nil || ps.TablesBuilt != 2 {
-		t.Fatalf("weight change in a pool both services use built %d tables (%v)", ps.TablesBuilt, err)
+	if pl, err = p.Plan(st2, Input{Desired: cfg2.Desired()}); err != nil || pl.Stats.TablesBuilt != 2 {
+		t.Fatalf("weight change in a pool both services use built %d tables (%v)", pl.Stats.TablesBuilt, err)
 	}
 }
 

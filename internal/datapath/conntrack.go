@@ -89,7 +89,7 @@ func (d *Datapath) ScanConntrack(fn func(CTEntry) bool) error {
 // Timeout returns the idle timeout of an entry in state for protocol proto
 // (6 TCP, 17 UDP), as the forwarder applies it.
 func (d *Datapath) Timeout(state uint8, proto uint8) time.Duration {
-	t := nodeFromInfo(d.cache.node).Timeouts
+	t := nodeFromInfo(d.cur.node).Timeouts
 	switch {
 	case proto != 6:
 		return t.UDP

@@ -78,14 +78,10 @@ type Datapath struct {
 	ifindex int
 	ifmac   net.HardwareAddr
 	mode    Mode
-	cache   applied
+	cur     applied   // what the maps hold
 	vidx    *vipIndex // the forwarder's VIP match, mirroring xlb_vips
-	// applied is the State the last Apply wrote, if it succeeded (what a
-	// State's Delta may be based on).
-	applied *State
-	// vipAddrsSynced: xlb_vip_addrs holds the addresses of the services
-	// in cache (the last sync succeeded and no service came or went).
-	vipAddrsSynced bool
+	// faultHook, set by tests, may fail the n-th write of a commit.
+	faultHook func(what string, n int) error
 	// placeholder is the empty table retired slots point to.
 	placeholder *liveTable
 	probeTurn   int
@@ -365,11 +361,7 @@ func (d *Datapath) Close() error {
 	if d.placeholder != nil {
 		d.placeholder.close()
 	}
-	for _, s := range d.cache.services {
-		if s.table != nil {
-			s.table.close()
-		}
-	}
+	d.closeLive()
 	return errors.Join(errs...)
 }
 

@@ -82,7 +82,7 @@ const (
 
 func TestLoadAndApplyEmpty(t *testing.T) {
 	d := newTestDatapath(t, Options{})
-	st := &State{Node: testNode(), Services: map[VIPKey]*Service{}, Reals: map[uint32]Real{}}
+	st := &State{Node: testNode(), Services: map[VIPKey]*Service{}}
 	if _, err := d.Apply(st); err != nil {
 		t.Fatal(err)
 	}

@@ -23,21 +23,21 @@ var (
 // fixtureState: one VIP per (family, proto, encap) combination, each with
 // a single backend filling its whole table (M=7), so the output is fixed.
 func fixtureState() *State {
-	st := &State{Node: testNode(), Services: map[VIPKey]*Service{}, Reals: map[uint32]Real{}}
+	st := &State{Node: testNode(), Services: map[VIPKey]*Service{}}
 	add := func(id uint32, key VIPKey, encap Encap, backend netip.Addr) {
-		st.Reals[id] = Real{Addr: backend, SvcID: id, Active: true}
+		st.Reals.Set(id, Real{Addr: backend, SvcID: id, Active: true})
 		tbl := make([]uint32, 7)
 		for i := range tbl {
 			tbl[i] = id
 		}
 		st.Services[key] = &Service{SvcID: id, Encap: encap, Table: tbl}
 	}
-	add(1, VIPKey{vip4, 80, 6}, EncapGRE, be4)
-	add(2, VIPKey{vip4, 53, 17}, EncapIPIP, be4)
-	add(3, VIPKey{vip6, 80, 6}, EncapIPIP, be6)
-	add(4, VIPKey{vip6, 53, 17}, EncapGRE, be6)
-	add(5, VIPKey{vip4, 0, 17}, EncapIPIP, be6) // all ports, 4in6
-	add(6, VIPKey{vip6, 443, 6}, EncapGRE, be4) // 6 in GRE over IPv4
+	add(1, VIPKey{Addr: vip4, Port: 80, Proto: 6}, EncapGRE, be4)
+	add(2, VIPKey{Addr: vip4, Port: 53, Proto: 17}, EncapIPIP, be4)
+	add(3, VIPKey{Addr: vip6, Port: 80, Proto: 6}, EncapIPIP, be6)
+	add(4, VIPKey{Addr: vip6, Port: 53, Proto: 17}, EncapGRE, be6)
+	add(5, VIPKey{Addr: vip4, Port: 0, Proto: 17}, EncapIPIP, be6) // all ports, 4in6
+	add(6, VIPKey{Addr: vip6, Port: 443, Proto: 6}, EncapGRE, be4) // 6 in GRE over IPv4
 	return st
 }
 
@@ -225,9 +225,9 @@ func TestCachedNextHop(t *testing.T) {
 	d := newTestDatapath(t, Options{})
 	st := fixtureState()
 	dmac, smac := [6]byte{2, 0, 0, 0, 0, 0xbb}, [6]byte{2, 0, 0, 0, 0, 0xaa}
-	r := st.Reals[1]
+	r := st.Reals.At(1)
 	r.NextHop = NextHopCache{DMAC: dmac, SMAC: smac, Ifindex: 7, MTU: 1500}
-	st.Reals[1] = r
+	st.Reals.Set(1, r)
 	if _, err := d.Apply(st); err != nil {
 		t.Fatal(err)
 	}
@@ -257,11 +257,11 @@ func TestCachedNextHop(t *testing.T) {
 func TestTablePatchAndAdopt(t *testing.T) {
 	d := newTestDatapath(t, Options{})
 	st := fixtureState()
-	st.Reals[7] = Real{Addr: netip.MustParseAddr("10.0.1.7"), SvcID: 1, Active: true}
+	st.Reals.Set(7, Real{Addr: netip.MustParseAddr("10.0.1.7"), SvcID: 1, Active: true})
 	if _, err := d.Apply(st); err != nil {
 		t.Fatal(err)
 	}
-	key := VIPKey{vip4, 80, 6}
+	key := VIPKey{Addr: vip4, Port: 80, Proto: 6}
 	next := *st.Services[key]
 	next.Table = []uint32{7, 7, 7, 7, 7, 7, 7}
 	st.Services[key] = &next

@@ -26,7 +26,7 @@ var (
 // vip6:54 without fragments, and vip4x:54 / vip6x:54 without fragments
 // (the only services of their addresses).
 func fragState(pool FragPool) *State {
-	st := &State{Node: testNode(), Services: map[VIPKey]*Service{}, Reals: map[uint32]Real{}}
+	st := &State{Node: testNode(), Services: map[VIPKey]*Service{}}
 	st.Node.Fragments = pool
 	next := uint32(1)
 	add := func(svc uint32, key VIPKey, frags bool, base netip.Addr) {
@@ -34,7 +34,7 @@ func fragState(pool FragPool) *State {
 		var ids []uint32
 		a := base
 		for i := 0; i < 8; i++ {
-			st.Reals[next] = Real{Addr: a, SvcID: svc, Active: true}
+			st.Reals.Set(next, Real{Addr: a, SvcID: svc, Active: true})
 			ids = append(ids, next)
 			next++
 			a = a.Next()
@@ -44,12 +44,12 @@ func fragState(pool FragPool) *State {
 		}
 		st.Services[key] = &Service{SvcID: svc, Encap: EncapGRE, Fragments: frags, Table: tbl}
 	}
-	add(1, VIPKey{vip4, 53, 17}, true, be4)
-	add(2, VIPKey{vip6, 53, 17}, true, be6)
-	add(3, VIPKey{vip4, 54, 17}, false, be4)
-	add(4, VIPKey{vip6, 54, 17}, false, be6)
-	add(5, VIPKey{vip4x, 54, 17}, false, be4)
-	add(6, VIPKey{vip6x, 54, 17}, false, be6)
+	add(1, VIPKey{Addr: vip4, Port: 53, Proto: 17}, true, be4)
+	add(2, VIPKey{Addr: vip6, Port: 53, Proto: 17}, true, be6)
+	add(3, VIPKey{Addr: vip4, Port: 54, Proto: 17}, false, be4)
+	add(4, VIPKey{Addr: vip6, Port: 54, Proto: 17}, false, be6)
+	add(5, VIPKey{Addr: vip4x, Port: 54, Proto: 17}, false, be4)
+	add(6, VIPKey{Addr: vip6x, Port: 54, Proto: 17}, false, be6)
 	return st
 }
 

@@ -85,12 +85,12 @@ func newVerdictModel(st *State) *verdictModel {
 	m := &verdictModel{vips: map[VIPKey]netip.Addr{}, addrs: map[netip.Addr]bool{},
 		fragVIPs: map[VIPKey]bool{}, fragAddrs: map[VIPKey][]netip.Addr{}}
 	for k, s := range st.Services {
-		m.vips[k] = st.Reals[s.Table[0]].Addr
+		m.vips[k] = st.Reals.At(s.Table[0]).Addr
 		m.addrs[k.Addr] = true
 		if s.Fragments {
 			m.fragVIPs[k] = true
 			ak := VIPKey{Addr: k.Addr, Proto: k.Proto}
-			m.fragAddrs[ak] = append(m.fragAddrs[ak], st.Reals[s.Table[0]].Addr)
+			m.fragAddrs[ak] = append(m.fragAddrs[ak], st.Reals.At(s.Table[0]).Addr)
 		}
 	}
 	return m
@@ -134,7 +134,7 @@ func (m *verdictModel) classifyFrag(b []byte, c classification, dst netip.Addr, 
 		return c
 	}
 	dport := be16(b[cur+2:])
-	k := VIPKey{dst, dport, next}
+	k := VIPKey{Addr: dst, Port: dport, Proto: next}
 	if _, found := m.vips[k]; !found {
 		k.Port = 0
 	}
@@ -145,10 +145,10 @@ func (m *verdictModel) classifyFrag(b []byte, c classification, dst netip.Addr, 
 }
 
 func (m *verdictModel) vip(dst netip.Addr, dport uint16, proto uint8) (netip.Addr, bool) {
-	if b, ok := m.vips[VIPKey{dst, dport, proto}]; ok {
+	if b, ok := m.vips[VIPKey{Addr: dst, Port: dport, Proto: proto}]; ok {
 		return b, true
 	}
-	b, ok := m.vips[VIPKey{dst, 0, proto}]
+	b, ok := m.vips[VIPKey{Addr: dst, Port: 0, Proto: proto}]
 	return b, ok
 }
 
@@ -827,7 +827,7 @@ func TestReplaySynFlood(t *testing.T) {
 		fr := bytes.Clone(rec.Data)
 		frames = append(frames, fr)
 		if tu, err := study.ParseTuple(pr.LinkType(), fr); err == nil {
-			dsts[VIPKey{tu.Dst, tu.DstPort, tu.Proto}]++
+			dsts[VIPKey{Addr: tu.Dst, Port: tu.DstPort, Proto: tu.Proto}]++
 		}
 	}
 	var victim VIPKey
@@ -843,7 +843,7 @@ func TestReplaySynFlood(t *testing.T) {
 	st := fixtureState()
 	st.Node.FloodSynRate = 10000
 	backend := netip.MustParseAddr("10.0.1.99")
-	st.Reals[40] = Real{Addr: backend, SvcID: 40, Active: true}
+	st.Reals.Set(40, Real{Addr: backend, SvcID: 40, Active: true})
 	st.Services[victim] = &Service{SvcID: 40, Encap: EncapGRE, Table: []uint32{40, 40, 40, 40, 40, 40, 40}}
 	if _, err := d.Apply(st); err != nil {
 		t.Fatal(err)

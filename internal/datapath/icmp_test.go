@@ -222,9 +222,9 @@ func TestICMPErrorFollowsFlow(t *testing.T) {
 	d := newTestDatapath(t, Options{})
 	other := newTestDatapath(t, Options{}) // another node: same config, no entries
 	st := fixtureState()
-	key := VIPKey{vip4, 80, 6}
+	key := VIPKey{Addr: vip4, Port: 80, Proto: 6}
 	b2 := netip.MustParseAddr("10.0.1.2")
-	st.Reals[20] = Real{Addr: b2, SvcID: 1, Active: true}
+	st.Reals.Set(20, Real{Addr: b2, SvcID: 1, Active: true})
 	tbl := []uint32{1, 20, 1, 20, 1, 20, 1}
 	st.Services[key] = &Service{SvcID: 1, Encap: EncapGRE, Table: tbl}
 	for _, dp := range []*Datapath{d, other} {
@@ -252,7 +252,7 @@ func TestICMPErrorFollowsFlow(t *testing.T) {
 		}
 	}
 	st2 := fixtureState()
-	st2.Reals[20] = st.Reals[20]
+	st2.Reals.Set(20, st.Reals.At(20))
 	st2.Services[key] = &Service{SvcID: 1, Encap: EncapGRE, Table: []uint32{20, 1, 20, 1, 20, 1, 20}}
 	if _, err := d.Apply(st2); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
+	"github.com/xlbproject/xlb/internal/state"
 	"golang.org/x/sys/unix"
 )
 
@@ -75,15 +76,15 @@ func KeepNeighbour(nh NextHop) error {
 
 // LookupNextHop returns the resolved next hop toward backend a: the egress
 // interface's index, MAC and MTU, and the neighbour's MAC. It returns the
-// zero NextHopCache (and no error) while the neighbour is unresolved.
-func LookupNextHop(a netip.Addr) (NextHopCache, error) {
+// zero state.NextHop (and no error) while the neighbour is unresolved.
+func LookupNextHop(a netip.Addr) (state.NextHop, error) {
 	nh, err := ResolveNextHop(a)
 	if err != nil {
-		return NextHopCache{}, err
+		return state.NextHop{}, err
 	}
 	link, err := netlink.LinkByIndex(nh.Link)
 	if err != nil {
-		return NextHopCache{}, fmt.Errorf("link %d: %w", nh.Link, err)
+		return state.NextHop{}, fmt.Errorf("link %d: %w", nh.Link, err)
 	}
 	family := unix.AF_INET
 	if nh.Via.Is6() && !nh.Via.Is4In6() {
@@ -91,7 +92,7 @@ func LookupNextHop(a netip.Addr) (NextHopCache, error) {
 	}
 	neighs, err := netlink.NeighList(nh.Link, family)
 	if err != nil {
-		return NextHopCache{}, fmt.Errorf("list neighbours: %w", err)
+		return state.NextHop{}, fmt.Errorf("list neighbours: %w", err)
 	}
 	ip := net.IP(nh.Via.AsSlice())
 	const usable = netlink.NUD_REACHABLE | netlink.NUD_STALE | netlink.NUD_DELAY | netlink.NUD_PROBE | netlink.NUD_PERMANENT
@@ -99,10 +100,10 @@ func LookupNextHop(a netip.Addr) (NextHopCache, error) {
 		if !n.IP.Equal(ip) || n.State&usable == 0 || len(n.HardwareAddr) != 6 || len(link.Attrs().HardwareAddr) != 6 {
 			continue
 		}
-		c := NextHopCache{Ifindex: uint32(nh.Link), MTU: uint32(link.Attrs().MTU)}
+		c := state.NextHop{Ifindex: uint32(nh.Link), MTU: uint32(link.Attrs().MTU)}
 		copy(c.DMAC[:], n.HardwareAddr)
 		copy(c.SMAC[:], link.Attrs().HardwareAddr)
 		return c, nil
 	}
-	return NextHopCache{}, nil
+	return state.NextHop{}, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/xlbproject/xlb/internal/maglev"
+	"github.com/xlbproject/xlb/internal/state"
 )
 
 // Pinned is a read-only view of a running instance's maps, for tools that
@@ -40,10 +41,10 @@ func (p *Pinned) Close() {
 
 // ServiceView is one VIP as the data plane holds it.
 type ServiceView struct {
-	Key       VIPKey
+	Key       state.VIPKey
 	SvcID     uint32
 	TableSize uint32
-	Encap     Encap
+	Encap     state.Encap
 	Counters  Counters
 	Reals     []RealView
 }
@@ -51,7 +52,7 @@ type ServiceView struct {
 // RealView is one real with its counters.
 type RealView struct {
 	ID       uint32
-	Real     Real
+	Real     state.Real
 	Counters Counters
 }
 
@@ -69,7 +70,7 @@ func (p *Pinned) Services() ([]ServiceView, error) {
 		if err != nil {
 			return nil, err
 		}
-		sv := &ServiceView{Key: keyFromVip(k), SvcID: vi.SvcId, TableSize: vi.TableSize, Encap: Encap(vi.Encap), Counters: c}
+		sv := &ServiceView{Key: keyFromVip(k), SvcID: vi.SvcId, TableSize: vi.TableSize, Encap: encapFromABI(vi.Encap), Counters: c}
 		bySvc[vi.SvcId] = sv
 		out = append(out, sv)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/xlbproject/xlb/internal/packet"
+	"github.com/xlbproject/xlb/internal/state"
 	"github.com/xlbproject/xlb/internal/tracer"
 )
 
@@ -74,8 +75,9 @@ func (d *Datapath) SelfCheck() error {
 	if id, ok := pinfo.ID(); ok && info.Program != id {
 		return fmt.Errorf("%w: the link runs program %d, not ours (%d)", ErrSelfCheck, info.Program, id)
 	}
-	keys := make([]VIPKey, 0, len(d.cache.services))
-	for k := range d.cache.services {
+	cur := d.cur.st
+	keys := make([]state.VIPKey, 0, len(cur.Services))
+	for k := range cur.Services {
 		keys = append(keys, k)
 	}
 	if len(keys) == 0 {
@@ -86,12 +88,10 @@ func (d *Datapath) SelfCheck() error {
 		}
 		return nil
 	}
-	slices.SortFunc(keys, func(a, b VIPKey) int {
-		return a.Addr.Compare(b.Addr)*65536*256 + (int(a.Port)-int(b.Port))*256 + int(a.Proto) - int(b.Proto)
-	})
+	slices.SortFunc(keys, state.VIPKey.Compare)
 	d.probeTurn++
 	k := keys[d.probeTurn%len(keys)]
-	svc := d.cache.services[k]
+	svc := cur.Services[k]
 	if !slices.ContainsFunc(svc.Table, func(id uint32) bool { return id != 0 }) {
 		return nil // no backend takes new flows: nothing to forward
 	}
@@ -119,7 +119,7 @@ func (d *Datapath) SelfCheck() error {
 	if err != nil {
 		return fmt.Errorf("%w: probe to %s: output is not a tunnel packet: %v", ErrSelfCheck, k, err)
 	}
-	for _, r := range d.cache.reals {
+	for _, r := range cur.Reals.All() {
 		if r.SvcID == svc.SvcID && r.Addr == tun.Backend && r.Active {
 			return nil
 		}

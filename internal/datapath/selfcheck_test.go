@@ -10,6 +10,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"github.com/xlbproject/xlb/internal/state"
 )
 
 // inNewNetns runs fn on a locked thread in a fresh network namespace.
@@ -71,8 +72,8 @@ func TestOpenSelfCheck(t *testing.T) {
 		}
 		be := netip.MustParseAddr("10.0.0.101")
 		st := &State{Node: Node{Addr4: netip.MustParseAddr("10.0.0.11"), Timeouts: defaultT},
-			Services: map[VIPKey]*Service{{vip4, 80, 6}: {SvcID: 1, Encap: EncapGRE, Table: []uint32{1, 1, 1, 1, 1, 1, 1}}},
-			Reals:    map[uint32]Real{1: {Addr: be, SvcID: 1, Active: true}}}
+			Services: map[VIPKey]*Service{{Addr: vip4, Port: 80, Proto: 6}: {SvcID: 1, Encap: EncapGRE, Table: []uint32{1, 1, 1, 1, 1, 1, 1}}},
+			Reals:    state.RealsOf(map[uint32]Real{1: {Addr: be, SvcID: 1, Active: true}})}
 		if _, err := dp.Apply(st); err != nil {
 			t.Fatal(err)
 		}

@@ -46,7 +46,7 @@ func TestTraceMarkerLayout(t *testing.T) {
 func traceState(rate uint32) *State {
 	st := fixtureState()
 	st.Node.TraceRate = rate
-	st.Services[VIPKey{vip4, 99, 17}] = &Service{SvcID: 7, Encap: EncapGRE, Table: make([]uint32, 7)}
+	st.Services[VIPKey{Addr: vip4, Port: 99, Proto: 17}] = &Service{SvcID: 7, Encap: EncapGRE, Table: make([]uint32, 7)}
 	return st
 }
 

@@ -31,7 +31,7 @@ func TestProgramPicksModelBackend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &State{Node: testNode(), Services: map[VIPKey]*Service{}, Reals: map[uint32]Real{}}
+	st := &State{Node: testNode(), Services: map[VIPKey]*Service{}}
 	svc := uint32(0)
 	for _, proto := range []uint8{6, 17} {
 		for _, vip := range []netip.Addr{vip4, vip6} {
@@ -39,13 +39,13 @@ func TestProgramPicksModelBackend(t *testing.T) {
 			ids := make([]uint32, len(tbl.Backends))
 			for i, b := range tbl.Backends {
 				ids[i] = svc*1000 + uint32(i)
-				st.Reals[ids[i]] = Real{Addr: netip.MustParseAddr(b.Name), SvcID: svc, Active: true}
+				st.Reals.Set(ids[i], Real{Addr: netip.MustParseAddr(b.Name), SvcID: svc, Active: true})
 			}
 			s := &Service{SvcID: svc, Encap: EncapGRE, Table: make([]uint32, m)}
 			for i, e := range tbl.Entries {
 				s.Table[i] = ids[e]
 			}
-			st.Services[VIPKey{vip, 0, proto}] = s
+			st.Services[VIPKey{Addr: vip, Port: 0, Proto: proto}] = s
 		}
 	}
 	if _, err := d.Apply(st); err != nil {
@@ -100,17 +100,17 @@ func TestFlowHashVectors(t *testing.T) {
 	const m = 65521
 	hit, miss := netip.MustParseAddr("fd00:ff::1"), netip.MustParseAddr("fd00:ff::2")
 	d := newTestDatapath(t, Options{ConntrackEntries: 1 << 12, MaxReals: 4096, MaxServices: 1024})
-	st := &State{Node: testNode(), Services: map[VIPKey]*Service{}, Reals: map[uint32]Real{}}
+	st := &State{Node: testNode(), Services: map[VIPKey]*Service{}}
 	for i, v := range vecs {
 		svc := uint32(i + 1)
-		st.Reals[2*svc] = Real{Addr: hit, SvcID: svc, Active: true}
-		st.Reals[2*svc+1] = Real{Addr: miss, SvcID: svc, Active: true}
+		st.Reals.Set(2*svc, Real{Addr: hit, SvcID: svc, Active: true})
+		st.Reals.Set(2*svc+1, Real{Addr: miss, SvcID: svc, Active: true})
 		tbl := make([]uint32, m)
 		for j := range tbl {
 			tbl[j] = 2*svc + 1
 		}
 		tbl[maglev.Slot(v.Hash, m)] = 2 * svc
-		st.Services[VIPKey{v.Tuple.Dst, v.Tuple.DstPort, v.Tuple.Proto}] = &Service{SvcID: svc, Encap: EncapIPIP, Table: tbl}
+		st.Services[VIPKey{Addr: v.Tuple.Dst, Port: v.Tuple.DstPort, Proto: v.Tuple.Proto}] = &Service{SvcID: svc, Encap: EncapIPIP, Table: tbl}
 	}
 	if _, err := d.Apply(st); err != nil {
 		t.Fatal(err)

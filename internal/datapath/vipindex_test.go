@@ -18,7 +18,7 @@ func TestVIPIndex(t *testing.T) {
 	const max = 64
 	const n = max - 1 // service ids 1 .. max-1
 	d := newTestDatapath(t, Options{MaxServices: max})
-	st := &State{Node: testNode(), Services: map[VIPKey]*Service{}, Reals: map[uint32]Real{}}
+	st := &State{Node: testNode(), Services: map[VIPKey]*Service{}}
 	keys := make([]VIPKey, 0, n)
 	backend := map[VIPKey]netip.Addr{}
 	for i := range n {
@@ -26,14 +26,14 @@ func TestVIPIndex(t *testing.T) {
 		var key VIPKey
 		switch {
 		case i == 0:
-			key = VIPKey{netip.MustParseAddr("10.202.0.1"), 0, 6} // all ports
+			key = VIPKey{Addr: netip.MustParseAddr("10.202.0.1"), Port: 0, Proto: 6} // all ports
 		case i%2 == 0:
-			key = VIPKey{netip.AddrFrom4([4]byte{10, 201, byte(i / 8), 1}), uint16(1000 + i), 6}
+			key = VIPKey{Addr: netip.AddrFrom4([4]byte{10, 201, byte(i / 8), 1}), Port: uint16(1000 + i), Proto: 6}
 		default:
-			key = VIPKey{netip.MustParseAddr(fmt.Sprintf("fd00:201::%x", i/4)), uint16(2000 + i), 17}
+			key = VIPKey{Addr: netip.MustParseAddr(fmt.Sprintf("fd00:201::%x", i/4)), Port: uint16(2000 + i), Proto: 17}
 		}
 		be := netip.AddrFrom4([4]byte{10, 1, 0, byte(id)})
-		st.Reals[id] = Real{Addr: be, SvcID: id, Active: true}
+		st.Reals.Set(id, Real{Addr: be, SvcID: id, Active: true})
 		st.Services[key] = &Service{SvcID: id, Encap: EncapGRE, Table: []uint32{id, id, id, id, id, id, id}}
 		keys = append(keys, key)
 		backend[key] = be

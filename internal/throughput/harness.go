@@ -20,6 +20,7 @@ import (
 	"github.com/xlbproject/xlb/internal/datapath"
 	"github.com/xlbproject/xlb/internal/maglev"
 	"github.com/xlbproject/xlb/internal/packet"
+	"github.com/xlbproject/xlb/internal/state"
 	"golang.org/x/sys/unix"
 )
 
@@ -257,12 +258,11 @@ func (h *harness) keepInDispatcher() error {
 
 // state is one TCP VIP with o.Backends GRE backends (10.0.1.1 ...) in a
 // Maglev table of o.TableSize, next hops cached as xlbd does.
-func (h *harness) state() (*datapath.State, error) {
-	st := &datapath.State{
-		Node: datapath.Node{Addr4: nodeV4, Timeouts: datapath.Timeouts{
+func (h *harness) state() (*state.State, error) {
+	st := &state.State{
+		Node: state.Node{Addr4: nodeV4, Timeouts: state.Timeouts{
 			TCPSyn: time.Minute, TCP: 15 * time.Minute, TCPFin: 2 * time.Minute, UDP: 5 * time.Minute}},
-		Services: map[datapath.VIPKey]*datapath.Service{},
-		Reals:    map[uint32]datapath.Real{},
+		Services: map[state.VIPKey]*state.Service{},
 	}
 	var backends []maglev.Backend
 	ids := map[string]uint32{}
@@ -277,7 +277,7 @@ func (h *harness) state() (*datapath.State, error) {
 		}
 		backends = append(backends, maglev.Backend{Name: a.String(), Weight: 1})
 		ids[a.String()] = uint32(b)
-		st.Reals[uint32(b)] = datapath.Real{Addr: a, SvcID: 1, Active: true, NextHop: nh}
+		st.Reals.Set(uint32(b), state.Real{Addr: a, SvcID: 1, Active: true, NextHop: nh})
 	}
 	tbl, err := maglev.Build(backends, h.o.TableSize)
 	if err != nil {
@@ -287,8 +287,8 @@ func (h *harness) state() (*datapath.State, error) {
 	for j, e := range tbl.Entries {
 		entries[j] = ids[tbl.Backends[e].Name]
 	}
-	key := datapath.VIPKey{Addr: vip, Port: vipPort, Proto: packet.ProtoTCP}
-	st.Services[key] = &datapath.Service{SvcID: 1, Encap: datapath.EncapGRE, Table: entries}
+	key := state.VIPKey{Addr: vip, Port: vipPort, Proto: packet.ProtoTCP}
+	st.Services[key] = &state.Service{SvcID: 1, Encap: state.EncapGRE, Table: entries}
 	return st, nil
 }
 

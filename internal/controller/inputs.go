@@ -1,0 +1,123 @@
+package controller
+
+import (
+	"net/netip"
+	"slices"
+
+	"github.com/xlbproject/xlb/internal/config"
+	"github.com/xlbproject/xlb/internal/state"
+)
+
+// nodeState is the node part of the data plane state: desired's node
+// settings and the next hops of the fragment pool's other nodes.
+func nodeState(desired *config.Desired, nh NextHops) state.Node {
+	n := desired.Node
+	return state.Node{
+		Addr4: n.Address, Addr6: n.Address6,
+		GatewayMAC:   n.GatewayMAC,
+		FloodSynRate: n.FloodSynRate,
+		ICMPEchoRate: n.ICMPEchoRate,
+		Fragments:    fragPool(n, nh),
+		TraceRate:    n.TraceRate,
+		Timeouts: state.Timeouts{
+			TCPSyn: n.Timeouts.TCPSyn, TCP: n.Timeouts.TCP,
+			TCPFin: n.Timeouts.TCPFin, UDP: n.Timeouts.UDP,
+		},
+	}
+}
+
+// fragPool sorts node.fragment_pool (every node then agrees on the order),
+// finds this node in it (validation guarantees it is there) and gives the
+// others their next hops.
+func fragPool(n config.Node, nh NextHops) state.FragPool {
+	addrs := slices.Clone(n.FragmentPool)
+	slices.SortFunc(addrs, func(a, b netip.Addr) int { return a.Compare(b) })
+	var p state.FragPool
+	for i, a := range addrs {
+		if a == n.Address || a == n.Address6 {
+			p.Self = i
+		}
+		p.Peers = append(p.Peers, state.FragPeer{Addr: a})
+	}
+	for i := range p.Peers {
+		if i != p.Self {
+			p.Peers[i].NextHop = nh.ByAddr[p.Peers[i].Addr]
+		}
+	}
+	return p
+}
+
+func encapOf(e config.Encap) state.Encap {
+	switch e {
+	case config.EncapGRE:
+		return state.EncapGRE
+	case config.EncapIPIP:
+		return state.EncapIPIP
+	}
+	return state.EncapDefault
+}
+
+// backendCount returns the number of backends s's pools list.
+func backendCount(s *config.DesiredService) int {
+	n := 0
+	for _, p := range s.Pools {
+		n += len(p.Backends)
+	}
+	return n
+}
+
+// cloneService returns a copy of s sharing no memory with it.
+func cloneService(s *config.DesiredService) config.DesiredService {
+	c := *s
+	c.Pools = make([]config.DesiredPool, len(s.Pools))
+	for i, p := range s.Pools {
+		c.Pools[i] = config.DesiredPool{Name: p.Name, Backends: slices.Clone(p.Backends)}
+	}
+	return c
+}
+
+// sameService reports whether a and b are equal in every field.
+func sameService(a, b *config.DesiredService) bool {
+	if a.Name != b.Name || a.VIP != b.VIP || a.Port != b.Port || a.Proto != b.Proto ||
+		a.Scheduler != b.Scheduler || a.TableSize != b.TableSize || a.Encap != b.Encap ||
+		a.MinHealthy != b.MinHealthy || a.WithdrawWhenDown != b.WithdrawWhenDown || a.Fragments != b.Fragments ||
+		len(a.Pools) != len(b.Pools) {
+		return false
+	}
+	for i := range a.Pools {
+		if a.Pools[i].Name != b.Pools[i].Name || !slices.Equal(a.Pools[i].Backends, b.Pools[i].Backends) {
+			return false
+		}
+	}
+	return true
+}
+
+// healthOf returns healthy(b) for each checked backend of s, in pool order.
+func healthOf(s *config.DesiredService, healthy func(config.Backend) bool) []bool {
+	var out []bool
+	for _, p := range s.Pools {
+		for _, b := range p.Backends {
+			if b.HealthCheck != "" {
+				out = append(out, healthy(b))
+			}
+		}
+	}
+	return out
+}
+
+// sameHealth reports whether healthOf(s, healthy) would return h.
+func sameHealth(h []bool, s *config.DesiredService, healthy func(config.Backend) bool) bool {
+	i := 0
+	for _, p := range s.Pools {
+		for _, b := range p.Backends {
+			if b.HealthCheck == "" {
+				continue
+			}
+			if i >= len(h) || h[i] != healthy(b) {
+				return false
+			}
+			i++
+		}
+	}
+	return i == len(h)
+}

@@ -1,0 +1,173 @@
+package controller
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"sync"
+
+	"github.com/xlbproject/xlb/internal/config"
+	"github.com/xlbproject/xlb/internal/maglev"
+	"github.com/xlbproject/xlb/internal/state"
+)
+
+// tableEntry is a table in the Planner's cache.
+type tableEntry struct {
+	table []uint32 // nil while being built
+	gen   uint64   // the last plan that used it
+}
+
+// useTable gives svc the table of key tk: the cached one if the last
+// plan or this one used it, else one built by a new job (j) or by
+// another service's job (same).
+func (p *Planner) useTable(svc *state.Service, tk string, j buildJob, bl *builds, same *[]sameTable) *tableEntry {
+	e := p.tables[tk]
+	switch {
+	case e != nil && e.table != nil && e.gen+1 >= p.gen:
+		e.gen = p.gen
+		svc.Table = e.table
+	case e != nil && e.gen == p.gen:
+		*same = append(*same, sameTable{svc, e}) // built by another service's job
+	default:
+		e = &tableEntry{gen: p.gen}
+		p.tables[tk] = e
+		j.entry = e
+		bl.add(&j)
+	}
+	return e
+}
+
+// finishTables waits for the jobs' tables, hands them to the services
+// that share them and drops the tables this plan did not use from the
+// cache.
+func (p *Planner) finishTables(bl *builds, same []sameTable) error {
+	if err := bl.wait(); err != nil {
+		return err
+	}
+	for _, j := range bl.jobs {
+		j.entry.table = j.svc.Table
+	}
+	for _, x := range same {
+		x.svc.Table = x.entry.table
+	}
+	for k, e := range p.tables {
+		if e.gen != p.gen {
+			delete(p.tables, k)
+		}
+	}
+	return nil
+}
+
+// sameTable is a service whose table another service's job builds.
+type sameTable struct {
+	svc   *state.Service
+	entry *tableEntry
+}
+
+// buildJob is one Maglev population the plan needs.
+type buildJob struct {
+	svc    *state.Service
+	name   string
+	entry  *tableEntry
+	usable []config.Backend
+	m      uint32
+	ids    map[netip.Addr]uint32
+	err    error
+}
+
+// builds runs the Maglev populations a plan needs on every CPU, starting
+// with the first one listed while the plan goes on (population is the
+// bulk of a cold plan, which lists thousands).
+type builds struct {
+	jobs []*buildJob
+	ch   chan *buildJob // nil until the first job
+	wg   sync.WaitGroup
+}
+
+// add lists j and hands it to a worker.
+func (bl *builds) add(j *buildJob) {
+	if bl.ch == nil {
+		bl.ch = make(chan *buildJob, 64)
+		for range runtime.GOMAXPROCS(0) {
+			bl.wg.Go(func() {
+				var tb tableBuilder
+				for j := range bl.ch {
+					t, err := tb.build(j.usable, j.m, j.ids)
+					if err != nil {
+						j.err = fmt.Errorf("service %s: %w", j.name, err)
+						continue
+					}
+					j.svc.Table = t
+				}
+			})
+		}
+	}
+	bl.jobs = append(bl.jobs, j)
+	bl.ch <- j
+}
+
+// wait waits for every job listed and returns their errors, in the order
+// listed. It may be called more than once.
+func (bl *builds) wait() error {
+	if bl.ch != nil {
+		close(bl.ch)
+		bl.wg.Wait()
+		bl.ch = nil
+	}
+	var errs []error
+	for _, j := range bl.jobs {
+		if j.err != nil {
+			errs = append(errs, j.err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// tableKey identifies a table by everything it is computed from: m, then
+// per usable backend its address (16 bytes, and whether it is IPv4), weight
+// and real id, all fixed width.
+func tableKey(m uint32, usable []config.Backend, ids map[netip.Addr]uint32) string {
+	b := make([]byte, 0, 4+len(usable)*25)
+	b = binary.LittleEndian.AppendUint32(b, m)
+	for _, u := range usable {
+		a := u.Addr.As16()
+		b = append(b, a[:]...)
+		if u.Addr.Is4() {
+			b = append(b, 4)
+		} else {
+			b = append(b, 6)
+		}
+		b = binary.LittleEndian.AppendUint32(b, u.Weight)
+		b = binary.LittleEndian.AppendUint32(b, ids[u.Addr])
+	}
+	return string(b)
+}
+
+// tableBuilder builds tables, keeping its working memory from one to the
+// next (one per goroutine).
+type tableBuilder struct {
+	mb   maglev.Builder
+	bs   []maglev.Backend
+	rids []uint32
+}
+
+// build returns the Maglev table over usable as real ids; all zero (drop)
+// when there is no usable backend. The backends are named by their
+// canonical address string (maglev.Backend.Name).
+func (tb *tableBuilder) build(usable []config.Backend, m uint32, ids map[netip.Addr]uint32) ([]uint32, error) {
+	out := make([]uint32, m)
+	if len(usable) == 0 {
+		return out, nil
+	}
+	tb.bs, tb.rids = tb.bs[:0], tb.rids[:0]
+	for _, b := range usable {
+		tb.bs = append(tb.bs, maglev.Backend{Name: b.Addr.String(), Weight: b.Weight})
+		tb.rids = append(tb.rids, ids[b.Addr])
+	}
+	if err := tb.mb.Fill(out, tb.bs, tb.rids, m); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
