@@ -35,7 +35,7 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	traces, err := study.FindTracesDir(".")
 	if err != nil {
-		testenv.Unavailable(t, "the shared packet captures: %v", err)
+		testenv.Unavailable(t, "the packet captures: %v", err)
 	}
 	out := t.TempDir()
 	before, _ := filepath.Glob("/sys/fs/bpf/xlb-bench-*")

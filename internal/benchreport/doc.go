@@ -11,7 +11,7 @@
 //	tablegen   maglev.Build time (medians, one pinned core) and the entries one
 //	           backend's weight change moves
 //	balance    the Maglev paper's Fig. 11 and 12 (internal/study)
-//	flowhash   seed 001's flow-hash comparison on the real captures (internal/study)
+//	flowhash   the flow-hash comparison on the real captures (internal/study)
 //	conntrack  bytes per tracked flow from the kernel's map memory accounting
 //	           (memlock in /proc/self/fdinfo), 20 M flows, per-packet cost once full
 //	control    3,000 services x 30 backends: file -> data plane, and one backend's

@@ -802,7 +802,7 @@ func FuzzForwarder(f *testing.F) {
 func TestReplaySynFlood(t *testing.T) {
 	dir, err := study.FindTracesDir(".")
 	if err != nil {
-		testenv.Unavailable(t, "the shared packet captures: %v", err)
+		testenv.Unavailable(t, "the packet captures: %v", err)
 	}
 	path := filepath.Join(dir, "pkt.TCP.synflood.spoofed.pcap")
 	fh, err := os.Open(path)
