@@ -8,8 +8,8 @@ import (
 )
 
 // FlowHasher is one of the flow hashes of the session-persistence study
-// (doc.go; its section 3.2, algorithms 1-5) or xlb's own: Sum computes the hash of a 5-tuple and
-// Pick maps it to one of n workers.
+// (doc.go; its section 3.2, algorithms 1-5) or xlb's own: Sum computes
+// the hash of a 5-tuple and Pick maps it to one of n workers.
 type FlowHasher struct {
 	Name string `json:"name"`
 	// Doc says exactly what is hashed and how a worker is picked.

@@ -106,8 +106,9 @@ type HashStudyResult struct {
 }
 
 // HashStudy runs the session-persistence study's hash comparison (its
-// section 4.2) on the captures in dir: every hash of FlowHashers spreads each dataset's distinct flows
-// over each worker count of workers (DefaultWorkers if nil), and every hash
+// section 4.2) on the captures in dir: every hash of FlowHashers spreads
+// each dataset's distinct flows over each worker count of workers
+// (DefaultWorkers if nil), and every hash
 // is timed for about timing in total (21 interleaved runs; 0 means 500 ms).
 // It fails if dir holds no readable capture or a worker count is below 1.
 func HashStudy(dir string, workers []int, timing time.Duration) (HashStudyResult, error) {
