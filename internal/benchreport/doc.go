@@ -1,5 +1,5 @@
-// Package benchreport runs xlb's benchmarks (issue 3, "make speed a
-// measured property") and writes their report: bench/out/report.json,
+// Package benchreport runs xlb's benchmarks (the performance targets of
+// docs/DESIGN.md, measured) and writes their report: bench/out/report.json,
 // report.md and PNG plots. cmd/xlb-bench is its command line; `make bench`
 // runs every part at full size, `make bench-smoke` the short mode CI uses.
 //
@@ -18,8 +18,8 @@
 //	           change -> data plane (config.Parse, controller.Planner, datapath.Apply)
 //
 // Figures are printed as they are measured and gathered in a Report whose
-// JSON keys are stable (RequiredKeys lists those the issue asks for);
-// Targets compares them with the issue's targets as measured / target.
+// JSON keys are stable (RequiredKeys lists those a full report must have);
+// Targets compares them with the performance targets as measured / target.
 // Benchmarks are not tests: every time is a median over repeated runs, and
 // the machine (CPU model, kernel, Go) is recorded beside them. Options.Smoke
 // makes every part short (the whole run in well under two minutes): it

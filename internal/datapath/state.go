@@ -58,7 +58,7 @@ func (k VIPKey) String() string {
 type Service struct {
 	SvcID uint32 // stable per VIP, >= 1
 	Encap Encap
-	// Fragments: the service takes IP fragments (SPEC F-DP9); without it
+	// Fragments: the service takes IP fragments; without it
 	// fragments to the VIP are dropped (drop_fragment).
 	Fragments bool
 	// Table is the Maglev lookup table: len(Table) = M, each entry a real
@@ -105,7 +105,8 @@ type Node struct {
 }
 
 // FragPool is the pool of LB nodes fragments are spread over by their
-// 3-tuple (SPEC F-DP9): the same list, in the same (sorted) order, on
+// 3-tuple (docs/ARCHITECTURE.md, IP fragments): the same list, in the same
+// (sorted) order, on
 // every node. Empty: fragment support is off (no redirect, no GRE
 // decapsulation); fragments of fragment-enabled services are then handled
 // where they arrive.
