@@ -39,7 +39,7 @@ test: build
 	$(GO) test -count=1 -p 1 -timeout 40m ./...
 	@$(MAKE) --no-print-directory fuzz
 
-# Issue 6's fuzzing, bounded: the packet fuzzer at its acceptance size
+# Fuzzing, bounded: the packet fuzzer at its full size
 # (10 M random and mutated packets through the loaded forwarder), then the
 # native Go fuzzers of the config decoder, of its fast YAML reader against
 # yaml.v3, and of the API's request decoding
@@ -65,7 +65,7 @@ check-generated: generate
 clean:
 	rm -rf $(BIN)
 
-# Benchmarks (issue 3, cmd/xlb-bench): every part at full size; prints each
+# Benchmarks (cmd/xlb-bench): every part at full size; prints each
 # figure and writes bench/out/report.json, report.md, PNG plots and Go CPU
 # profiles (bench/out/profiles). Needs root; takes a while. Parts alone:
 # make bench BENCH_PARTS="pkt control".

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* frag.h: IP fragments to a VIP (SPEC F-DP9, Maglev paper section 4.3).
+/* frag.h: IP fragments to a VIP (Maglev paper section 4.3).
  *
  * A fragment carries its ports only in the first fragment, and routers
  * may spread one datagram's fragments over several nodes. So:

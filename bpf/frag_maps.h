@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* frag_maps.h: the maps of fragment support (SPEC F-DP9, bpf/frag.h).
+/* frag_maps.h: the maps of fragment support (bpf/frag.h).
  * Sizes here are defaults; the loader sets the real ones. */
 #pragma once
 

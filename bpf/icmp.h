@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* icmp.h: ICMP and ICMPv6 parsing for SPEC F-DP8, bounds checks only, no
+/* icmp.h: ICMP and ICMPv6 parsing for ICMP to a VIP, bounds checks only, no
  * map access, the packet is not changed. Classifies an ICMP message whose
  * IP header parse.h accepted (p->l4_off, p->l3_len) as an echo request, an
  * error about a TCP/UDP flow (with the flow, reversed, in a struct pkt of

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* icmp_echo.h: the node answers ICMP / ICMPv6 echo requests to a VIP
- * address itself (SPEC F-DP8), rate-limited per CPU by a token bucket
+ * address itself, rate-limited per CPU by a token bucket
  * (node_info.icmp_echo_rate per second, burst of one second's worth). The
  * request is turned into the reply in place: MACs and addresses swapped,
  * type 8 -> 0 / 128 -> 129, TTL / hop limit 64, checksums updated

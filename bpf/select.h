@@ -232,7 +232,7 @@ static __always_inline __u32 select_maglev(const struct vip_info *v, __u64 h)
 }
 
 /* flood_over_limit counts a new SYN flow of this CPU and tells whether it
- * is over the node's limit for the current tick (SPEC F-DP11; IPVS
+ * is over the node's limit for the current tick (IPVS
  * drop_entry in spirit: under a SYN flood, stop creating state). */
 static __always_inline int flood_over_limit(const struct node_info *n, __u64 now)
 {
@@ -349,7 +349,7 @@ static __always_inline int select_backend(const struct pkt *p, const struct vip_
 /* select_backend_ro is select_backend without any write: the flow's entry
  * in this CPU's slice, else in another CPU's, else the Maglev table; no
  * entry is inserted or refreshed and no conntrack counter moves. For
- * packets about a flow rather than of it (ICMP errors, SPEC F-DP8): a node
+ * packets about a flow rather than of it (ICMP errors): a node
  * that does not track the flow picks the backend the table gives, as the
  * flow's own node did. Returns 0 or an enum xlb_stat drop reason. */
 static __always_inline int select_backend_ro(const struct pkt *p, const struct vip_info *v,

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* trace.h: the packet tracer (SPEC F-DP13, paper section 4.4) and the
+/* trace.h: the packet tracer (paper section 4.4) and the
  * self-check probe marker. A TCP/UDP packet to a VIP whose payload starts
  * with a struct trace_marker (types.h) is forwarded as usual; the node also
  * puts a struct trace_event in the xlb_trace_ring ring buffer (per-CPU token

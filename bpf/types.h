@@ -37,7 +37,7 @@ struct vip_info {
 };
 
 enum xlb_vip_flags {
-	/* The service takes IP fragments (SPEC F-DP9, bpf/frag.h). */
+	/* The service takes IP fragments (bpf/frag.h). */
 	XLB_VIP_F_FRAGMENTS = 1,
 };
 
@@ -182,7 +182,7 @@ enum xlb_stat {
 	XLB_STAT__MAX,
 };
 
-/* Fragments (SPEC F-DP9, bpf/frag.h). */
+/* Fragments (bpf/frag.h). */
 
 /* xlb_frag_conf value (one element). The pool is xlb_frag_peers[0, peers),
  * the same sorted list on every node; self is this node's index in it. */
@@ -242,7 +242,7 @@ struct xlb_global {
 	__u64 count[XLB_STAT__MAX];
 };
 
-/* Tracer marker (SPEC F-DP13, docs/ARCHITECTURE.md "Packet tracer"): the
+/* Tracer marker (docs/ARCHITECTURE.md "Packet tracer"): the
  * first TRACE_MARKER_LEN bytes of a TCP/UDP payload, multi-byte fields in
  * network order. magic TRACE_MAGIC: trace this packet and send the record
  * to addr:port; magic TRACE_MAGIC_PROBE: a control-plane self-check probe

@@ -69,7 +69,8 @@ static __always_inline int xlb_send(struct xdp_md *ctx, const struct pkt *p,
 	return rc;
 }
 
-/* xlb_icmp: ICMP to a VIP address (SPEC F-DP8). Errors about a VIP flow go
+/* xlb_icmp: ICMP to a VIP address (docs/ARCHITECTURE.md, ICMP). Errors about
+ * a VIP flow go
  * to the flow's backend (read-only lookup of the reversed embedded tuple),
  * echo requests are answered within the rate; the rest goes to the kernel.
  * The verdicts are in docs/ARCHITECTURE.md. A global (BPF-to-BPF) function:
@@ -128,7 +129,7 @@ __attribute__((noinline)) int xlb_icmp(struct xdp_md *ctx, const struct pkt *p)
 	return xlb_send(ctx, p, v, n, &sel, h, 0, 0);
 }
 
-/* xlb_frag: a fragment (SPEC F-DP9; bpf/frag.h): redirected to its pool
+/* xlb_frag: a fragment (bpf/frag.h): redirected to its pool
  * node, or forwarded by the fragment table, or held for xlbd; dropped for
  * services without fragments. from_peer: it came in a redirect (never
  * redirected again). A global function, verified once. */

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
-/* The upgrade variant of the forwarder (F-CTL6 tests): bpf/xlb.c with the
+/* The upgrade variant of the forwarder (for the upgrade tests): bpf/xlb.c with the
  * same maps and different instructions, so that an upgrade to it really
  * replaces the attached program (another program tag) while every pinned
  * map stays compatible. Generated as the bpf2go ident xlbvariant with

@@ -109,7 +109,7 @@ func (r *fragReceiver) count() int {
 	return len(r.got)
 }
 
-// TestFragmentsAcceptance (issue 6, SPEC F-DP9): fragmented UDP datagrams
+// TestFragmentsAcceptance (docs/DESIGN.md, IP fragments): fragmented UDP datagrams
 // of up to 8 KB, IPv4 and IPv6, fragments in order and shuffled, reach two
 // xlb nodes by the router's ECMP and, sprayed from the router, fragment by
 // fragment over both nodes (redirects, fragments before their first); every

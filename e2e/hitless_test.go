@@ -227,7 +227,8 @@ func compareTracked(t *testing.T, step string, before, after map[string][]ctKey)
 	return nb, na
 }
 
-// TestRestartsAndLiveUpdatesUnderLoad (F-CTL6, F-CFG4): with a stream of
+// TestRestartsAndLiveUpdatesUnderLoad (hitless restarts, atomic commits):
+// with a stream of
 // sequence-numbered UDP datagrams (20 flows, at least 200,000 datagrams in
 // all, running until after the last restart) and 100 long-lived
 // TCP connections, 100 config commits add and remove services and
@@ -393,7 +394,7 @@ func (e *env) pinnedMaps(t *testing.T) map[string]ebpf.MapID {
 	return out
 }
 
-// TestUpgradeRefusesIncompatibleConntrack (F-CTL6): an xlbd whose
+// TestUpgradeRefusesIncompatibleConntrack (hitless upgrades): an xlbd whose
 // connection table would not fit the pinned one (here node.conntrack_entries
 // doubled) refuses to start, naming the map, both layouts and the choices,
 // and changes nothing: the same program stays on the link, every pin is

@@ -19,8 +19,8 @@ import (
 	"github.com/xlbproject/xlb/internal/testenv"
 )
 
-// TestICMPFragNeededLowersBackendPMTU is the ICMP acceptance of issue 6
-// (SPEC F-DP8): an ICMP fragmentation-needed (IPv4) / packet-too-big
+// TestICMPFragNeededLowersBackendPMTU is the end-to-end test of ICMP
+// handling (docs/DESIGN.md, ICMP): an ICMP fragmentation-needed (IPv4) / packet-too-big
 // (IPv6) about a VIP flow reaches the flow's backend, whose stack lowers
 // its path MTU toward the client, both when it arrives at the node that
 // carries the flow and at the other node, which holds no conntrack entry

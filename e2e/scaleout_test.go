@@ -16,7 +16,7 @@ import (
 )
 
 // TestScaleOutECMP runs three xlb nodes announcing the VIPs over BGP to
-// BIRD, which installs N-way ECMP routes (paper section 3, F-CTL3/4). With
+// BIRD, which installs N-way ECMP routes (paper section 3; docs/BGP.md). With
 // 100 long-lived connections going: a node drain removes that node's next
 // hop within the configured wait and breaks nothing (flows move to other
 // nodes, which pick the same backends); an xlbd restart keeps the next hop
@@ -153,7 +153,7 @@ func TestScaleOutECMP(t *testing.T) {
 		t.Fatalf("%d breaks", len(res.Breaks))
 	}
 
-	// Self-check (F-CTL2): detach n2's forwarder behind xlbd's back; the
+	// Self-check: detach n2's forwarder behind xlbd's back; the
 	// self-check fails, xlbd withdraws every VIP and /healthz says so.
 	if out, err := l.Nodes[1].Run(ctx, "bpftool", "link", "detach", "pinned", filepath.Join(datapath.BPFFSRoot, l.NodeName(1), "link")); err != nil {
 		t.Fatalf("bpftool link detach: %v\n%s", err, out)

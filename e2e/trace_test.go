@@ -234,7 +234,7 @@ func holder(t *testing.T, ctx context.Context, l *lab.Lab, flow maglev.Tuple) ma
 	return out
 }
 
-// TestTraceECMP (SPEC F-DP13, paper 4.4): three nodes behind an ECMP
+// TestTraceECMP (the packet tracer, paper 4.4): three nodes behind an ECMP
 // router. For UDP flows from known source ports, the test first learns
 // independently which backend answers the flow (its UDP echo names the
 // backend) and which node tracks it (the connection table entry of the

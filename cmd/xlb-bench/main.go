@@ -29,7 +29,7 @@ func main() {
 	flag.BoolVar(&o.Smoke, "smoke", false, "short runs of every part (proves they work; not figures to quote)")
 	flag.IntVar(&o.CPU, "cpu", 0, "CPU to pin single-core measurements to (0: the last CPU)")
 	flag.StringVar(&o.ProfileDir, "profile", "", "write Go CPU profiles of the Go parts (tablegen, control) to this directory")
-	flag.StringVar(&o.TracesDir, "traces", "", "directory of the flow-hash study's captures (default: ../shared/data/traces, $XLB_TRACES_DIR)")
+	flag.StringVar(&o.TracesDir, "traces", "", "directory of the flow-hash study's captures (default: $XLB_TRACES_DIR, else testdata/traces of the module)")
 	flag.StringVar(&tables, "pkt-tables", "", "comma-separated tables the pkt part measures beside the forwarder: none, lru_hash, lru_hash_percpu_lru, lru_percpu_hash (default none)")
 	flag.StringVar(&scenarios, "pkt-scenarios", "", "comma-separated scenarios of the pkt part (default all): "+strings.Join(scenarioNames(), ", "))
 	flag.IntVar(&o.PktRuns, "pkt-runs", 0, "runs per figure of the pkt part (default 21; with -pkt-scenarios, to profile one scenario)")

@@ -153,7 +153,7 @@ func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts
 	}
 	defer dp.Close()
 	// Later fragments that come before their first are held here
-	// (SPEC F-DP9), then re-injected through the forwarder.
+	// (docs/ARCHITECTURE.md, IP fragments), then re-injected through the forwarder.
 	holder, err := dp.NewFragHolder(datapath.FragHoldOptions{})
 	if err != nil {
 		return err

@@ -8,8 +8,9 @@ import (
 	"github.com/xlbproject/xlb/internal/tracer"
 )
 
-// relayTraces sends each packet tracer record of the forwarder (SPEC
-// F-DP13) to the receiver its marker named, as one UDP datagram of JSON
+// relayTraces sends each packet tracer record of the forwarder
+// (docs/ARCHITECTURE.md, Packet tracer) to the receiver its marker named, as
+// one UDP datagram of JSON
 // from this node; XDP cannot send a second packet itself. The forwarder
 // limits the records' rate (node.trace_rate). Returns when r is closed.
 func relayTraces(log *slog.Logger, r *datapath.TraceReader, node string) {

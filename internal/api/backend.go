@@ -1,4 +1,4 @@
-// Package api serves xlbd's control API (SPEC F-OPS1): gRPC, defined in
+// Package api serves xlbd's control API (docs/OPERATIONS.md): gRPC, defined in
 // api/xlb/v1/xlb.proto, on a unix socket (mode 0600) and optionally on TCP
 // with mutual TLS. The server translates between the wire messages and the
 // plain Go types of this file; the daemon implements Backend, so every
@@ -44,7 +44,7 @@ type Backend interface {
 	// naming the file in messages), checks it can be applied to the running
 	// node, and computes the Diff against the running config (DiffDesired).
 	// With o.DryRun it stops there. Otherwise it commits the config
-	// atomically (SPEC F-CFG4) and makes it the running config: it is
+	// atomically (docs/DESIGN.md, Atomic commit) and makes it the running config: it is
 	// written to xlbd's config file (temporary file + rename), so that a
 	// SIGHUP or a restart loads the same content. Any error leaves the
 	// running state and the file untouched: the config's problems as a

@@ -23,7 +23,7 @@ import (
 
 // TestBenchSmoke runs `xlb-bench -smoke all` end to end into a temporary
 // directory and checks what CI can check of a benchmark: every part ran,
-// report.json has every key issue 3 asks for with a positive number,
+// report.json has every key of RequiredKeys with a positive number,
 // report.md and the plots are written. Figures are not judged.
 func TestBenchSmoke(t *testing.T) {
 	if testing.Short() {
@@ -35,7 +35,7 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	traces, err := study.FindTracesDir(".")
 	if err != nil {
-		testenv.Unavailable(t, "the shared packet captures: %v", err)
+		testenv.Unavailable(t, "the packet captures: %v", err)
 	}
 	out := t.TempDir()
 	before, _ := filepath.Glob("/sys/fs/bpf/xlb-bench-*")
@@ -202,7 +202,7 @@ func TestOverflowShare(t *testing.T) {
 			t.Errorf("lambda %v: %v, want %v", lambda, got, want)
 		}
 	}
-	// MEASURED.md: at 100% load, 14% of flows do not fit 8 ways.
+	// Poisson, mean 8 (100% load): about 14% of flows do not fit 8 ways.
 	if got := overflowShare(8, 8); math.Abs(got-0.14) > 0.005 {
 		t.Errorf("8 ways at 100%% load: %v, want ~0.14", got)
 	}

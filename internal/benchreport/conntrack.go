@@ -40,7 +40,7 @@ func (m MapMemory) BytesPerFlow() float64 {
 	return float64(m.Memlock) / float64(m.Slots*uint64(m.CPUs))
 }
 
-// flows20M is the concurrent flow count of the target.
+// flows20M is the concurrent flow count of the memory target.
 const flows20M = 20_000_000
 
 // ctWays is the number of ways of a conntrack bucket (bpf/select.h).

@@ -1,5 +1,5 @@
-// Package benchreport runs xlb's benchmarks (issue 3, "make speed a
-// measured property") and writes their report: bench/out/report.json,
+// Package benchreport runs xlb's benchmarks (the performance targets of
+// docs/DESIGN.md, measured) and writes their report: bench/out/report.json,
 // report.md and PNG plots. cmd/xlb-bench is its command line; `make bench`
 // runs every part at full size, `make bench-smoke` the short mode CI uses.
 //
@@ -11,15 +11,15 @@
 //	tablegen   maglev.Build time (medians, one pinned core) and the entries one
 //	           backend's weight change moves
 //	balance    the Maglev paper's Fig. 11 and 12 (internal/study)
-//	flowhash   seed 001's flow-hash comparison on the real captures (internal/study)
+//	flowhash   the flow-hash comparison on the real captures (internal/study)
 //	conntrack  bytes per tracked flow from the kernel's map memory accounting
 //	           (memlock in /proc/self/fdinfo), 20 M flows, per-packet cost once full
 //	control    3,000 services x 30 backends: file -> data plane, and one backend's
 //	           change -> data plane (config.Parse, controller.Planner, datapath.Apply)
 //
 // Figures are printed as they are measured and gathered in a Report whose
-// JSON keys are stable (RequiredKeys lists those the issue asks for);
-// Targets compares them with the issue's targets as measured / target.
+// JSON keys are stable (RequiredKeys lists those a full report must have);
+// Targets compares them with the performance targets as measured / target.
 // Benchmarks are not tests: every time is a median over repeated runs, and
 // the machine (CPU model, kernel, Go) is recorded beside them. Options.Smoke
 // makes every part short (the whole run in well under two minutes): it

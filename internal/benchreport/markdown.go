@@ -16,7 +16,7 @@ var sections = []struct{ part, title, intro string }{
 	{"tput", "Throughput (live frames)", ""},
 	{"tablegen", "Maglev table generation", ""},
 	{"balance", "Consistent hashing: balance and disruption (Maglev paper, Fig. 11 and 12)", ""},
-	{"flowhash", "Flow hash study (seed 001) on real captures", ""},
+	{"flowhash", "Flow hash study on real captures", ""},
 	{"conntrack", "Connection tracking: memory and cost once full", ""},
 	{"control", "Control plane: 3,000 services, file to data plane", ""},
 }

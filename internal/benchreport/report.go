@@ -82,7 +82,7 @@ type Report struct {
 	ConsistentBalance    map[string]map[string]study.BalanceFigure `json:"consistent_balance,omitempty"`
 	ConsistentDisruption map[string]map[string]map[string]float64  `json:"consistent_disruption,omitempty"`
 
-	// Targets compares figures with the issue's targets.
+	// Targets compares figures with the performance targets.
 	Targets []Target `json:"targets"`
 	// Reference are published figures to compare with.
 	Reference []Reference `json:"reference"`
@@ -151,7 +151,8 @@ const (
 	StatusUnavailable = "not available"
 )
 
-// Target is one of the issue's targets and what was measured against it.
+// Target is one of the performance targets and what was measured against
+// it.
 type Target struct {
 	Key  string `json:"key"` // group.key in report.json
 	What string `json:"what"`
@@ -179,20 +180,21 @@ type Reference struct {
 	Source string  `json:"source"`
 }
 
-// targets are the issue's targets (issue 3; SPEC F-PERF).
+// targets are the performance targets (docs/DESIGN.md, Performance
+// targets).
 var targets = []Target{
 	{Key: "ns_per_pkt.est_hit_v4", What: "TCP ACK, established flow, IPv4", Unit: "ns", AtMost: true, Target: 50,
-		Reference: "well-known XDP L4LB here: 78–81 ns; paper: ~350 ns per packet (whole packet thread)"},
+		Reference: "well-known XDP L4LB on a similar machine: 78–81 ns; paper: ~350 ns per packet (whole packet thread)"},
 	{Key: "ns_per_pkt.est_hit_v6", What: "TCP ACK, established flow, IPv6", Unit: "ns", AtMost: true, Target: 50,
-		Reference: "well-known XDP L4LB here: 72–76 ns"},
+		Reference: "well-known XDP L4LB on a similar machine: 72–76 ns"},
 	{Key: "ns_per_pkt.udp_hit", What: "UDP, tracked flow", Unit: "ns", AtMost: true, Target: 55,
-		Reference: "well-known XDP L4LB here: 102–106 ns"},
+		Reference: "well-known XDP L4LB on a similar machine: 102–106 ns"},
 	{Key: "ns_per_pkt.new_flow", What: "new flow every packet, table not full", Unit: "ns", AtMost: true, Target: 100,
-		Reference: "well-known XDP L4LB here: 536–542 ns"},
+		Reference: "well-known XDP L4LB on a similar machine: 536–542 ns"},
 	{Key: "ns_per_pkt.new_flow_full", What: "new flow every packet, table full", Unit: "ns", AtMost: true, Target: 120,
-		Reference: "well-known XDP L4LB here: 858–1016 ns"},
+		Reference: "well-known XDP L4LB on a similar machine: 858–1016 ns"},
 	{Key: "ns_per_pkt.cycled_100k", What: "100k established flows cycled", Unit: "ns", AtMost: true, Target: 100,
-		Reference: "well-known XDP L4LB here: 244–273 ns"},
+		Reference: "well-known XDP L4LB on a similar machine: 244–273 ns"},
 	{Key: "mpps_one_core.established", What: "established flows, one core, native XDP", Unit: "Mpps", Target: 8,
 		Reference: "paper: ~2 Mpps per packet thread (Fig. 8 analog); production XDP LB: 10+ Mpps per host"},
 	{Key: "mpps_one_core.syn", What: "SYN (new flows), one core, native XDP", Unit: "Mpps", Target: 8},
@@ -219,16 +221,17 @@ var references = []Reference{
 	{"Rendezvous over-provision, N=1000, M=65537", 49.5, "%", "Maglev paper, Fig. 11"},
 	{"Karger over-provision, N=1000, M=655373", 10.3, "%", "Maglev paper, Fig. 11"},
 	{"Rendezvous over-provision, N=1000, M=655373", 12.3, "%", "Maglev paper, Fig. 11"},
-	{"well-known XDP L4LB, TCP ACK hit", 81, "ns", "../shared/MEASURED.md (this machine, 1M entries per CPU)"},
-	{"well-known XDP L4LB, UDP hit", 106, "ns", "../shared/MEASURED.md"},
-	{"well-known XDP L4LB, new flow, table not full", 536, "ns", "../shared/MEASURED.md"},
-	{"well-known XDP L4LB, new flow, table full", 1016, "ns", "../shared/MEASURED.md"},
-	{"well-known XDP L4LB, 100k flows cycled", 273, "ns", "../shared/MEASURED.md"},
-	{"IPVS memory per connection", 128, "B", "SPEC F-PERF"},
+	{"well-known XDP L4LB, TCP ACK hit", 81, "ns", "measured outside this repository on a 2-vCPU KVM guest of the same kind (BPF_PROG_TEST_RUN, 1M entries per CPU)"},
+	{"well-known XDP L4LB, UDP hit", 106, "ns", "the same measurement"},
+	{"well-known XDP L4LB, new flow, table not full", 536, "ns", "the same measurement"},
+	{"well-known XDP L4LB, new flow, table full", 1016, "ns", "the same measurement"},
+	{"well-known XDP L4LB, 100k flows cycled", 273, "ns", "the same measurement"},
+	{"IPVS memory per connection", 128, "B", "IPVS (LVS) connection entry"},
 }
 
-// RequiredKeys are the report.json keys issue 3 asks for, as group.key
-// (hash_balance is checked for at least one hash and worker count).
+// RequiredKeys are the report.json keys every full report must have, as
+// group.key (hash_balance is checked for at least one hash and worker
+// count).
 var RequiredKeys = []string{
 	"ns_per_pkt.est_hit_v4", "ns_per_pkt.est_hit_v6", "ns_per_pkt.udp_hit", "ns_per_pkt.syn_same_flow",
 	"ns_per_pkt.new_flow", "ns_per_pkt.new_flow_full", "ns_per_pkt.cycled_100k",

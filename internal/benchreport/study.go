@@ -76,7 +76,8 @@ func (b *runner) plot(name string, write func(path string) error) error {
 	return nil
 }
 
-// flowhash runs seed 001's flow-hash study on the shared captures.
+// flowhash runs the flow-hash study (internal/study) on the captures of
+// testdata/traces.
 func (b *runner) flowhash() error {
 	dir := b.o.TracesDir
 	if dir == "" {

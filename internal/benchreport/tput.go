@@ -10,7 +10,7 @@ import (
 	"github.com/xlbproject/xlb/internal/throughput"
 )
 
-// tput measures live-frame throughput (issue 3 item 2) with
+// tput measures live-frame throughput (the Mpps targets) with
 // internal/throughput: the forwarder attached to a veth end (native XDP,
 // then generic), a generator program making frames with
 // BPF_F_TEST_XDP_LIVE_FRAMES, counted at the receiver, for the paper's

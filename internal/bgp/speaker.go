@@ -1,6 +1,6 @@
 // Package bgp is xlbd's embedded BGP speaker (GoBGP v4 as a library): it
 // announces the node's VIPs as host routes to the configured routers, which
-// spread traffic across nodes by ECMP (SPEC F-CTL3, F-CTL4; Maglev paper 2.2).
+// spread traffic across nodes by ECMP (docs/BGP.md; Maglev paper 2.2).
 //
 // The speaker holds a desired state — the prefixes to announce and where the
 // node stands in a drain — and one reconcile step turns it into GoBGP RIB

@@ -8,7 +8,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// The bgp section (SPEC F-CTL3): the embedded speaker's identity, its timers
+// The bgp section (docs/BGP.md): the embedded speaker's identity, its timers
 // and the routers it announces the VIPs to.
 
 // Defaults and limits of the bgp section.

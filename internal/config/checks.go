@@ -9,9 +9,10 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Health checks (SPEC F-CTL1): the health_checks section names checks, a pool
+// Health checks (docs/DESIGN.md, Health checks): the health_checks section
+// names checks, a pool
 // (or one backend) refers to one by name, and internal/health probes each
-// (backend address, check) pair once however many pools hold it (F-CFG2).
+// (backend address, check) pair once however many pools hold it.
 
 // Defaults and limits of health checks.
 const (

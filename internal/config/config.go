@@ -11,7 +11,7 @@ import (
 // takes its default; a value outside its limits is rejected.
 const (
 	// DefaultTableSize is the Maglev lookup table size (M) of a service
-	// (the paper's 65537, a prime; SPEC F-HASH4).
+	// (the paper's 65537, a prime).
 	DefaultTableSize = 65537
 	// MaxTableSize bounds table_size; the largest prime allowed is 4194301.
 	MaxTableSize = 4194304
@@ -38,7 +38,7 @@ const (
 	MinFragmentTableEntries = 1024
 	MaxFragmentTableEntries = 1 << 24
 	// DefaultTraceRate is node.trace_rate when absent: packet tracer
-	// records each CPU emits per second (SPEC F-DP13).
+	// records each CPU emits per second.
 	DefaultTraceRate = 10
 	// MaxTraceRate bounds node.trace_rate.
 	MaxTraceRate = 1 << 20
@@ -76,13 +76,13 @@ const (
 type Config struct {
 	Node Node
 	// HealthChecks are the named health checks in file order; names are
-	// unique (SPEC F-CTL1).
+	// unique.
 	HealthChecks []HealthCheck
 	// Pools are in file order; names are unique.
 	Pools []Pool
 	// Services are in file order; names and (VIP, port, protocol) are unique.
 	Services []Service
-	// BGP configures the embedded BGP speaker (SPEC F-CTL3); nil when the
+	// BGP configures the embedded BGP speaker (docs/BGP.md); nil when the
 	// file has no bgp section (no route is announced).
 	BGP *BGP
 }
@@ -102,7 +102,7 @@ type Node struct {
 	// IPv6 backends; it is the zero Addr when no IPv6 backend is used.
 	Address6 netip.Addr
 	// GatewayMAC is the next hop used when the kernel FIB has no answer
-	// (SPEC F-DP6); nil when not configured.
+	// (docs/DESIGN.md, Next hop); nil when not configured.
 	GatewayMAC net.HardwareAddr
 	// XDPMode selects how the program is attached.
 	XDPMode XDPMode
@@ -110,14 +110,14 @@ type Node struct {
 	ConntrackEntries uint32
 	// FloodSynRate is how many new SYN flows per second each CPU tracks;
 	// beyond it new SYN flows are forwarded by Maglev alone, untracked, so a
-	// SYN flood cannot evict established connections (SPEC F-DP11).
+	// SYN flood cannot evict established connections.
 	// 0: no limit.
 	FloodSynRate uint32
 	// ICMPEchoRate is how many ICMP/ICMPv6 echo requests to a VIP address
-	// each CPU answers per second (SPEC F-DP8); over it they are dropped.
+	// each CPU answers per second; over it they are dropped.
 	// 0: never answered. Default DefaultICMPEchoRate.
 	ICMPEchoRate uint32
-	// TraceRate is how many packet tracer records (SPEC F-DP13) each CPU
+	// TraceRate is how many packet tracer records each CPU
 	// emits per second; marked packets beyond it are forwarded without a
 	// record. 0: tracer off. Default DefaultTraceRate.
 	TraceRate uint32
@@ -127,14 +127,16 @@ type Node struct {
 	// this node's node.address or node.address6 among them, identically
 	// on all nodes (order does not matter: it is sorted). Fragments of
 	// services with Fragments set are redirected to the node their
-	// (source, destination, protocol) hashes to (SPEC F-DP9). Empty: no
+	// (source, destination, protocol) hashes to (docs/ARCHITECTURE.md, IP
+	// fragments). Empty: no
 	// redirect, fragments are handled where they arrive (one node).
 	FragmentPool []netip.Addr
 	// FragmentTableEntries bounds the fragment table.
 	FragmentTableEntries uint32
 }
 
-// Timeouts are the idle timeouts of connection tracking entries (SPEC F-DP3),
+// Timeouts are the idle timeouts of connection tracking entries
+// (docs/DESIGN.md, Connection tracking),
 // by protocol and TCP state, each between MinTimeout and MaxTimeout.
 type Timeouts struct {
 	TCP    time.Duration
@@ -169,7 +171,7 @@ type Backend struct {
 	// EncapUnset means "use the service's".
 	Encap Encap
 	// Drain means the backend takes no new flows but keeps the flows it is
-	// tracked for (SPEC F-CTL5).
+	// tracked for.
 	Drain bool
 	// HealthCheck names the health check deciding whether the backend is
 	// healthy. In a Config it is the backend's own override ("": its
@@ -184,11 +186,11 @@ type Service struct {
 	// VIP is a unicast IPv4 or IPv6 address without zone.
 	VIP netip.Addr
 	// Port is the destination port; 0 serves every port of VIP and
-	// protocol (an "all ports" VIP, SPEC F-DP2).
+	// protocol (an "all ports" VIP).
 	Port  uint16
 	Proto Proto
 	// Pools name the pools serving the service, in order of preference
-	// (SPEC F-CFG3).
+	// (docs/DESIGN.md, Ordered pools).
 	Pools     []string
 	Scheduler Scheduler
 	// TableSize is the Maglev table size M, a prime <= MaxTableSize.
@@ -196,7 +198,7 @@ type Service struct {
 	// Encap is the encapsulation towards backends (never EncapUnset).
 	Encap Encap
 	// MinHealthy is the share of a pool's backends, 0..1, that must be
-	// usable for the pool to be chosen (SPEC F-CFG3); 0 means "at least
+	// usable for the pool to be chosen; 0 means "at least
 	// one". See DesiredService.ActivePoolWith.
 	MinHealthy float64
 	// WithdrawWhenDown asks BGP to withdraw the VIP while no pool of the
@@ -204,7 +206,7 @@ type Service struct {
 	// address still wants it announced).
 	WithdrawWhenDown bool
 	// Fragments: IP fragments to the service reach the backend the
-	// unfragmented flow reaches (SPEC F-DP9); false: they are dropped and
+	// unfragmented flow reaches; false: they are dropped and
 	// counted (drop_fragment).
 	Fragments bool
 }
@@ -258,7 +260,7 @@ const (
 // String returns the mode's name as written in the file.
 func (m XDPMode) String() string { return enumString(xdpModeNames, m) }
 
-// Scheduler is a backend selection algorithm (SPEC F-HASH5). Only Maglev on
+// Scheduler is a backend selection algorithm. Only Maglev on
 // the 5-tuple exists so far; the numbering is stable.
 type Scheduler uint8
 

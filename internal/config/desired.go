@@ -107,8 +107,9 @@ func (s *DesiredService) ActivePool() (p DesiredPool, ok bool) {
 	return s.ActivePoolWith(nil)
 }
 
-// ActivePoolWith returns the pool the service takes new flows from (SPEC
-// F-CFG3). A backend is usable when it is not draining, has a non-zero weight
+// ActivePoolWith returns the pool the service takes new flows from (the
+// first of its ordered pools with enough usable backends). A backend is
+// usable when it is not draining, has a non-zero weight
 // and is healthy: its HealthCheck is "" or healthy reports true for it
 // (healthy is not called for unchecked backends; nil means "all healthy").
 //
@@ -232,7 +233,7 @@ func (t HealthTarget) Key() HealthKey { return HealthKey{t.Addr, t.Check.Name} }
 
 // HealthTargets returns every (backend address, check) pair that some pool of
 // some service uses, each once however many pools and services include it
-// (SPEC F-CFG2), sorted by check name, then address. Draining and zero-weight
+// (docs/DESIGN.md, Pools), sorted by check name, then address. Draining and zero-weight
 // backends are included, so their health is known when they return.
 func (d *Desired) HealthTargets() []HealthTarget {
 	seen := map[HealthKey]bool{}

@@ -1,5 +1,5 @@
 // Package config reads, validates and resolves the xlb configuration file
-// (SPEC F-CFG).
+// (docs/DESIGN.md, Configuration).
 //
 // The file is one YAML document with these top-level keys: node (settings of
 // this machine), health_checks (named probes), pools (named sets of backends

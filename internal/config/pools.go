@@ -2,7 +2,7 @@ package config
 
 import "net/netip"
 
-// Pool resolution (SPEC F-CFG2): pools include pools; a pool's backends are
+// Pool resolution: pools include pools; a pool's backends are
 // its own followed by those of its includes, depth first, each backend address
 // once. Both the validator and Desired use the functions here, so what is
 // checked is what is resolved.

@@ -328,7 +328,7 @@ func stateName(drain bool) string {
 	return "active"
 }
 
-// vipKey identifies what the data plane matches a packet on (SPEC F-DP2).
+// vipKey identifies what the data plane matches a packet on.
 type vipKey struct {
 	addr  netip.Addr
 	port  uint16

@@ -109,7 +109,7 @@ func (c *CLI) parseTrace(args []string) (traceOpts, error) {
 }
 
 // trace sends marked packets to a VIP and prints the records the nodes
-// that saw them send back (SPEC F-DP13).
+// that saw them send back (docs/ARCHITECTURE.md, Packet tracer).
 func (c *CLI) trace(ctx context.Context, args []string) error {
 	o, err := c.parseTrace(args)
 	if err != nil {

@@ -186,7 +186,7 @@ func TestVerdictsForOtherPackets(t *testing.T) {
 		{"tcp header outside the datagram (in the frame's padding)", mut(func(b []byte) []byte { binary.BigEndian.PutUint16(b[16:], 20); return b }), xdpDrop},
 		{"tcp data offset beyond the datagram", mut(func(b []byte) []byte { b[14+20+12] = 0xf0; return b }), xdpDrop},
 		{"ipv4 fragment to vip", mut(func(b []byte) []byte { b[14+6] = 0x20; return b }), xdpDrop},
-		// ICMP to a VIP address (SPEC F-DP8; icmp_test.go has the forwarded
+		// ICMP to a VIP address (icmp_test.go has the forwarded
 		// cases): not an error about a VIP flow nor an echo request -> kernel;
 		// echo requests with node.icmp_echo_rate 0 -> dropped.
 		{"icmp (source quench) to vip", mut(func(b []byte) []byte { b[14+9] = 1; return b }), xdpPass},

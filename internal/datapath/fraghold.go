@@ -22,7 +22,7 @@ const (
 )
 
 // FragHoldOptions bound the later fragments held until their first
-// fragment comes (SPEC F-DP9). Zero values take the defaults.
+// fragment comes (docs/ARCHITECTURE.md, IP fragments). Zero values take the defaults.
 type FragHoldOptions struct {
 	MaxFrames int           // frames held at once (default 4096)
 	MaxBytes  int           // bytes held at once (default 8 MiB)

@@ -1,7 +1,7 @@
 package datapath
 
-// The packet fuzzer (issue 6 item 5; SPEC F-REL "no crash on any input
-// packet", F-DP1 "malformed packets never reach a backend"). Random and
+// The packet fuzzer (docs/DESIGN.md: no input packet may crash or hang
+// the forwarder, and a malformed packet never reaches a backend). Random and
 // mutated frames run through the loaded forwarder with BPF_PROG_TEST_RUN;
 // an independent Go classifier (verdictModel) says, from the rules in
 // docs/ARCHITECTURE.md ("Verdicts for packets nobody planned for", "ICMP"),
@@ -19,8 +19,8 @@ package datapath
 //     held (XDP_DROP) or forwarded unchanged to a backend of such a service
 //     (which depends on the first fragments seen before).
 //
-// XLB_FUZZ_PACKETS sets the number of packets (default fuzzDefault; the
-// issue's acceptance run is XLB_FUZZ_PACKETS=10000000).
+// XLB_FUZZ_PACKETS sets the number of packets (default fuzzDefault; `make
+// fuzz` runs XLB_FUZZ_PACKETS=10000000).
 
 import (
 	"bytes"
@@ -58,7 +58,7 @@ const (
 	outForward                // TCP/UDP to a VIP: XDP_TX, tunnel
 	outICMPFwd                // ICMP error about a VIP flow: XDP_TX, tunnel
 	outEcho                   // echo request to a VIP address: XDP_TX, reply
-	// A later fragment to a fragment-enabled VIP (SPEC F-DP9): forwarded
+	// A later fragment to a fragment-enabled VIP: forwarded
 	// by the fragment table (XDP_TX, a tunnel to one of the backends of
 	// the address's fragment-enabled services, datagram unchanged) or
 	// held (XDP_DROP): which depends on the fragments seen before.
@@ -454,7 +454,7 @@ func checkEcho(in, got []byte, c classification) error {
 
 // fuzzSetup loads the forwarder with the fixture services and answers
 // every echo (rate high enough never to limit a test). The UDP services
-// on port 53 take fragments (SPEC F-DP9; no pool: handled here).
+// on port 53 take fragments (no pool: handled here).
 func fuzzSetup(t testing.TB) (*Datapath, *fuzzChecker) {
 	d := newTestDatapath(t, Options{})
 	st := fixtureState()
@@ -802,7 +802,7 @@ func FuzzForwarder(f *testing.F) {
 func TestReplaySynFlood(t *testing.T) {
 	dir, err := study.FindTracesDir(".")
 	if err != nil {
-		testenv.Unavailable(t, "the shared packet captures: %v", err)
+		testenv.Unavailable(t, "the packet captures: %v", err)
 	}
 	path := filepath.Join(dir, "pkt.TCP.synflood.spoofed.pcap")
 	fh, err := os.Open(path)

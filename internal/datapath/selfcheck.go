@@ -47,7 +47,7 @@ func (d *Datapath) RunPacket(frame []byte) (uint32, []byte, error) {
 	return ret, opts.DataOut, nil
 }
 
-// SelfCheck verifies the live data plane (SPEC F-CTL2): the pinned link
+// SelfCheck verifies the live data plane (docs/DESIGN.md, Self-check): the pinned link
 // still attaches this program to the interface, and a probe packet run
 // through the program gets the expected verdict: for a VIP (one per call,
 // in turn), an encapsulated packet toward an active backend of that

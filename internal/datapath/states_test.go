@@ -7,7 +7,7 @@ import (
 	"github.com/xlbproject/xlb/internal/packet"
 )
 
-// TestStateTimeouts (SPEC F-DP3, IPVS per-state timeouts): after the same
+// TestStateTimeouts (IPVS-style per-state timeouts): after the same
 // idle time, entries of flows that saw a FIN or RST, and of SYN-only flows,
 // have aged out while established ones are still tracked; UDP follows its
 // own timeout. Judged by the conntrack counters of the next packet of each

@@ -81,7 +81,7 @@ func fixtures() []fixture {
 	gre6 := func(p []byte) []byte { return ip6{src: lb6, dst: local6, next: protoGRE}.build(p) }
 	tiny := udp4(client4, vip4, 1, 2, nil)
 
-	// Inner fragments (SPEC F-DP9): decapsulated like whole datagrams, so
+	// Inner fragments: decapsulated like whole datagrams, so
 	// the stack reassembles them.
 	frag4 := ip4{src: client4, dst: vip4, proto: protoUDP, frag: 0x2000}.build(udp4(client4, vip4, 40003, 53, make([]byte, 64))[20:])
 	frag4late := ip4{src: client4, dst: vip4, proto: protoUDP, frag: 0x0009}.build(make([]byte, 40))

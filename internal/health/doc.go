@@ -1,4 +1,5 @@
-// Package health probes backends (SPEC F-CTL1) and keeps their health state
+// Package health probes backends (docs/DESIGN.md, Health checks) and keeps
+// their health state
 // for the controller.
 //
 // A Checker probes one kind of service: TCP connect (tcp.go), HTTP and HTTPS
@@ -7,7 +8,7 @@
 //
 // A Monitor probes a set of targets, each a (backend address, check) pair as
 // config.Desired.HealthTargets lists them: once per interval however many
-// pools and services include the target (F-CFG2), within a global bound on
+// pools and services include the target, within a global bound on
 // probes in flight. Update replaces the set; targets that stay keep their
 // state.
 //

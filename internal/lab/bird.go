@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// BGP in the lab (SPEC F-OPS3, F-CTL3, F-CTL4).
+// BGP in the lab (docs/BGP.md).
 //
 // The router runs BIRD 2 (StartBIRD): one eBGP session per xlb node and
 // address family, ECMP into the router's kernel FIB. Node i is peered as

@@ -1,5 +1,5 @@
 // Package lab builds network-namespace topologies for xlb: the demo, the
-// integration test bed and the benchmark bed (SPEC F-OPS3).
+// integration test bed and the benchmark bed (docs/DESIGN.md, Lab).
 //
 // One lab is a set of namespaces named <prefix><role>, where the prefix is
 // unique per lab ("xl" + 4 hex digits + "-", e.g. "xl3fa2-"), so several labs

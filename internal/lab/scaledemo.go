@@ -21,7 +21,8 @@ type ScaleDemoOptions struct {
 	Prefix      string
 }
 
-// RunScaleDemo is the multi-node demo (SPEC F-OPS3, F-CTL4): three xlb
+// RunScaleDemo is the multi-node demo (docs/DESIGN.md, Lab; Scale-out by
+// ECMP): three xlb
 // nodes announce the VIPs over BGP to BIRD on the router, which spreads
 // flows over them by ECMP; four backends are health-checked. With long-lived
 // connections running it drains a node, kills a backend, kills a node
@@ -137,7 +138,7 @@ func RunScaleDemo(ctx context.Context, w io.Writer, opts ScaleDemoOptions) (err 
 	}
 	step("restore backend b2", "b2 passes its check and takes new flows; the tracked flows keep their backends on every node. (Nodes first: "+
 		"a node that meets a flow for the first time while b2 comes back picks by the new table, so restoring both at once can break "+
-		"flows placed while b2 was away; connection sync, SPEC F-CTL9, is not built.)")
+		"flows placed while b2 was away; connection sync between nodes is not built.)")
 
 	res := sess.Stop()
 	moved, err := slotMoved(l, 1)
@@ -165,7 +166,7 @@ func RunScaleDemo(ctx context.Context, w io.Writer, opts ScaleDemoOptions) (err 
 	fmt.Fprintf(w, "   on a surviving backend:     %d, each a flow the table with b2 placed (before b2 left, or before a node's check\n", len(slot))
 	fmt.Fprintf(w, "                               noticed) in a slot that went to another backend when b2 left, and that then moved to a\n")
 	fmt.Fprintf(w, "                               node that had not seen it (that node picks by the new table; connection sync,\n")
-	fmt.Fprintf(w, "                               SPEC F-CTL9, would keep it: not built)\n")
+	fmt.Fprintf(w, "                               which would keep it, is not built)\n")
 	for _, b := range slot {
 		fmt.Fprintf(w, "     %s\n", b)
 	}

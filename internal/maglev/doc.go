@@ -17,7 +17,8 @@
 // # Versioning
 //
 // Every node of an ECMP group must pick the same backend for the same flow
-// (SPEC F-CTL4), so every node must compute identical tables from the same
+// (docs/DESIGN.md, Scale-out by ECMP), so every node must compute identical
+// tables from the same
 // backend set, whatever its xlb version. The following are therefore part of
 // a versioned contract, and changing any of them is a version bump
 // (TableVersion or FlowHashVersion) that must be rolled out as such:

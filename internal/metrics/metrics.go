@@ -1,4 +1,4 @@
-// Package metrics exports xlbd's state to Prometheus (SPEC F-OPS2): an HTTP
+// Package metrics exports xlbd's state to Prometheus (docs/OPERATIONS.md): an HTTP
 // listener (default 127.0.0.1:9469) with /metrics, in the text exposition
 // format, and /healthz, 200 while the forwarder's self-check passes and 503
 // otherwise.

@@ -5,7 +5,7 @@ import (
 	"net/netip"
 )
 
-// ICMP protocol numbers and the message types xlb handles (SPEC F-DP8).
+// ICMP protocol numbers and the message types xlb handles (docs/ARCHITECTURE.md, ICMP).
 const (
 	ProtoICMP   = 1
 	ProtoICMPv6 = 58

@@ -1,7 +1,7 @@
 // Package study reproduces two measurements that justify xlb's hashing
 // choices, as plain functions returning plain structs, so that
-// cmd/xlb-bench (issue 3, items 4 and 5) can print them, store them in
-// bench/out/report.json and plot them.
+// cmd/xlb-bench (its balance and flowhash parts) can print them, store them
+// in bench/out/report.json and plot them.
 //
 // # Consistent hashing (Maglev paper, section 5.3, Fig. 11 and 12)
 //
@@ -15,11 +15,16 @@
 // share minus one. Disruption removes k random backends and counts the
 // table entries whose backend changed.
 //
-// # Flow hash (seed 001, section 4.2)
+// # Flow hash (the session-persistence study, section 4.2)
 //
-// HashStudy reads real packet captures (classic libpcap, ReadPcapFlows),
-// takes the distinct TCP/UDP 5-tuples, and spreads them over N = 2 ... 64
-// workers with six hashes: source address mod N, XOR fold of the source,
+// A published study of lock-free session persistence in multi-core load
+// balancers (Wu Hesheng, Wang Chongjun and Xie Junyuan, Nanjing
+// University; "the session-persistence study" in this package) compares
+// five hashes that spread flows over worker processes (its section 3.2)
+// on a campus gateway trace (its section 4.2). HashStudy repeats that
+// comparison on other real traffic. It reads real packet captures
+// (classic libpcap, ReadPcapFlows), takes the distinct TCP/UDP 5-tuples,
+// and spreads them over N = 2 ... 64 workers with six hashes: source address mod N, XOR fold of the source,
 // XOR fold of source and destination, CRC-16/CCITT-FALSE of the 5-tuple,
 // Toeplitz with the standard Microsoft RSS key, and xlb's own flow hash v1
 // (maglev.FlowHash). It reports the flows-per-worker coefficient of
@@ -27,9 +32,9 @@
 //
 // The captures are the public "DDoS Packet Capture Collection"
 // (L.F. Haaijer, 2022, repository StopDDoS/packet-captures, commit
-// 230dd43af86ff2523bcfaaa5c3cb8cf97a220938), kept in the shared
-// data/traces directory (see its README.md); TraceSource is the citation to
-// print beside any result on them.
+// 230dd43af86ff2523bcfaaa5c3cb8cf97a220938), kept in testdata/traces
+// (see its README.md); TraceSource is the citation to print beside any
+// result on them.
 //
 // Plot* functions write PNG figures (gonum.org/v1/plot) and Write*Markdown
 // functions Markdown tables of each result.

@@ -7,9 +7,9 @@ import (
 	"github.com/xlbproject/xlb/internal/maglev"
 )
 
-// FlowHasher is one of the flow hashes of seed 001's experiment (section
-// 3.2, algorithms 1-5) or xlb's own: Sum computes the hash of a 5-tuple and
-// Pick maps it to one of n workers.
+// FlowHasher is one of the flow hashes of the session-persistence study
+// (doc.go; its section 3.2, algorithms 1-5) or xlb's own: Sum computes
+// the hash of a 5-tuple and Pick maps it to one of n workers.
 type FlowHasher struct {
 	Name string `json:"name"`
 	// Doc says exactly what is hashed and how a worker is picked.
@@ -29,20 +29,20 @@ const (
 	HashFlowV1Bucket = "flowhash_v1_low"
 )
 
-// FlowHashers returns the hashes HashStudy compares, in seed 001's order
+// FlowHashers returns the hashes HashStudy compares, in the session-persistence study's order
 // followed by xlb's flow hash v1 with its two ways of using the hash.
 func FlowHashers() []FlowHasher {
 	mod := func(s uint64, n uint32) uint32 { return uint32(s % uint64(n)) }
 	return []FlowHasher{
-		{HashSrcModN, "source address as a big-endian integer mod N (IPv6: its low 64 bits); seed 001 algorithm 1",
+		{HashSrcModN, "source address as a big-endian integer mod N (IPv6: its low 64 bits); the session-persistence study's algorithm 1",
 			srcInt, mod},
-		{HashXorSrc, "XOR of the source address bytes (8 bits) mod N; seed 001 algorithm 2",
+		{HashXorSrc, "XOR of the source address bytes (8 bits) mod N; the session-persistence study's algorithm 2",
 			xorSrc, mod},
-		{HashXorSrcDst, "XOR of the source and destination address bytes (8 bits) mod N; seed 001 algorithm 3",
+		{HashXorSrcDst, "XOR of the source and destination address bytes (8 bits) mod N; the session-persistence study's algorithm 3",
 			xorSrcDst, mod},
-		{HashCRC16, "CRC-16/CCITT-FALSE (poly 0x1021, init 0xffff, no reflection, no final xor) of src addr, dst addr, sport, dport (big-endian), proto, mod N; seed 001 algorithm 4",
+		{HashCRC16, "CRC-16/CCITT-FALSE (poly 0x1021, init 0xffff, no reflection, no final xor) of src addr, dst addr, sport, dport (big-endian), proto, mod N; the session-persistence study's algorithm 4",
 			crc16Tuple, mod},
-		{HashToeplitz, "Toeplitz RSS hash, standard Microsoft 40-byte key, input src addr, dst addr, sport, dport (NDIS TCP/UDP 4-tuple types), mod N (= an RSS indirection table of 128 entries filled round robin, for N dividing 128); seed 001 algorithm 5",
+		{HashToeplitz, "Toeplitz RSS hash, standard Microsoft 40-byte key, input src addr, dst addr, sport, dport (NDIS TCP/UDP 4-tuple types), mod N (= an RSS indirection table of 128 entries filled round robin, for N dividing 128); the session-persistence study's algorithm 5",
 			toeplitzTuple, mod},
 		{HashFlowV1, "xlb flow hash v1 (maglev.FlowHash), worker = maglev.Slot(h, N): multiply-shift of the high 32 bits, the Maglev table index rule",
 			flowV1, func(s uint64, n uint32) uint32 { return maglev.Slot(s, n) }},

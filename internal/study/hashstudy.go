@@ -12,7 +12,7 @@ import (
 	"github.com/xlbproject/xlb/internal/maglev"
 )
 
-// DefaultWorkers are seed 001's worker counts.
+// DefaultWorkers are the session-persistence study's worker counts.
 var DefaultWorkers = []int{2, 4, 8, 16, 32, 64}
 
 // ReflectionDataset is the name of the dataset that joins the reflection
@@ -105,9 +105,10 @@ type HashStudyResult struct {
 	GOARCH      string       `json:"goarch"`
 }
 
-// HashStudy runs seed 001's hash comparison (section 4.2) on the captures
-// in dir: every hash of FlowHashers spreads each dataset's distinct flows
-// over each worker count of workers (DefaultWorkers if nil), and every hash
+// HashStudy runs the session-persistence study's hash comparison (its
+// section 4.2) on the captures in dir: every hash of FlowHashers spreads
+// each dataset's distinct flows over each worker count of workers
+// (DefaultWorkers if nil), and every hash
 // is timed for about timing in total (21 interleaved runs; 0 means 500 ms).
 // It fails if dir holds no readable capture or a worker count is below 1.
 func HashStudy(dir string, workers []int, timing time.Duration) (HashStudyResult, error) {

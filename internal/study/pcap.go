@@ -349,8 +349,8 @@ func ReadPcapFlows(path string) (FlowFile, error) {
 	return ff, nil
 }
 
-// TraceSource is the citation for the captures in the shared traces
-// directory (its README.md); print it beside any result on them.
+// TraceSource is the citation for the packet captures in testdata/traces
+// (see its README.md); print it beside any result on them.
 const TraceSource = `"DDoS Packet Capture Collection" (L.F. Haaijer, 2022), ` +
 	`github.com/StopDDoS/packet-captures at commit 230dd43af86ff2523bcfaaa5c3cb8cf97a220938`
 
@@ -358,10 +358,9 @@ const TraceSource = `"DDoS Packet Capture Collection" (L.F. Haaijer, 2022), ` +
 // directory FindTracesDir returns.
 const TracesEnv = "XLB_TRACES_DIR"
 
-// FindTracesDir returns the directory of the shared packet captures:
-// $XLB_TRACES_DIR if set, else ../shared/data/traces next to the module root
-// found by walking up from start (where CI keeps it), else
-// /work/shared/data/traces. A candidate counts only if it holds a *.pcap
+// FindTracesDir returns the directory of the packet captures:
+// $XLB_TRACES_DIR if set, else testdata/traces of the module root found by
+// walking up from start. A candidate counts only if it holds a *.pcap
 // file. It wraps ErrNoTraces, naming the places it looked, if none does.
 func FindTracesDir(start string) (string, error) {
 	var tried []string
@@ -374,7 +373,7 @@ func FindTracesDir(start string) (string, error) {
 	if abs, err := filepath.Abs(start); err == nil {
 		for d := abs; ; d = filepath.Dir(d) {
 			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-				c := filepath.Join(filepath.Dir(d), "shared", "data", "traces")
+				c := filepath.Join(d, "testdata", "traces")
 				if hasPcap(c) {
 					return c, nil
 				}
@@ -386,11 +385,9 @@ func FindTracesDir(start string) (string, error) {
 			}
 		}
 	}
-	const fallback = "/work/shared/data/traces"
-	if hasPcap(fallback) {
-		return fallback, nil
+	if len(tried) == 0 {
+		tried = append(tried, "testdata/traces (no go.mod above "+start+")")
 	}
-	tried = append(tried, fallback)
 	return "", fmt.Errorf("%w: looked in %s (set %s)", ErrNoTraces, strings.Join(tried, ", "), TracesEnv)
 }
 

@@ -251,17 +251,18 @@ func TestReadPcapFlows(t *testing.T) {
 	}
 }
 
-// tracesDir finds the shared captures, or skips (fails under CI=true).
+// tracesDir finds the captures of testdata/traces, or skips (fails under
+// CI=true).
 func tracesDir(t *testing.T) string {
 	t.Helper()
 	d, err := FindTracesDir(".")
 	if err != nil {
-		testenv.Unavailable(t, "the shared packet captures: %v", err)
+		testenv.Unavailable(t, "the packet captures: %v", err)
 	}
 	return d
 }
 
-// The real captures (README.md of the traces directory): every file is
+// The real captures (testdata/traces/README.md): every file is
 // classic pcap with Ethernet framing, and the counts of TCP/UDP packets
 // match tcpdump's ("(tcp or udp) and not a later fragment").
 func TestRealTraces(t *testing.T) {

@@ -151,8 +151,9 @@ func series(points []DisruptionPoint) [][]DisruptionPoint {
 
 // PlotHashBalance writes, as a PNG to path, the coefficient of variation
 // of flows per worker against the number of workers N for every hash on
-// one dataset of a HashStudy (seed 001's Fig. 2, with the ideal CV of a
-// random assignment as a dashed black line). Both axes are logarithmic.
+// one dataset of a HashStudy (the session-persistence study's Fig. 2, with
+// the ideal CV of a random assignment as a dashed black line). Both axes
+// are logarithmic.
 func PlotHashBalance(path string, dr DatasetResult) error {
 	if len(dr.Balance) == 0 {
 		return ErrNothingToPlot

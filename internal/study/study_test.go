@@ -179,7 +179,7 @@ func TestFullStudies(t *testing.T) {
 	if err := WriteDisruptionMarkdown(&md, cr.Disruption); err != nil {
 		t.Fatal(err)
 	}
-	md.WriteString("\n# Flow hash (seed 001, 4.2)\n\n")
+	md.WriteString("\n# Flow hash (session-persistence study, 4.2)\n\n")
 	if err := WriteHashStudyMarkdown(&md, hr); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,5 @@
-// Package tracer holds the packet tracer's wire formats (SPEC F-DP13, paper
+// Package tracer holds the packet tracer's wire formats
+// (docs/ARCHITECTURE.md, Packet tracer; paper
 // section 4.4): the marker a traced packet's TCP/UDP payload starts with
 // (struct trace_marker in bpf/types.h), and the record a node sends to the
 // marker's receiver as one UDP datagram of JSON. The layout is documented

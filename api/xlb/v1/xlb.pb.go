@@ -4,7 +4,7 @@
 // 	protoc        v3.21.12
 // source: xlb/v1/xlb.proto
 
-// xlb.proto: the control API of xlbd (SPEC F-OPS1). Served over gRPC on a
+// xlb.proto: the control API of xlbd (docs/OPERATIONS.md). Served over gRPC on a
 // unix socket (mode 0600, default /run/xlb/xlbd.sock) and, optionally, on TCP
 // with mutual TLS. xlbctl is a client of this API and nothing more.
 //
@@ -600,7 +600,7 @@ func (x *StatusResponse) GetOverrides() uint32 {
 	return 0
 }
 
-// SelfCheck is the forwarder's last self-check (SPEC F-CTL2).
+// SelfCheck is the forwarder's last self-check (docs/DESIGN.md, Self-check).
 type SelfCheck struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Ok            bool                   `protobuf:"varint,1,opt,name=ok,proto3" json:"ok,omitempty"`
@@ -1010,7 +1010,8 @@ type Service struct {
 	Scheduler string                 `protobuf:"bytes,5,opt,name=scheduler,proto3" json:"scheduler,omitempty"`
 	TableSize uint32                 `protobuf:"varint,6,opt,name=table_size,json=tableSize,proto3" json:"table_size,omitempty"` // Maglev M
 	Encap     string                 `protobuf:"bytes,7,opt,name=encap,proto3" json:"encap,omitempty"`                           // gre | ipip
-	// The pool new flows go to (SPEC F-CFG3); "" when no pool has a usable
+	// The pool new flows go to (the first usable of its pools); "" when no pool
+	// has a usable
 	// backend (the VIP drops new flows).
 	ActivePool    string     `protobuf:"bytes,8,opt,name=active_pool,json=activePool,proto3" json:"active_pool,omitempty"`
 	Pools         []string   `protobuf:"bytes,9,rep,name=pools,proto3" json:"pools,omitempty"` // in order of preference

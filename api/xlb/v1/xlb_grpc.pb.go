@@ -4,7 +4,7 @@
 // - protoc             v3.21.12
 // source: xlb/v1/xlb.proto
 
-// xlb.proto: the control API of xlbd (SPEC F-OPS1). Served over gRPC on a
+// xlb.proto: the control API of xlbd (docs/OPERATIONS.md). Served over gRPC on a
 // unix socket (mode 0600, default /run/xlb/xlbd.sock) and, optionally, on TCP
 // with mutual TLS. xlbctl is a client of this API and nothing more.
 //
@@ -59,7 +59,8 @@ type XLBClient interface {
 	// ListBackends lists every (service, backend) pair, flat.
 	ListBackends(ctx context.Context, in *ListBackendsRequest, opts ...grpc.CallOption) (*ListBackendsResponse, error)
 	// ApplyConfig validates a complete config file and, unless dry_run,
-	// commits it atomically (SPEC F-CFG4). The committed config becomes the
+	// commits it atomically (docs/DESIGN.md, Atomic commit). The committed config
+	// becomes the
 	// running one and is written to xlbd's config file, so a SIGHUP reload or
 	// a restart keeps it. A config that does not parse or
 	// validate fails with INVALID_ARGUMENT and a ConfigErrors detail (field and
@@ -84,7 +85,7 @@ type XLBClient interface {
 	// tracked in the connection table.
 	Explain(ctx context.Context, in *ExplainRequest, opts ...grpc.CallOption) (*ExplainResponse, error)
 	// NodeDrain takes the node out of service: VIPs are announced with the
-	// GRACEFUL_SHUTDOWN community, then withdrawn (SPEC F-CTL3). The forwarder
+	// GRACEFUL_SHUTDOWN community, then withdrawn (docs/BGP.md). The forwarder
 	// keeps forwarding what still arrives. FAILED_PRECONDITION without BGP.
 	NodeDrain(ctx context.Context, in *NodeDrainRequest, opts ...grpc.CallOption) (*NodeDrainResponse, error)
 	// NodeUndrain puts a drained node back: announcements resume.
@@ -214,7 +215,8 @@ type XLBServer interface {
 	// ListBackends lists every (service, backend) pair, flat.
 	ListBackends(context.Context, *ListBackendsRequest) (*ListBackendsResponse, error)
 	// ApplyConfig validates a complete config file and, unless dry_run,
-	// commits it atomically (SPEC F-CFG4). The committed config becomes the
+	// commits it atomically (docs/DESIGN.md, Atomic commit). The committed config
+	// becomes the
 	// running one and is written to xlbd's config file, so a SIGHUP reload or
 	// a restart keeps it. A config that does not parse or
 	// validate fails with INVALID_ARGUMENT and a ConfigErrors detail (field and
@@ -239,7 +241,7 @@ type XLBServer interface {
 	// tracked in the connection table.
 	Explain(context.Context, *ExplainRequest) (*ExplainResponse, error)
 	// NodeDrain takes the node out of service: VIPs are announced with the
-	// GRACEFUL_SHUTDOWN community, then withdrawn (SPEC F-CTL3). The forwarder
+	// GRACEFUL_SHUTDOWN community, then withdrawn (docs/BGP.md). The forwarder
 	// keeps forwarding what still arrives. FAILED_PRECONDITION without BGP.
 	NodeDrain(context.Context, *NodeDrainRequest) (*NodeDrainResponse, error)
 	// NodeUndrain puts a drained node back: announcements resume.
