@@ -34,6 +34,9 @@ const enum xlb_frag_event_kind *xlb_anchor_frag_event_kind __attribute__((unused
 const struct frag_event *xlb_anchor_frag_event __attribute__((unused));
 const struct trace_marker *xlb_anchor_trace_marker __attribute__((unused));
 const struct trace_event *xlb_anchor_trace_event __attribute__((unused));
+const enum xlb_ct_layout *xlb_anchor_ct_layout __attribute__((unused));
+const enum xlb_vip_match *xlb_anchor_vip_match __attribute__((unused));
+const enum xlb_trace_const *xlb_anchor_trace_const __attribute__((unused));
 
 /* xlb_send counts a packet of service v (unless it is a self-check probe)
  * and sends it to the selected real: p is the IP datagram carried whole, h
