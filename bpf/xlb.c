@@ -120,7 +120,7 @@ __attribute__((noinline)) int xlb_icmp(struct xdp_md *ctx, const struct pkt *p)
 		return XDP_PASS;
 	}
 	h = select_flow_hash(&flow);
-	rc = select_backend_ro(&flow, v, n, h, &sel);
+	rc = select_backend(&flow, v, n, h, &sel, false);
 	if (rc) {
 		stats_count(rc);
 		return XDP_DROP;
@@ -197,7 +197,7 @@ __attribute__((noinline)) int xlb_probe(struct xdp_md *ctx, const struct pkt *p)
 		return XDP_DROP;
 	}
 	h = select_flow_hash(p);
-	rc = select_backend_ro(p, v, n, h, &sel);
+	rc = select_backend(p, v, n, h, &sel, false);
 	if (rc) {
 		stats_count(rc);
 		return XDP_DROP;
@@ -279,7 +279,7 @@ __attribute__((noinline)) int xlb_l4(struct xdp_md *ctx, const struct pkt *p)
 	if (mark && trace_is_probe(ctx, n, mark))
 		return XLB_L4_PROBE; /* xlb_forward calls xlb_probe: stack depth */
 	h = select_flow_hash(p);
-	rc = select_backend(p, v, n, h, &sel);
+	rc = select_backend(p, v, n, h, &sel, true);
 	if (rc) {
 		stats_count(rc);
 		mark = trace_marker_off(ctx, p, 0);
