@@ -103,7 +103,7 @@ __attribute__((noinline)) int xlb_icmp(struct xdp_md *ctx, const struct pkt *p)
 			stats_count(XLB_STAT_ICMP_PASS);
 			return XDP_PASS;
 		}
-		if (!icmp_echo_allow(n)) {
+		if (!rl_allow(&xlb_icmp_rl, n->icmp_echo_rate)) {
 			stats_count(XLB_STAT_ICMP_ECHO_LIMITED);
 			return XDP_DROP;
 		}
