@@ -4,6 +4,7 @@
  * values and prunes what they switch off). */
 #pragma once
 
+#include <stdbool.h> /* compile-time flags, e.g. select_backend's track */
 #include <linux/types.h>
 #include <bpf/bpf_endian.h>
 

@@ -92,3 +92,7 @@ struct decap_stat {
 struct decap_addr {
 	__u8 addr[16];
 };
+
+/* Layouts internal/decap reads and writes through its bpf2go binding. */
+_Static_assert(sizeof(struct decap_stat) == 16, "ABI: struct decap_stat size changed");
+_Static_assert(sizeof(struct decap_addr) == 16, "ABI: struct decap_addr size changed");

@@ -22,21 +22,6 @@
 #include "types.h"
 #include "ratelimit.h"
 
-/* icmp_echo_allow takes a token from this CPU's bucket; 1 if it had one. */
-static __always_inline int icmp_echo_allow(const struct node_info *n)
-{
-	__u32 zero = 0;
-	__u64 rate = n->icmp_echo_rate;
-	struct icmp_rl_state *rl;
-
-	if (!rate)
-		return 0;
-	rl = bpf_map_lookup_elem(&xlb_icmp_rl, &zero);
-	if (!rl)
-		return 0;
-	return rl_take(rl, rate);
-}
-
 /* csum_replace16: checksum check after a 16-bit word changed from old to
  * new (all three as loaded from memory). RFC 1624 eqn. 3, except that a
  * result of 0x0000 is written as 0xffff (the other zero): eqn. 3 yields

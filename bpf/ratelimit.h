@@ -31,3 +31,19 @@ static __always_inline int rl_take(struct icmp_rl_state *rl, __u64 rate)
 	rl->credit = credit - NSEC_PER_SEC;
 	return 1;
 }
+
+/* rl_allow takes a token from this CPU's bucket in map (a one-element
+ * PERCPU_ARRAY of struct icmp_rl_state), refilled at rate per second; 1 if
+ * it had one. Rate 0: never. */
+static __always_inline int rl_allow(void *map, __u64 rate)
+{
+	__u32 zero = 0;
+	struct icmp_rl_state *rl;
+
+	if (!rate)
+		return 0;
+	rl = bpf_map_lookup_elem(map, &zero);
+	if (!rl)
+		return 0;
+	return rl_take(rl, rate);
+}

@@ -267,11 +267,22 @@ struct selection {
 		    * counts XLB_STAT_CT_HIT with the verdict (stats_count_hit) */
 };
 
-/* select_backend fills sel for a packet of service v, tracking the flow in
- * this CPU's slice. Returns 0, or an enum xlb_stat drop reason. */
+/* select_backend fills sel for a packet of service v. Returns 0, or an enum
+ * xlb_stat drop reason.
+ *
+ * track (a literal at every call: the compiler drops the other side's code)
+ * true: the packet is of the flow, tracked in this CPU's slice: a hit is
+ * refreshed, a flow adopted from another CPU or chosen by the Maglev table
+ * is stored, and the ct_* counters move.
+ * track false: read only, for packets about a flow rather than of it (ICMP
+ * errors) and for self-check probes: the flow's entry in this
+ * CPU's slice, else in another CPU's (SYN or not), else the Maglev table;
+ * no entry is inserted or refreshed and no conntrack counter moves. A node
+ * that does not track the flow picks the backend the table gives, as the
+ * flow's own node did. */
 static __always_inline int select_backend(const struct pkt *p, const struct vip_info *v,
 					  const struct node_info *n, __u64 h,
-					  struct selection *sel)
+					  struct selection *sel, const bool track)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	__u32 bucket = (__u32)h & ((1U << ct_shift) - 1);
@@ -283,88 +294,8 @@ static __always_inline int select_backend(const struct pkt *p, const struct vip_
 	__u64 e = 0;
 	int way = -1;
 
-	if (!b)
+	if (!b && track)
 		return XLB_STAT_DROP_INTERNAL;
-#pragma unroll
-	for (int i = 0; i < XLB_CT_WAYS; i++) {
-		__u64 w = b->way[i];
-
-		if ((w >> XLB_CT_TAG_SHIFT) == tag &&
-		    ((w >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK) != XLB_CT_FREE) {
-			e = w;
-			way = i;
-			break;
-		}
-	}
-	if (way >= 0) {
-		r = ct_usable(e, tag, now, n, p, v);
-		if (r) {
-			__u64 state = (e >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
-			__u64 ne = (e & ~((XLB_CT_STATE_MASK << XLB_CT_STATE_SHIFT) |
-					  XLB_CT_TIME_MASK)) |
-				   ct_next_state(p, state) << XLB_CT_STATE_SHIFT |
-				   (now & XLB_CT_TIME_MASK);
-
-			if (ne != e && way < XLB_CT_WAYS)
-				b->way[way] = ne; /* write only when it changed */
-			sel->real = r;
-			sel->rid = (e >> XLB_CT_REAL_SHIFT) & XLB_CT_REAL_MASK;
-			sel->hit = 1;
-			return 0;
-		}
-		stats_count(XLB_STAT_CT_RESELECT);
-	} else if (nr_cpus > 1 && !(p->proto == IPPROTO_TCP && (p->tcp_flags & TCP_FLAG_SYN))) {
-		e = ct_find_remote(cpu, bucket, tag);
-		if (e)
-			r = ct_usable(e, tag, now, n, p, v);
-		if (r) {
-			__u64 state = (e >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
-
-			sel->real = r;
-			sel->rid = (e >> XLB_CT_REAL_SHIFT) & XLB_CT_REAL_MASK;
-			ct_store(b, tag, ct_make(tag, sel->rid, ct_next_state(p, state), now), now);
-			stats_count(XLB_STAT_CT_REMOTE_HIT);
-			return 0;
-		}
-	}
-	stats_count(XLB_STAT_CT_MISS);
-
-	sel->rid = select_maglev(v, h);
-	if (!sel->rid)
-		return XLB_STAT_DROP_NO_BACKEND;
-	r = bpf_map_lookup_elem(&xlb_reals, &sel->rid);
-	if (!r || r->svc_id != v->svc_id || !(r->flags & XLB_REAL_F_ACTIVE))
-		return XLB_STAT_DROP_NO_BACKEND;
-	sel->real = r;
-	sel->new_flow = 1;
-	if (p->proto == IPPROTO_TCP && (p->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN &&
-	    flood_over_limit(n, now)) {
-		stats_count(XLB_STAT_FLOOD_UNTRACKED);
-		return 0;
-	}
-	ct_store(b, tag, ct_make(tag, sel->rid, ct_next_state(p, XLB_CT_FREE), now), now);
-	return 0;
-}
-
-/* select_backend_ro is select_backend without any write: the flow's entry
- * in this CPU's slice, else in another CPU's, else the Maglev table; no
- * entry is inserted or refreshed and no conntrack counter moves. For
- * packets about a flow rather than of it (ICMP errors): a node
- * that does not track the flow picks the backend the table gives, as the
- * flow's own node did. Returns 0 or an enum xlb_stat drop reason. */
-static __always_inline int select_backend_ro(const struct pkt *p, const struct vip_info *v,
-					     const struct node_info *n, __u64 h,
-					     struct selection *sel)
-{
-	__u32 cpu = bpf_get_smp_processor_id();
-	__u32 bucket = (__u32)h & ((1U << ct_shift) - 1);
-	__u32 idx = cpu << ct_shift | bucket;
-	__u64 now = bpf_ktime_get_coarse_ns() >> XLB_TICK_SHIFT;
-	__u64 tag = h >> XLB_CT_TAG_SHIFT;
-	struct ct_bucket *b = bpf_map_lookup_elem(&xlb_ct, &idx);
-	struct real_info *r = NULL;
-	__u64 e = 0;
-
 	if (b) {
 #pragma unroll
 		for (int i = 0; i < XLB_CT_WAYS; i++) {
@@ -373,19 +304,52 @@ static __always_inline int select_backend_ro(const struct pkt *p, const struct v
 			if ((w >> XLB_CT_TAG_SHIFT) == tag &&
 			    ((w >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK) != XLB_CT_FREE) {
 				e = w;
+				way = i;
 				break;
 			}
 		}
 	}
-	if (!e && nr_cpus > 1)
-		e = ct_find_remote(cpu, bucket, tag);
-	if (e)
+	if (way >= 0) {
 		r = ct_usable(e, tag, now, n, p, v);
-	if (r) {
-		sel->real = r;
-		sel->rid = (e >> XLB_CT_REAL_SHIFT) & XLB_CT_REAL_MASK;
-		return 0;
+		if (r) {
+			if (track) {
+				__u64 state = (e >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
+				__u64 ne = (e & ~((XLB_CT_STATE_MASK << XLB_CT_STATE_SHIFT) |
+						  XLB_CT_TIME_MASK)) |
+					   ct_next_state(p, state) << XLB_CT_STATE_SHIFT |
+					   (now & XLB_CT_TIME_MASK);
+
+				if (ne != e && way < XLB_CT_WAYS)
+					b->way[way] = ne; /* write only when it changed */
+				sel->hit = 1;
+			}
+			sel->real = r;
+			sel->rid = (e >> XLB_CT_REAL_SHIFT) & XLB_CT_REAL_MASK;
+			return 0;
+		}
+		if (track)
+			stats_count(XLB_STAT_CT_RESELECT);
+	} else if (nr_cpus > 1 &&
+		   !(track && p->proto == IPPROTO_TCP && (p->tcp_flags & TCP_FLAG_SYN))) {
+		e = ct_find_remote(cpu, bucket, tag);
+		if (e)
+			r = ct_usable(e, tag, now, n, p, v);
+		if (r) {
+			sel->real = r;
+			sel->rid = (e >> XLB_CT_REAL_SHIFT) & XLB_CT_REAL_MASK;
+			if (track) {
+				__u64 state = (e >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
+
+				ct_store(b, tag, ct_make(tag, sel->rid, ct_next_state(p, state), now),
+					 now);
+				stats_count(XLB_STAT_CT_REMOTE_HIT);
+			}
+			return 0;
+		}
 	}
+	if (track)
+		stats_count(XLB_STAT_CT_MISS);
+
 	sel->rid = select_maglev(v, h);
 	if (!sel->rid)
 		return XLB_STAT_DROP_NO_BACKEND;
@@ -393,5 +357,14 @@ static __always_inline int select_backend_ro(const struct pkt *p, const struct v
 	if (!r || r->svc_id != v->svc_id || !(r->flags & XLB_REAL_F_ACTIVE))
 		return XLB_STAT_DROP_NO_BACKEND;
 	sel->real = r;
+	if (!track)
+		return 0;
+	sel->new_flow = 1;
+	if (p->proto == IPPROTO_TCP && (p->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN &&
+	    flood_over_limit(n, now)) {
+		stats_count(XLB_STAT_FLOOD_UNTRACKED);
+		return 0;
+	}
+	ct_store(b, tag, ct_make(tag, sel->rid, ct_next_state(p, XLB_CT_FREE), now), now);
 	return 0;
 }

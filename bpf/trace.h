@@ -83,21 +83,6 @@ static __always_inline int trace_is_probe(struct xdp_md *ctx, const struct node_
 	return 1;
 }
 
-/* trace_allow takes a token from this CPU's tracer bucket (rate per
- * second, burst of one second's worth); 1 if it had one. */
-static __always_inline int trace_allow(__u64 rate)
-{
-	__u32 zero = 0;
-	struct icmp_rl_state *rl;
-
-	if (!rate)
-		return 0;
-	rl = bpf_map_lookup_elem(&xlb_trace_rl, &zero);
-	if (!rl)
-		return 0;
-	return rl_take(rl, rate);
-}
-
 /* trace_info packs a traced packet's fate for xlb_trace: the XDP verdict,
  * the enum xlb_stat drop reason of selection (0: none) and whether the flow
  * was tracked (conntrack hit). */
@@ -138,7 +123,7 @@ __attribute__((noinline)) int xlb_trace(struct xdp_md *ctx, const struct pkt *p,
 		return 0;
 	}
 	n = bpf_map_lookup_elem(&xlb_node, &zero);
-	if (!n || !trace_allow(n->trace_rate)) {
+	if (!n || !rl_allow(&xlb_trace_rl, n->trace_rate)) {
 		stats_count(XLB_STAT_TRACE_LIMITED);
 		return 0;
 	}

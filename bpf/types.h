@@ -247,10 +247,12 @@ struct xlb_global {
  * network order. magic TRACE_MAGIC: trace this packet and send the record
  * to addr:port; magic TRACE_MAGIC_PROBE: a control-plane self-check probe
  * (addr[0..7] holds node_info.probe_cookie, family and port are 0). */
-#define TRACE_MAGIC 0x584c4274       /* "XLBt" */
-#define TRACE_MAGIC_PROBE 0x584c4270 /* "XLBp" */
-#define TRACE_VERSION 1
-#define TRACE_MARKER_LEN 28
+enum xlb_trace_const {
+	TRACE_MAGIC = 0x584c4274,       /* "XLBt" */
+	TRACE_MAGIC_PROBE = 0x584c4270, /* "XLBp" */
+	TRACE_VERSION = 1,
+	TRACE_MARKER_LEN = 28,
+};
 
 struct trace_marker {
 	__be32 magic;
@@ -297,21 +299,23 @@ struct trace_event {
  *
  * tag = flow_hash >> 36, real = xlb_reals index, state = enum xlb_ct_state,
  * last seen = conntrack ticks, 16 bits (wraps after ~4.9 hours). */
-#define XLB_CT_WAYS 8
-#define XLB_CT_TAG_SHIFT 36
-#define XLB_CT_REAL_SHIFT 18
-#define XLB_CT_REAL_MASK 0x3ffffULL
-#define XLB_CT_STATE_SHIFT 16
-#define XLB_CT_STATE_MASK 0x3ULL
-#define XLB_CT_TIME_MASK 0xffffULL
-#define XLB_TICK_SHIFT 28 /* one tick = 2^28 ns ~ 0.268 s */
+enum xlb_ct_layout {
+	XLB_CT_WAYS = 8,
+	XLB_CT_TAG_SHIFT = 36, /* the tag's 28 bits are the top of the hash */
+	XLB_CT_REAL_SHIFT = 18,
+	XLB_CT_REAL_BITS = 18,
+	XLB_CT_REAL_MASK = (1 << XLB_CT_REAL_BITS) - 1,
+	XLB_CT_STATE_SHIFT = 16,
+	XLB_CT_STATE_MASK = 0x3,
+	XLB_CT_TIME_MASK = 0xffff,
+	XLB_TICK_SHIFT = 28, /* one tick = 2^28 ns ~ 0.268 s */
+	/* One more than the largest real id a way can hold. */
+	XLB_MAX_REALS = 1 << XLB_CT_REAL_BITS,
+};
 
 struct ct_bucket {
 	__u64 way[XLB_CT_WAYS];
 };
-
-/* Largest real id the conntrack entry can hold. */
-#define XLB_MAX_REALS (1 << 18)
 
 /* The forwarder's VIP match (select.h): xlb_vip_index is an ARRAY of
  * buckets, two candidate buckets per key (vip_hash); a bucket holds up to
@@ -322,8 +326,13 @@ struct ct_bucket {
  * gets a fresh entry id, swapped in with one store), so a packet sees the
  * old or the new entry, never a mix. xlb_vips stays the catalog the control
  * plane and xlbctl read. */
-#define XLB_VIP_SLOTS 4
-#define XLB_VIP_SEED 0x2545F4914F6CDD1DULL
+enum xlb_vip_match {
+	XLB_VIP_SLOTS = 4,
+	/* The seed's two halves: BTF enums of clang 14 hold 32 bits. */
+	XLB_VIP_SEED_HI = 0x2545F491,
+	XLB_VIP_SEED_LO = 0x4F6CDD1D,
+};
+#define XLB_VIP_SEED ((__u64)XLB_VIP_SEED_HI << 32 | XLB_VIP_SEED_LO)
 
 struct vip_bucket {
 	__u32 ent[XLB_VIP_SLOTS];
@@ -333,3 +342,29 @@ struct vip_ent {
 	struct vip_key key;
 	struct vip_info info;
 };
+
+/* The layouts Go reads and writes through the bpf2go bindings, pinned: a
+ * change here fails the C build before it reaches a binding or a pinned
+ * map of another version. */
+#define XLB_ABI_SIZE(s, n) _Static_assert(sizeof(struct s) == (n), "ABI: struct " #s " size changed")
+XLB_ABI_SIZE(vip_key, 20);
+XLB_ABI_SIZE(vip_info, 16);
+XLB_ABI_SIZE(real_info, 44);
+XLB_ABI_SIZE(node_info, 72);
+XLB_ABI_SIZE(icmp_rl_state, 16);
+XLB_ABI_SIZE(flood_state, 16);
+XLB_ABI_SIZE(xlb_counters, 24);
+XLB_ABI_SIZE(frag_conf, 16);
+XLB_ABI_SIZE(frag_key, 40);
+XLB_ABI_SIZE(frag_entry, 32);
+XLB_ABI_SIZE(frag_event, 56);
+XLB_ABI_SIZE(xlb_global, 8 * XLB_STAT__MAX);
+XLB_ABI_SIZE(trace_marker, TRACE_MARKER_LEN);
+XLB_ABI_SIZE(trace_event, 112);
+XLB_ABI_SIZE(ct_bucket, 8 * XLB_CT_WAYS);
+XLB_ABI_SIZE(vip_bucket, 4 * XLB_VIP_SLOTS);
+XLB_ABI_SIZE(vip_ent, 36);
+_Static_assert(XLB_CT_REAL_SHIFT + XLB_CT_REAL_BITS == XLB_CT_TAG_SHIFT &&
+		       XLB_CT_STATE_SHIFT + 2 == XLB_CT_REAL_SHIFT &&
+		       XLB_CT_TIME_MASK == (1 << XLB_CT_STATE_SHIFT) - 1,
+	       "ABI: conntrack way fields must tile the 64 bits");

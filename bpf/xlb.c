@@ -34,6 +34,9 @@ const enum xlb_frag_event_kind *xlb_anchor_frag_event_kind __attribute__((unused
 const struct frag_event *xlb_anchor_frag_event __attribute__((unused));
 const struct trace_marker *xlb_anchor_trace_marker __attribute__((unused));
 const struct trace_event *xlb_anchor_trace_event __attribute__((unused));
+const enum xlb_ct_layout *xlb_anchor_ct_layout __attribute__((unused));
+const enum xlb_vip_match *xlb_anchor_vip_match __attribute__((unused));
+const enum xlb_trace_const *xlb_anchor_trace_const __attribute__((unused));
 
 /* xlb_send counts a packet of service v (unless it is a self-check probe)
  * and sends it to the selected real: p is the IP datagram carried whole, h
@@ -101,7 +104,7 @@ __attribute__((noinline)) int xlb_icmp(struct xdp_md *ctx, const struct pkt *p)
 			stats_count(XLB_STAT_ICMP_PASS);
 			return XDP_PASS;
 		}
-		if (!icmp_echo_allow(n)) {
+		if (!rl_allow(&xlb_icmp_rl, n->icmp_echo_rate)) {
 			stats_count(XLB_STAT_ICMP_ECHO_LIMITED);
 			return XDP_DROP;
 		}
@@ -118,7 +121,7 @@ __attribute__((noinline)) int xlb_icmp(struct xdp_md *ctx, const struct pkt *p)
 		return XDP_PASS;
 	}
 	h = select_flow_hash(&flow);
-	rc = select_backend_ro(&flow, v, n, h, &sel);
+	rc = select_backend(&flow, v, n, h, &sel, false);
 	if (rc) {
 		stats_count(rc);
 		return XDP_DROP;
@@ -195,7 +198,7 @@ __attribute__((noinline)) int xlb_probe(struct xdp_md *ctx, const struct pkt *p)
 		return XDP_DROP;
 	}
 	h = select_flow_hash(p);
-	rc = select_backend_ro(p, v, n, h, &sel);
+	rc = select_backend(p, v, n, h, &sel, false);
 	if (rc) {
 		stats_count(rc);
 		return XDP_DROP;
@@ -277,7 +280,7 @@ __attribute__((noinline)) int xlb_l4(struct xdp_md *ctx, const struct pkt *p)
 	if (mark && trace_is_probe(ctx, n, mark))
 		return XLB_L4_PROBE; /* xlb_forward calls xlb_probe: stack depth */
 	h = select_flow_hash(p);
-	rc = select_backend(p, v, n, h, &sel);
+	rc = select_backend(p, v, n, h, &sel, true);
 	if (rc) {
 		stats_count(rc);
 		mark = trace_marker_off(ctx, p, 0);

@@ -214,7 +214,7 @@ func holder(t *testing.T, ctx context.Context, l *lab.Lab, flow maglev.Tuple) ma
 	if err != nil {
 		t.Fatal(err)
 	}
-	tag := uint32(maglev.FlowHash(flow) >> 36)
+	tag := maglev.CTTag(maglev.FlowHash(flow))
 	out := map[string]string{}
 	for i := range l.Nodes {
 		b, err := l.Nodes[i].Run(ctx, bin, "--socket", l.APISocket(i), "-o", "json", "conntrack", "--limit", "100000")

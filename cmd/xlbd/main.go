@@ -28,7 +28,7 @@ import (
 // the 18-bit real id of a conntrack entry allows).
 const (
 	maxServices = 4096
-	maxReals    = 1 << 18
+	maxReals    = datapath.RealsLimit
 )
 
 // version is set at build time (-ldflags "-X main.version=...").

@@ -96,9 +96,9 @@ func realFromInfo(ri xlbRealInfo) state.Real {
 // Ticks converts a duration to conntrack ticks (2^28 ns), saturating at
 // the 16-bit field's maximum.
 func Ticks(d time.Duration) uint16 {
-	t := (uint64(d) + 1<<28 - 1) >> 28
-	if t > 0xffff {
-		return 0xffff
+	t := (uint64(d) + 1<<ctTickShift - 1) >> ctTickShift
+	if t > ctTimeMask {
+		return uint16(ctTimeMask)
 	}
 	return uint16(t)
 }
@@ -133,7 +133,7 @@ func nodeInfo(n state.Node, ifmac net.HardwareAddr) (xlbNodeInfo, error) {
 	ni.TimeoutUdp = Ticks(n.Timeouts.UDP)
 	if n.FloodSynRate > 0 {
 		// The limit applies per conntrack tick (2^28 ns).
-		ni.FloodSynLimit = uint32(max(1, uint64(n.FloodSynRate)*(1<<28)/uint64(time.Second)))
+		ni.FloodSynLimit = uint32(max(1, uint64(n.FloodSynRate)<<ctTickShift/uint64(time.Second)))
 	}
 	ni.IcmpEchoRate = n.ICMPEchoRate
 	ni.TraceRate = n.TraceRate
@@ -151,9 +151,9 @@ func nodeFromInfo(ni xlbNodeInfo) state.Node {
 	if ni.Flags&uint16(xlbXlbNodeFlagsXLB_NODE_F_GATEWAY) != 0 {
 		n.GatewayMAC = bytes.Clone(ni.GwMac[:])
 	}
-	tick := time.Duration(1 << 28)
+	tick := time.Duration(1) << ctTickShift
 	if ni.FloodSynLimit > 0 {
-		n.FloodSynRate = uint32(uint64(ni.FloodSynLimit) * uint64(time.Second) >> 28)
+		n.FloodSynRate = uint32(uint64(ni.FloodSynLimit) * uint64(time.Second) >> ctTickShift)
 	}
 	n.ICMPEchoRate = ni.IcmpEchoRate
 	n.TraceRate = ni.TraceRate

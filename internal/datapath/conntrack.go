@@ -21,16 +21,32 @@ type CTEntry struct {
 	Age         time.Duration
 }
 
+// A conntrack way as the forwarder packs it (enum xlb_ct_layout,
+// bpf/types.h: tag 28 | real 18 | state 2 | last seen 16) and its clock.
+const (
+	ctTagShift   = xlbXlbCtLayoutXLB_CT_TAG_SHIFT
+	ctRealShift  = xlbXlbCtLayoutXLB_CT_REAL_SHIFT
+	ctRealMask   = uint64(xlbXlbCtLayoutXLB_CT_REAL_MASK)
+	ctStateShift = xlbXlbCtLayoutXLB_CT_STATE_SHIFT
+	ctStateMask  = uint64(xlbXlbCtLayoutXLB_CT_STATE_MASK)
+	ctTimeMask   = uint64(xlbXlbCtLayoutXLB_CT_TIME_MASK)
+	ctTickShift  = xlbXlbCtLayoutXLB_TICK_SHIFT // one tick is 2^ctTickShift ns
+)
+
+// RealsLimit is one more than the largest real id: the id has
+// XLB_CT_REAL_BITS bits in a conntrack way.
+const RealsLimit = uint32(xlbXlbCtLayoutXLB_MAX_REALS)
+
 // decodeWay decodes way w of bucket (cpu, bucket), e as the forwarder
-// packs it (bpf/types.h: tag 28 | real 18 | state 2 | last seen 16); false
-// for a free way. Age is left to the caller, which knows the clock.
+// packs it; false for a free way. Age is left to the caller, which knows
+// the clock.
 func decodeWay(cpu, bucket uint32, w int, e uint64) (CTEntry, bool) {
-	state := uint8(e >> 16 & 3)
-	if state == 0 {
+	state := uint8(e >> ctStateShift & ctStateMask)
+	if state == uint8(xlbXlbCtStateXLB_CT_FREE) {
 		return CTEntry{}, false
 	}
 	return CTEntry{CPU: cpu, Bucket: bucket, Way: uint8(w),
-		Tag: uint32(e >> 36), RealID: uint32(e >> 18 & 0x3ffff), State: state}, true
+		Tag: uint32(e >> ctTagShift), RealID: uint32(e >> ctRealShift & ctRealMask), State: state}, true
 }
 
 // CTCapacity returns the table's entries over all CPUs.
@@ -45,7 +61,7 @@ func ctNow() (uint64, error) {
 	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC_COARSE, &ts); err != nil {
 		return 0, err
 	}
-	return uint64(ts.Nano()) >> 28, nil
+	return uint64(ts.Nano()) >> ctTickShift, nil
 }
 
 // ScanConntrack calls fn for every used way of the connection table, CPU
@@ -71,7 +87,7 @@ func (d *Datapath) ScanConntrack(fn func(CTEntry) bool) error {
 				if !used {
 					continue
 				}
-				ent.Age = time.Duration((now-e)&0xffff) << 28
+				ent.Age = time.Duration((now-e)&ctTimeMask) << ctTickShift
 				if !fn(ent) {
 					return nil
 				}
@@ -93,9 +109,9 @@ func (d *Datapath) Timeout(state uint8, proto uint8) time.Duration {
 	switch {
 	case proto != 6:
 		return t.UDP
-	case state == 1:
+	case state == uint8(xlbXlbCtStateXLB_CT_SYN):
 		return t.TCPSyn
-	case state == 3:
+	case state == uint8(xlbXlbCtStateXLB_CT_CLOSING):
 		return t.TCPFin
 	}
 	return t.TCP

@@ -115,18 +115,14 @@ func (o *Options) defaults() error {
 	if o.FragEntries == 0 {
 		o.FragEntries = 65536
 	}
-	if o.MaxReals > xlbMaxReals {
-		return fmt.Errorf("datapath: at most %d reals", xlbMaxReals)
+	if o.MaxReals > RealsLimit {
+		return fmt.Errorf("datapath: at most %d reals", RealsLimit)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	return nil
 }
-
-// xlbMaxReals mirrors XLB_MAX_REALS (types.h): an 18-bit field in a
-// conntrack entry. Checked against the object's map sizes in tests.
-const xlbMaxReals = 1 << 18
 
 // CTGeometry returns log2(buckets per CPU) for n entries per CPU.
 func CTGeometry(entries uint32) (shift uint32) {

@@ -10,7 +10,6 @@ import (
 	"os"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -18,12 +17,9 @@ import (
 	"github.com/xlbproject/xlb/internal/tracer"
 )
 
-// TestTraceMarkerLayout: the Go marker constants and encoder match the C
-// struct (bpf/types.h).
+// TestTraceMarkerLayout: the Go encoder writes the C struct (bpf/types.h;
+// its size is asserted there).
 func TestTraceMarkerLayout(t *testing.T) {
-	if n := int(unsafe.Sizeof(xlbTraceMarker{})); n != tracer.MarkerLen {
-		t.Fatalf("struct trace_marker is %d bytes, tracer.MarkerLen %d", n, tracer.MarkerLen)
-	}
 	m := tracer.Marker{ID: 0x01020304, Receiver: netip.MustParseAddrPort("[2001:db8::5]:4242")}
 	b, err := m.Encode()
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/xlbproject/xlb/internal/maglev"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,11 +27,10 @@ import (
 // been; there are twice as many ids as VIPs.
 
 const (
-	xlbVipSlots = 4                  // XLB_VIP_SLOTS
-	xlbVipSeed  = 0x2545F4914F6CDD1D // XLB_VIP_SEED
-	hashK       = 0x9E3779B97F4A7C15 // HASH_K (bpf/hash.h)
-	vipBucketSz = 4 * xlbVipSlots    // sizeof(struct vip_bucket)
-	vipMinBkts  = 64                 // smallest index
+	xlbVipSlots = int(xlbXlbVipMatchXLB_VIP_SLOTS)
+	xlbVipSeed  = uint64(xlbXlbVipMatchXLB_VIP_SEED_HI)<<32 | uint64(xlbXlbVipMatchXLB_VIP_SEED_LO)
+	vipBucketSz = int(unsafe.Sizeof(xlbVipBucket{}))
+	vipMinBkts  = 64 // smallest index
 )
 
 // vipBuckets is the index size for max VIPs: a power of two at least max,
@@ -38,13 +38,6 @@ const (
 func vipBuckets(vips uint32) uint32 {
 	n := max(vips, vipMinBkts)
 	return 1 << bits.Len32(n-1)
-}
-
-func vipMix(h, v uint64) uint64 {
-	h ^= v
-	h *= hashK
-	h ^= h >> 32
-	return h
 }
 
 // vipHash is vip_hash (bpf/select.h) of a key: the address as two
@@ -55,9 +48,9 @@ func vipHash(k xlbVipKey) uint64 {
 	a1 := binary.LittleEndian.Uint64(k.Addr[8:16])
 	// k.Port holds the port in network byte order in memory.
 	tail := uint32(k.Port) | uint32(k.Proto)<<16 | uint32(k.Family)<<24
-	h := vipMix(xlbVipSeed, a0)
-	h = vipMix(h, a1)
-	return vipMix(h, uint64(tail))
+	h := maglev.Mix(xlbVipSeed, a0)
+	h = maglev.Mix(h, a1)
+	return maglev.Mix(h, uint64(tail))
 }
 
 type vipPlace struct {
@@ -76,7 +69,7 @@ type vipIndex struct {
 // the pinned index and its entries).
 func openVIPIndex(index, ents *ebpf.Map) (*vipIndex, error) {
 	nb := index.MaxEntries()
-	if nb == 0 || nb&(nb-1) != 0 || index.ValueSize() != vipBucketSz {
+	if nb == 0 || nb&(nb-1) != 0 || index.ValueSize() != uint32(vipBucketSz) {
 		return nil, fmt.Errorf("xlb_vip_index: %d buckets of %d bytes", nb, index.ValueSize())
 	}
 	size := int(nb) * vipBucketSz
@@ -118,7 +111,7 @@ func (x *vipIndex) close() {
 }
 
 func (x *vipIndex) word(b, s uint32) *uint32 {
-	return (*uint32)(unsafe.Pointer(&x.mem[b*vipBucketSz+4*s]))
+	return (*uint32)(unsafe.Pointer(&x.mem[b*uint32(vipBucketSz)+4*s]))
 }
 
 func (x *vipIndex) load(b, s uint32) uint32 { return atomic.LoadUint32(x.word(b, s)) }
@@ -181,11 +174,11 @@ func (x *vipIndex) freeSlot(k xlbVipKey) (b, s uint32, ok bool) {
 
 // usage counts the used slots of bucket b and returns its first free one.
 func (x *vipIndex) usage(b uint32) (used int, free uint32) {
-	free = xlbVipSlots
-	for s := range uint32(xlbVipSlots) {
+	free = uint32(xlbVipSlots)
+	for s := range free {
 		if x.load(b, s) != 0 {
 			used++
-		} else if free == xlbVipSlots {
+		} else if free == uint32(xlbVipSlots) {
 			free = s
 		}
 	}

@@ -180,6 +180,21 @@ type xlbXlbCounters struct {
 	NewFlows uint64
 }
 
+type xlbXlbCtLayout uint32
+
+const (
+	xlbXlbCtLayoutXLB_CT_WAYS        xlbXlbCtLayout = 8
+	xlbXlbCtLayoutXLB_CT_TAG_SHIFT   xlbXlbCtLayout = 36
+	xlbXlbCtLayoutXLB_CT_REAL_SHIFT  xlbXlbCtLayout = 18
+	xlbXlbCtLayoutXLB_CT_REAL_BITS   xlbXlbCtLayout = 18
+	xlbXlbCtLayoutXLB_CT_REAL_MASK   xlbXlbCtLayout = 262143
+	xlbXlbCtLayoutXLB_CT_STATE_SHIFT xlbXlbCtLayout = 16
+	xlbXlbCtLayoutXLB_CT_STATE_MASK  xlbXlbCtLayout = 3
+	xlbXlbCtLayoutXLB_CT_TIME_MASK   xlbXlbCtLayout = 65535
+	xlbXlbCtLayoutXLB_TICK_SHIFT     xlbXlbCtLayout = 28
+	xlbXlbCtLayoutXLB_MAX_REALS      xlbXlbCtLayout = 262144
+)
+
 type xlbXlbCtState uint32
 
 const (
@@ -283,6 +298,15 @@ const (
 	xlbXlbStatXLB_STAT__MAX               xlbXlbStat = 39
 )
 
+type xlbXlbTraceConst uint32
+
+const (
+	xlbXlbTraceConstTRACE_MAGIC       xlbXlbTraceConst = 1481392756
+	xlbXlbTraceConstTRACE_MAGIC_PROBE xlbXlbTraceConst = 1481392752
+	xlbXlbTraceConstTRACE_VERSION     xlbXlbTraceConst = 1
+	xlbXlbTraceConstTRACE_MARKER_LEN  xlbXlbTraceConst = 28
+)
+
 type xlbXlbVipAddrFlags uint32
 
 const (
@@ -295,6 +319,14 @@ type xlbXlbVipFlags uint32
 
 const (
 	xlbXlbVipFlagsXLB_VIP_F_FRAGMENTS xlbXlbVipFlags = 1
+)
+
+type xlbXlbVipMatch uint32
+
+const (
+	xlbXlbVipMatchXLB_VIP_SLOTS   xlbXlbVipMatch = 4
+	xlbXlbVipMatchXLB_VIP_SEED_HI xlbXlbVipMatch = 625341585
+	xlbXlbVipMatchXLB_VIP_SEED_LO xlbXlbVipMatch = 1332534557
 )
 
 // Names of all BPF objects in the ELF.
@@ -325,6 +357,7 @@ const (
 	xlbVarCtShift                = "ct_shift"
 	xlbVarNrCpus                 = "nr_cpus"
 	xlbVarVipBuckets             = "vip_buckets"
+	xlbVarXlbAnchorCtLayout      = "xlb_anchor_ct_layout"
 	xlbVarXlbAnchorCtState       = "xlb_anchor_ct_state"
 	xlbVarXlbAnchorEncap         = "xlb_anchor_encap"
 	xlbVarXlbAnchorFamily        = "xlb_anchor_family"
@@ -334,10 +367,12 @@ const (
 	xlbVarXlbAnchorNodeFlags     = "xlb_anchor_node_flags"
 	xlbVarXlbAnchorRealFlags     = "xlb_anchor_real_flags"
 	xlbVarXlbAnchorStat          = "xlb_anchor_stat"
+	xlbVarXlbAnchorTraceConst    = "xlb_anchor_trace_const"
 	xlbVarXlbAnchorTraceEvent    = "xlb_anchor_trace_event"
 	xlbVarXlbAnchorTraceMarker   = "xlb_anchor_trace_marker"
 	xlbVarXlbAnchorVaddrFlags    = "xlb_anchor_vaddr_flags"
 	xlbVarXlbAnchorVipFlags      = "xlb_anchor_vip_flags"
+	xlbVarXlbAnchorVipMatch      = "xlb_anchor_vip_match"
 )
 
 // loadXlb returns the embedded CollectionSpec for xlb.
@@ -418,6 +453,7 @@ type xlbVariableSpecs struct {
 	CtShift                *ebpf.VariableSpec `ebpf:"ct_shift"`
 	NrCpus                 *ebpf.VariableSpec `ebpf:"nr_cpus"`
 	VipBuckets             *ebpf.VariableSpec `ebpf:"vip_buckets"`
+	XlbAnchorCtLayout      *ebpf.VariableSpec `ebpf:"xlb_anchor_ct_layout"`
 	XlbAnchorCtState       *ebpf.VariableSpec `ebpf:"xlb_anchor_ct_state"`
 	XlbAnchorEncap         *ebpf.VariableSpec `ebpf:"xlb_anchor_encap"`
 	XlbAnchorFamily        *ebpf.VariableSpec `ebpf:"xlb_anchor_family"`
@@ -427,10 +463,12 @@ type xlbVariableSpecs struct {
 	XlbAnchorNodeFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_node_flags"`
 	XlbAnchorRealFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_flags"`
 	XlbAnchorStat          *ebpf.VariableSpec `ebpf:"xlb_anchor_stat"`
+	XlbAnchorTraceConst    *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_const"`
 	XlbAnchorTraceEvent    *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_event"`
 	XlbAnchorTraceMarker   *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_marker"`
 	XlbAnchorVaddrFlags    *ebpf.VariableSpec `ebpf:"xlb_anchor_vaddr_flags"`
 	XlbAnchorVipFlags      *ebpf.VariableSpec `ebpf:"xlb_anchor_vip_flags"`
+	XlbAnchorVipMatch      *ebpf.VariableSpec `ebpf:"xlb_anchor_vip_match"`
 }
 
 // xlbObjects contains all objects after they have been loaded into the kernel.
@@ -507,6 +545,7 @@ type xlbVariables struct {
 	CtShift                *ebpf.Variable `ebpf:"ct_shift"`
 	NrCpus                 *ebpf.Variable `ebpf:"nr_cpus"`
 	VipBuckets             *ebpf.Variable `ebpf:"vip_buckets"`
+	XlbAnchorCtLayout      *ebpf.Variable `ebpf:"xlb_anchor_ct_layout"`
 	XlbAnchorCtState       *ebpf.Variable `ebpf:"xlb_anchor_ct_state"`
 	XlbAnchorEncap         *ebpf.Variable `ebpf:"xlb_anchor_encap"`
 	XlbAnchorFamily        *ebpf.Variable `ebpf:"xlb_anchor_family"`
@@ -516,10 +555,12 @@ type xlbVariables struct {
 	XlbAnchorNodeFlags     *ebpf.Variable `ebpf:"xlb_anchor_node_flags"`
 	XlbAnchorRealFlags     *ebpf.Variable `ebpf:"xlb_anchor_real_flags"`
 	XlbAnchorStat          *ebpf.Variable `ebpf:"xlb_anchor_stat"`
+	XlbAnchorTraceConst    *ebpf.Variable `ebpf:"xlb_anchor_trace_const"`
 	XlbAnchorTraceEvent    *ebpf.Variable `ebpf:"xlb_anchor_trace_event"`
 	XlbAnchorTraceMarker   *ebpf.Variable `ebpf:"xlb_anchor_trace_marker"`
 	XlbAnchorVaddrFlags    *ebpf.Variable `ebpf:"xlb_anchor_vaddr_flags"`
 	XlbAnchorVipFlags      *ebpf.Variable `ebpf:"xlb_anchor_vip_flags"`
+	XlbAnchorVipMatch      *ebpf.Variable `ebpf:"xlb_anchor_vip_match"`
 }
 
 // xlbPrograms contains all programs after they have been loaded into the kernel.

@@ -40,6 +40,7 @@ const (
 	xlbvariantVarCtShift                = "ct_shift"
 	xlbvariantVarNrCpus                 = "nr_cpus"
 	xlbvariantVarVipBuckets             = "vip_buckets"
+	xlbvariantVarXlbAnchorCtLayout      = "xlb_anchor_ct_layout"
 	xlbvariantVarXlbAnchorCtState       = "xlb_anchor_ct_state"
 	xlbvariantVarXlbAnchorEncap         = "xlb_anchor_encap"
 	xlbvariantVarXlbAnchorFamily        = "xlb_anchor_family"
@@ -49,10 +50,12 @@ const (
 	xlbvariantVarXlbAnchorNodeFlags     = "xlb_anchor_node_flags"
 	xlbvariantVarXlbAnchorRealFlags     = "xlb_anchor_real_flags"
 	xlbvariantVarXlbAnchorStat          = "xlb_anchor_stat"
+	xlbvariantVarXlbAnchorTraceConst    = "xlb_anchor_trace_const"
 	xlbvariantVarXlbAnchorTraceEvent    = "xlb_anchor_trace_event"
 	xlbvariantVarXlbAnchorTraceMarker   = "xlb_anchor_trace_marker"
 	xlbvariantVarXlbAnchorVaddrFlags    = "xlb_anchor_vaddr_flags"
 	xlbvariantVarXlbAnchorVipFlags      = "xlb_anchor_vip_flags"
+	xlbvariantVarXlbAnchorVipMatch      = "xlb_anchor_vip_match"
 	xlbvariantVarXlbBuildVariant        = "xlb_build_variant"
 )
 
@@ -134,6 +137,7 @@ type xlbvariantVariableSpecs struct {
 	CtShift                *ebpf.VariableSpec `ebpf:"ct_shift"`
 	NrCpus                 *ebpf.VariableSpec `ebpf:"nr_cpus"`
 	VipBuckets             *ebpf.VariableSpec `ebpf:"vip_buckets"`
+	XlbAnchorCtLayout      *ebpf.VariableSpec `ebpf:"xlb_anchor_ct_layout"`
 	XlbAnchorCtState       *ebpf.VariableSpec `ebpf:"xlb_anchor_ct_state"`
 	XlbAnchorEncap         *ebpf.VariableSpec `ebpf:"xlb_anchor_encap"`
 	XlbAnchorFamily        *ebpf.VariableSpec `ebpf:"xlb_anchor_family"`
@@ -143,10 +147,12 @@ type xlbvariantVariableSpecs struct {
 	XlbAnchorNodeFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_node_flags"`
 	XlbAnchorRealFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_flags"`
 	XlbAnchorStat          *ebpf.VariableSpec `ebpf:"xlb_anchor_stat"`
+	XlbAnchorTraceConst    *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_const"`
 	XlbAnchorTraceEvent    *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_event"`
 	XlbAnchorTraceMarker   *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_marker"`
 	XlbAnchorVaddrFlags    *ebpf.VariableSpec `ebpf:"xlb_anchor_vaddr_flags"`
 	XlbAnchorVipFlags      *ebpf.VariableSpec `ebpf:"xlb_anchor_vip_flags"`
+	XlbAnchorVipMatch      *ebpf.VariableSpec `ebpf:"xlb_anchor_vip_match"`
 	XlbBuildVariant        *ebpf.VariableSpec `ebpf:"xlb_build_variant"`
 }
 
@@ -224,6 +230,7 @@ type xlbvariantVariables struct {
 	CtShift                *ebpf.Variable `ebpf:"ct_shift"`
 	NrCpus                 *ebpf.Variable `ebpf:"nr_cpus"`
 	VipBuckets             *ebpf.Variable `ebpf:"vip_buckets"`
+	XlbAnchorCtLayout      *ebpf.Variable `ebpf:"xlb_anchor_ct_layout"`
 	XlbAnchorCtState       *ebpf.Variable `ebpf:"xlb_anchor_ct_state"`
 	XlbAnchorEncap         *ebpf.Variable `ebpf:"xlb_anchor_encap"`
 	XlbAnchorFamily        *ebpf.Variable `ebpf:"xlb_anchor_family"`
@@ -233,10 +240,12 @@ type xlbvariantVariables struct {
 	XlbAnchorNodeFlags     *ebpf.Variable `ebpf:"xlb_anchor_node_flags"`
 	XlbAnchorRealFlags     *ebpf.Variable `ebpf:"xlb_anchor_real_flags"`
 	XlbAnchorStat          *ebpf.Variable `ebpf:"xlb_anchor_stat"`
+	XlbAnchorTraceConst    *ebpf.Variable `ebpf:"xlb_anchor_trace_const"`
 	XlbAnchorTraceEvent    *ebpf.Variable `ebpf:"xlb_anchor_trace_event"`
 	XlbAnchorTraceMarker   *ebpf.Variable `ebpf:"xlb_anchor_trace_marker"`
 	XlbAnchorVaddrFlags    *ebpf.Variable `ebpf:"xlb_anchor_vaddr_flags"`
 	XlbAnchorVipFlags      *ebpf.Variable `ebpf:"xlb_anchor_vip_flags"`
+	XlbAnchorVipMatch      *ebpf.Variable `ebpf:"xlb_anchor_vip_match"`
 	XlbBuildVariant        *ebpf.Variable `ebpf:"xlb_build_variant"`
 }
 

@@ -27,8 +27,9 @@ type Tuple struct {
 	Proto            uint8
 }
 
-// mix is the per-word step of the flow hash: xor, multiply by K, fold.
-func mix(h, v uint64) uint64 {
+// Mix is the per-word step of the flow hash: xor, multiply by K, fold
+// (hash_mix in bpf/hash.h; the forwarder's VIP match hashes with it too).
+func Mix(h, v uint64) uint64 {
 	h ^= v
 	h *= flowK
 	h ^= h >> 32
@@ -67,16 +68,16 @@ func FlowHash(t Tuple) uint64 {
 	var h uint64
 	if src.Is4() && dst.Is4() {
 		s, d := src.As4(), dst.As4()
-		h = mix(flowSeed, uint64(binary.LittleEndian.Uint32(s[:]))|
+		h = Mix(flowSeed, uint64(binary.LittleEndian.Uint32(s[:]))|
 			uint64(binary.LittleEndian.Uint32(d[:]))<<32)
 	} else {
 		s, d := src.As16(), dst.As16()
-		h = mix(flowSeed, binary.LittleEndian.Uint64(s[0:8]))
-		h = mix(h, binary.LittleEndian.Uint64(s[8:16]))
-		h = mix(h, binary.LittleEndian.Uint64(d[0:8]))
-		h = mix(h, binary.LittleEndian.Uint64(d[8:16]))
+		h = Mix(flowSeed, binary.LittleEndian.Uint64(s[0:8]))
+		h = Mix(h, binary.LittleEndian.Uint64(s[8:16]))
+		h = Mix(h, binary.LittleEndian.Uint64(d[0:8]))
+		h = Mix(h, binary.LittleEndian.Uint64(d[8:16]))
 	}
-	h = mix(h, last)
+	h = Mix(h, last)
 	return fmix64(h)
 }
 

@@ -16,12 +16,12 @@ import (
 	"time"
 )
 
-// Marker constants; they mirror bpf/types.h (checked by the datapath tests).
+// Marker constants, from enum xlb_trace_const in bpf/types.h (abi_gen.go).
 const (
-	Magic      = 0x584c4274 // "XLBt": trace this packet
-	ProbeMagic = 0x584c4270 // "XLBp": a self-check probe of the node
-	Version    = 1
-	MarkerLen  = 28
+	Magic      = abiTRACE_MAGIC       // "XLBt": trace this packet
+	ProbeMagic = abiTRACE_MAGIC_PROBE // "XLBp": a self-check probe of the node
+	Version    = abiTRACE_VERSION
+	MarkerLen  = abiTRACE_MARKER_LEN
 )
 
 // Marker names the receiver of a traced packet's records.
@@ -47,11 +47,11 @@ func (m Marker) Encode() ([]byte, error) {
 	binary.BigEndian.PutUint32(b[0:], Magic)
 	b[4] = Version
 	if a.Is4() {
-		b[5] = 4
+		b[5] = abiXLB_AF_INET
 		a4 := a.As4()
 		copy(b[12:], a4[:])
 	} else {
-		b[5] = 6
+		b[5] = abiXLB_AF_INET6
 		a16 := a.As16()
 		copy(b[12:], a16[:])
 	}
@@ -83,14 +83,14 @@ func Decode(payload []byte) (Marker, error) {
 	port := binary.BigEndian.Uint16(payload[6:])
 	var a netip.Addr
 	switch payload[5] {
-	case 4:
+	case abiXLB_AF_INET:
 		for _, c := range payload[16:28] {
 			if c != 0 {
 				return Marker{}, ErrNotMarker
 			}
 		}
 		a = netip.AddrFrom4([4]byte(payload[12:16]))
-	case 6:
+	case abiXLB_AF_INET6:
 		a = netip.AddrFrom16([16]byte(payload[12:28]))
 	default:
 		return Marker{}, ErrNotMarker
