@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/xlbproject/xlb/internal/maglev"
 )
 
 // Validate checks c as Parse checks a file after decoding it: names, ranges,
@@ -414,7 +416,7 @@ func validateServices(cfg *Config, idx map[string]*Pool, c *collector) {
 		case m > MaxTableSize:
 			c.errf(tp, ErrInvalid, "%d exceeds the maximum table size %d (largest prime allowed: %d)",
 				m, MaxTableSize, prevPrime(MaxTableSize))
-		case !isPrime(m):
+		case !maglev.IsPrime(m):
 			c.errf(tp, ErrInvalid, "%d is not prime (nearest primes: %s)", m, nearestPrimes(m))
 		default:
 			tableOK = true
