@@ -271,14 +271,12 @@ func (p *fastParser) blockMap(start int, depth int) *ynode {
 				v = null
 			}
 		} else {
-			v = p.inlineValue(j, depth)
-			p.nextContent()
+			v = p.inlineLine(j, depth)
 		}
-		p.stack = append(p.stack, v)
-		if p.eof || p.indent < n {
+		if !p.entryEnd(v, n) {
 			break
 		}
-		if p.indent > n || p.isEntry(p.ls+n) {
+		if p.isEntry(p.ls + n) {
 			decline()
 		}
 		i = p.ls + n
@@ -311,23 +309,37 @@ func (p *fastParser) blockSeq(n int, depth int) *ynode {
 			if p.keyAhead(j) {
 				v = p.blockMap(j, depth+1)
 			} else {
-				v = p.inlineValue(j, depth)
-				p.nextContent()
+				v = p.inlineLine(j, depth)
 			}
 		}
-		p.stack = append(p.stack, v)
-		if p.eof || p.indent < n {
-			break
-		}
-		if p.indent > n {
-			decline()
-		}
-		if !p.isEntry(p.ls + n) {
+		if !p.entryEnd(v, n) || !p.isEntry(p.ls+n) {
 			break
 		}
 	}
 	p.close(s, mark)
 	return s
+}
+
+// inlineLine reads the value that ends the current line at offset j, then
+// moves to the next content line.
+func (p *fastParser) inlineLine(j int, depth int) *ynode {
+	v := p.inlineValue(j, depth)
+	p.nextContent()
+	return v
+}
+
+// entryEnd pushes v, the value of an entry of a block collection at
+// indentation n, and reports whether the next content line is at n too (the
+// collection may go on). A line indented deeper is declined.
+func (p *fastParser) entryEnd(v *ynode, n int) bool {
+	p.stack = append(p.stack, v)
+	if p.eof || p.indent < n {
+		return false
+	}
+	if p.indent > n {
+		decline()
+	}
+	return true
 }
 
 // keyAhead reports whether a mapping key starts at offset i of the current
