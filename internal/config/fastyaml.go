@@ -670,22 +670,17 @@ func numberTag(s string) string {
 			return "!!float"
 		}
 	}
-	switch {
-	case strings.HasPrefix(plain, "0b"):
-		if isInt(plain[2:], 2) {
+	for _, b := range [...]struct {
+		prefix string
+		base   int
+	}{{"0b", 2}, {"0o", 8}} {
+		if rest, ok := strings.CutPrefix(plain, b.prefix); ok && isInt(rest, b.base) {
 			return "!!int"
 		}
-	case strings.HasPrefix(plain, "-0b"):
-		if _, err := strconv.ParseInt("-"+plain[3:], 2, 64); err == nil {
-			return "!!int"
-		}
-	case strings.HasPrefix(plain, "0o"):
-		if isInt(plain[2:], 8) {
-			return "!!int"
-		}
-	case strings.HasPrefix(plain, "-0o"):
-		if _, err := strconv.ParseInt("-"+plain[3:], 8, 64); err == nil {
-			return "!!int"
+		if rest, ok := strings.CutPrefix(plain, "-"+b.prefix); ok {
+			if _, err := strconv.ParseInt("-"+rest, b.base, 64); err == nil {
+				return "!!int"
+			}
 		}
 	}
 	return "!!str"
