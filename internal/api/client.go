@@ -88,11 +88,7 @@ func Dial(o DialOptions) (*Client, error) {
 // ClientTLS builds the client side of mutual TLS. serverName defaults to
 // the host part of addr.
 func ClientTLS(f TLSFiles, serverName, addr string) (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
-	if err != nil {
-		return nil, fmt.Errorf("tls: load client certificate %s / key %s: %w", f.Cert, f.Key, err)
-	}
-	pool, err := loadCA(f.CA)
+	cert, pool, err := loadTLSFiles(f, "tls: load client certificate")
 	if err != nil {
 		return nil, err
 	}

@@ -126,11 +126,7 @@ func Listen(b Backend, o Options) (*Server, error) {
 // ServerTLS builds the server side of mutual TLS: the certificate and key,
 // clients must present a certificate signed by the CA (TLS 1.3).
 func ServerTLS(f TLSFiles) (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
-	if err != nil {
-		return nil, fmt.Errorf("api tls: load certificate %s / key %s: %w", f.Cert, f.Key, err)
-	}
-	pool, err := loadCA(f.CA)
+	cert, pool, err := loadTLSFiles(f, "api tls: load certificate")
 	if err != nil {
 		return nil, err
 	}
@@ -142,16 +138,23 @@ func ServerTLS(f TLSFiles) (*tls.Config, error) {
 	}, nil
 }
 
-func loadCA(path string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(path)
+// loadTLSFiles reads the certificate and key of one side of mutual TLS and
+// the CA it checks the other side with; loading names the certificate in
+// the error when the pair cannot be read.
+func loadTLSFiles(f TLSFiles, loading string) (tls.Certificate, *x509.CertPool, error) {
+	cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
 	if err != nil {
-		return nil, fmt.Errorf("api tls: read CA: %w", err)
+		return tls.Certificate{}, nil, fmt.Errorf("%s %s / key %s: %w", loading, f.Cert, f.Key, err)
+	}
+	pem, err := os.ReadFile(f.CA)
+	if err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("api tls: read CA: %w", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("api tls: %s holds no PEM certificate", path)
+		return tls.Certificate{}, nil, fmt.Errorf("api tls: %s holds no PEM certificate", f.CA)
 	}
-	return pool, nil
+	return cert, pool, nil
 }
 
 // listenUnix listens on path with mode 0600. The socket is created under a

@@ -53,6 +53,15 @@ func rateInterval(d *durationpb.Duration) (time.Duration, error) {
 	return iv, nil
 }
 
+// sampleOver is sample over a request's rate_interval, once it is valid.
+func (s *service) sampleOver(ctx context.Context, d *durationpb.Duration, global bool) (*sampled, error) {
+	iv, err := rateInterval(d)
+	if err != nil {
+		return nil, err
+	}
+	return s.sample(ctx, iv, global)
+}
+
 // sampled holds two readings of the counters; prev is nil without rates.
 type sampled struct {
 	prev, cur         []ServiceInfo
@@ -180,11 +189,7 @@ func (r *sampled) services() []*pb.Service {
 }
 
 func (s *service) ListServices(ctx context.Context, req *pb.ListServicesRequest) (*pb.ListServicesResponse, error) {
-	iv, err := rateInterval(req.GetRateInterval())
-	if err != nil {
-		return nil, err
-	}
-	r, err := s.sample(ctx, iv, false)
+	r, err := s.sampleOver(ctx, req.GetRateInterval(), false)
 	if err != nil {
 		return nil, err
 	}
@@ -245,11 +250,7 @@ func (s *service) ListBackends(ctx context.Context, req *pb.ListBackendsRequest)
 }
 
 func (s *service) Counters(ctx context.Context, req *pb.CountersRequest) (*pb.CountersResponse, error) {
-	iv, err := rateInterval(req.GetRateInterval())
-	if err != nil {
-		return nil, err
-	}
-	r, err := s.sample(ctx, iv, true)
+	r, err := s.sampleOver(ctx, req.GetRateInterval(), true)
 	if err != nil {
 		return nil, err
 	}

@@ -345,11 +345,7 @@ func (s *Speaker) GracefulShutdown(ctx context.Context) error {
 	case s.mode == inService || s.drainEnd != end:
 		return ErrDrainAborted
 	}
-	s.mode = drained
-	close(s.drainEnd)
-	s.drainEnd = nil
-	s.log.Info("bgp graceful shutdown: withdrawing all prefixes", "prefixes", len(s.announced))
-	return s.reconcileLocked()
+	return s.enterLocked(drained, "bgp graceful shutdown: withdrawing all prefixes", len(s.announced))
 }
 
 // Undrain puts the node back in service: the desired prefixes are announced
@@ -364,13 +360,26 @@ func (s *Speaker) Undrain() error {
 	if s.mode == inService {
 		return nil
 	}
+	return s.enterLocked(inService, "bgp undrain: announcing again", len(s.desired))
+}
+
+// enterLocked ends the drain under way, if any (its waiters wake), puts the
+// node in mode m, logs msg with the count of prefixes it concerns and
+// brings GoBGP's RIB to the new mode. s.mu is held.
+func (s *Speaker) enterLocked(m drainMode, msg string, prefixes int) error {
+	s.endDrainLocked()
+	s.mode = m
+	s.log.Info(msg, "prefixes", prefixes)
+	return s.reconcileLocked()
+}
+
+// endDrainLocked wakes whoever waits for the drain under way, if any. s.mu
+// is held.
+func (s *Speaker) endDrainLocked() {
 	if s.drainEnd != nil {
 		close(s.drainEnd)
 		s.drainEnd = nil
 	}
-	s.mode = inService
-	s.log.Info("bgp undrain: announcing again", "prefixes", len(s.desired))
-	return s.reconcileLocked()
 }
 
 // Draining reports whether the node is draining or drained (out of service
@@ -474,10 +483,7 @@ func (s *Speaker) Stop(graceful bool) {
 		s.withdrawAllLocked()
 	}
 	s.stopped = true
-	if s.drainEnd != nil {
-		close(s.drainEnd)
-		s.drainEnd = nil
-	}
+	s.endDrainLocked()
 	if s.srv == nil {
 		return
 	}

@@ -121,13 +121,7 @@ func (d *decoder) bgp(n *ynode, node Node) *BGP {
 	if f == nil {
 		return b
 	}
-	if v := f.get("asn"); v != nil {
-		if u, ok := d.uint(v, join(path, "asn"), 1<<32-1); ok {
-			b.ASN = uint32(u)
-		}
-	} else {
-		d.c.at(pos(n), join(path, "asn"), ErrRequired, "required: the local AS number")
-	}
+	b.ASN = d.asn(f, n, path, "the local AS number")
 	if v := f.get("router_id"); v != nil {
 		b.RouterID, _ = d.addr(v, join(path, "router_id"))
 	} else if node.Address.Is4() {
@@ -161,6 +155,18 @@ func (d *decoder) bgp(n *ynode, node Node) *BGP {
 	return b
 }
 
+// asn decodes the required field asn of the mapping n at path (f holds its
+// fields); what says what it is when it is missing. 0 when missing or bad.
+func (d *decoder) asn(f fieldSet, n *ynode, path, what string) uint32 {
+	v := f.get("asn")
+	if v == nil {
+		d.c.at(pos(n), join(path, "asn"), ErrRequired, "required: %s", what)
+		return 0
+	}
+	u, _ := d.uint(v, join(path, "asn"), 1<<32-1)
+	return uint32(u)
+}
+
 func (d *decoder) peer(n *ynode, path string) BGPPeer {
 	p := BGPPeer{Port: DefaultBGPPort, HoldTime: DefaultHoldTime}
 	f := d.fields(n, path, "address", "asn", "hold_time", "keepalive", "password", "port")
@@ -170,13 +176,7 @@ func (d *decoder) peer(n *ynode, path string) BGPPeer {
 	if v := f.get("address"); v != nil {
 		p.Addr, _ = d.addr(v, join(path, "address"))
 	}
-	if v := f.get("asn"); v != nil {
-		if u, ok := d.uint(v, join(path, "asn"), 1<<32-1); ok {
-			p.ASN = uint32(u)
-		}
-	} else {
-		d.c.at(pos(n), join(path, "asn"), ErrRequired, "required: the router's AS number (the local one for iBGP)")
-	}
+	p.ASN = d.asn(f, n, path, "the router's AS number (the local one for iBGP)")
 	if v := f.get("hold_time"); v != nil {
 		p.HoldTime, _ = d.duration(v, join(path, "hold_time"))
 	}

@@ -171,30 +171,11 @@ func typeList(ts []CheckType) string {
 // checkIndex maps check names to checks; the first of several checks with one
 // name wins (the decoder reports duplicate keys).
 func checkIndex(checks []HealthCheck) map[string]*HealthCheck {
-	idx := make(map[string]*HealthCheck, len(checks))
-	for i := range checks {
-		if _, dup := idx[checks[i].Name]; !dup {
-			idx[checks[i].Name] = &checks[i]
-		}
-	}
-	return idx
+	return firstByName(checks, func(h *HealthCheck) string { return h.Name })
 }
 
 func (d *decoder) healthChecks(n *ynode) []HealthCheck {
-	if !d.usable(n, "health_checks") {
-		return nil
-	}
-	if n.Kind != yaml.MappingNode {
-		d.c.at(pos(n), "health_checks", ErrInvalid, "must be a mapping from check name to check, not %s", describe(n))
-		return nil
-	}
-	var out []HealthCheck
-	for _, kv := range d.keys(n, "health_checks", nil) {
-		path := checkPath(kv.name)
-		d.record(path, kv.key, kv.val)
-		out = append(out, d.healthCheck(strings.Clone(kv.name), kv.val, path)) // see str
-	}
-	return out
+	return namedEntries(d, n, "health_checks", "check", checkPath, d.healthCheck)
 }
 
 func (d *decoder) healthCheck(name string, n *ynode, path string) HealthCheck {
@@ -282,11 +263,7 @@ func validateHealthChecks(checks []HealthCheck, idx map[string]*HealthCheck, c *
 	for i := range checks {
 		h := &checks[i]
 		path := checkPath(h.Name)
-		switch {
-		case !validName(h.Name):
-			c.errf(path, ErrInvalid, "%q is not a valid health check name: use 1 to %d of A-Z a-z 0-9 _ . -", h.Name, MaxNameLen)
-		case idx[h.Name] != h:
-			c.errf(path, ErrDuplicate, "duplicate health check name %q", h.Name)
+		if !validateEntryName("health check", h.Name, path, idx[h.Name] == h, c) {
 			continue
 		}
 		validateHealthCheck(h, path, c)

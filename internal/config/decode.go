@@ -56,7 +56,12 @@ func parse(data []byte, source string, fast bool) (*Config, error) {
 		c.at(position{}, "", ErrTooLarge, "file is larger than %d bytes", MaxFileSize)
 		return nil, c.result()
 	}
-	root := readDocument(data, c, fast)
+	return decodeDocument(c, readDocument(data, c, fast))
+}
+
+// decodeDocument decodes and validates a document's root node; root is nil
+// when reading it failed (c holds why).
+func decodeDocument(c *collector, root *ynode) (*Config, error) {
 	if root == nil {
 		return nil, c.result()
 	}
@@ -695,18 +700,26 @@ func (d *decoder) node(n *ynode) Node {
 }
 
 func (d *decoder) pools(n *ynode) []Pool {
-	if !d.usable(n, "pools") {
+	return namedEntries(d, n, "pools", "pool", poolPath, d.pool)
+}
+
+// namedEntries decodes the top-level field (pools, health_checks) n, a
+// mapping from the names of entries (each a kind) to entries, with entry;
+// pathOf gives an entry's path from its name.
+func namedEntries[T any](d *decoder, n *ynode, field, kind string, pathOf func(string) string,
+	entry func(name string, n *ynode, path string) T) []T {
+	if !d.usable(n, field) {
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		d.c.at(pos(n), "pools", ErrInvalid, "must be a mapping from pool name to pool, not %s", describe(n))
+		d.c.at(pos(n), field, ErrInvalid, "must be a mapping from %s name to %s, not %s", kind, kind, describe(n))
 		return nil
 	}
-	var out []Pool
-	for _, kv := range d.keys(n, "pools", nil) {
-		path := poolPath(kv.name)
+	var out []T
+	for _, kv := range d.keys(n, field, nil) {
+		path := pathOf(kv.name)
 		d.record(path, kv.key, kv.val)
-		out = append(out, d.pool(strings.Clone(kv.name), kv.val, path)) // see str
+		out = append(out, entry(strings.Clone(kv.name), kv.val, path)) // see str
 	}
 	return out
 }

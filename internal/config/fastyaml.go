@@ -271,14 +271,12 @@ func (p *fastParser) blockMap(start int, depth int) *ynode {
 				v = null
 			}
 		} else {
-			v = p.inlineValue(j, depth)
-			p.nextContent()
+			v = p.inlineLine(j, depth)
 		}
-		p.stack = append(p.stack, v)
-		if p.eof || p.indent < n {
+		if !p.entryEnd(v, n) {
 			break
 		}
-		if p.indent > n || p.isEntry(p.ls+n) {
+		if p.isEntry(p.ls + n) {
 			decline()
 		}
 		i = p.ls + n
@@ -311,23 +309,37 @@ func (p *fastParser) blockSeq(n int, depth int) *ynode {
 			if p.keyAhead(j) {
 				v = p.blockMap(j, depth+1)
 			} else {
-				v = p.inlineValue(j, depth)
-				p.nextContent()
+				v = p.inlineLine(j, depth)
 			}
 		}
-		p.stack = append(p.stack, v)
-		if p.eof || p.indent < n {
-			break
-		}
-		if p.indent > n {
-			decline()
-		}
-		if !p.isEntry(p.ls + n) {
+		if !p.entryEnd(v, n) || !p.isEntry(p.ls+n) {
 			break
 		}
 	}
 	p.close(s, mark)
 	return s
+}
+
+// inlineLine reads the value that ends the current line at offset j, then
+// moves to the next content line.
+func (p *fastParser) inlineLine(j int, depth int) *ynode {
+	v := p.inlineValue(j, depth)
+	p.nextContent()
+	return v
+}
+
+// entryEnd pushes v, the value of an entry of a block collection at
+// indentation n, and reports whether the next content line is at n too (the
+// collection may go on). A line indented deeper is declined.
+func (p *fastParser) entryEnd(v *ynode, n int) bool {
+	p.stack = append(p.stack, v)
+	if p.eof || p.indent < n {
+		return false
+	}
+	if p.indent > n {
+		decline()
+	}
+	return true
 }
 
 // keyAhead reports whether a mapping key starts at offset i of the current
@@ -499,10 +511,8 @@ func (p *fastParser) flow(i int, depth int) (*ynode, int) {
 	}
 	src := p.src
 	switch src[i] {
-	case '{':
-		return p.flowMap(i, depth)
-	case '[':
-		return p.flowSeq(i, depth)
+	case '{', '[':
+		return p.flowCollection(i, depth)
 	case '"', '\'':
 		end := p.quotedEnd(i)
 		return p.quoted(i, end), end
@@ -532,27 +542,57 @@ loop:
 	return p.plain(i, j), j
 }
 
-// flowSeq parses the flow sequence opening at offset i.
-func (p *fastParser) flowSeq(i int, depth int) (*ynode, int) {
-	s := p.node(yaml.SequenceNode, "!!seq", i)
-	s.Style = yaml.FlowStyle
+// flowCollection parses the flow mapping ('{') or sequence ('[') opening
+// at offset i.
+func (p *fastParser) flowCollection(i int, depth int) (*ynode, int) {
+	var n *ynode
+	closer := byte(']')
+	mapping := p.src[i] == '{'
+	if mapping {
+		n, closer = p.node(yaml.MappingNode, "!!map", i), '}'
+	} else {
+		n = p.node(yaml.SequenceNode, "!!seq", i)
+	}
+	n.Style = yaml.FlowStyle
 	mark := len(p.stack)
 	j := p.skipSpaces(i + 1)
-	if j < p.le && p.src[j] == ']' {
-		return s, j + 1
+	if j < p.le && p.src[j] == closer {
+		return n, j + 1
 	}
 	for {
 		if j >= p.le {
 			decline()
 		}
+		if mapping {
+			j = p.flowKey(j, depth)
+		}
 		v, end := p.flow(j, depth+1)
 		p.stack = append(p.stack, v)
 		var done bool
-		if j, done = p.flowNext(end, ']'); done {
-			p.close(s, mark)
-			return s, j
+		if j, done = p.flowNext(end, closer); done {
+			p.close(n, mark)
+			return n, j
 		}
 	}
+}
+
+// flowKey reads the key of a flow mapping's entry at offset j and the ': '
+// after it, and returns the offset of the value. A collection as a key, a
+// key without ': ' or an empty value is declined.
+func (p *fastParser) flowKey(j int, depth int) int {
+	if c := p.src[j]; c == '{' || c == '[' {
+		decline() // a collection as a key
+	}
+	k, end := p.flow(j, depth+1)
+	if end-j > fastMaxKey || end+1 >= p.le || p.src[end] != ':' || p.src[end+1] != ' ' {
+		decline()
+	}
+	p.stack = append(p.stack, k)
+	j = p.skipSpaces(end + 1)
+	if j >= p.le || p.src[j] == ',' || p.src[j] == '}' {
+		decline() // an empty value
+	}
+	return j
 }
 
 // flowNext reads what follows an item of a flow collection closed by
@@ -575,41 +615,6 @@ func (p *fastParser) flowNext(end int, closer byte) (j int, done bool) {
 	}
 	decline()
 	return 0, false
-}
-
-// flowMap parses the flow mapping opening at offset i.
-func (p *fastParser) flowMap(i int, depth int) (*ynode, int) {
-	m := p.node(yaml.MappingNode, "!!map", i)
-	m.Style = yaml.FlowStyle
-	mark := len(p.stack)
-	j := p.skipSpaces(i + 1)
-	if j < p.le && p.src[j] == '}' {
-		return m, j + 1
-	}
-	for {
-		if j >= p.le {
-			decline()
-		}
-		if c := p.src[j]; c == '{' || c == '[' {
-			decline() // a collection as a key
-		}
-		k, end := p.flow(j, depth+1)
-		if end-j > fastMaxKey || end+1 >= p.le || p.src[end] != ':' || p.src[end+1] != ' ' {
-			decline()
-		}
-		p.stack = append(p.stack, k)
-		j = p.skipSpaces(end + 1)
-		if j >= p.le || p.src[j] == ',' || p.src[j] == '}' {
-			decline() // an empty value
-		}
-		v, end := p.flow(j, depth+1)
-		p.stack = append(p.stack, v)
-		var done bool
-		if j, done = p.flowNext(end, '}'); done {
-			p.close(m, mark)
-			return m, j
-		}
-	}
 }
 
 // plainTag returns the tag yaml.v3 resolves the plain scalar s to (its
@@ -665,22 +670,17 @@ func numberTag(s string) string {
 			return "!!float"
 		}
 	}
-	switch {
-	case strings.HasPrefix(plain, "0b"):
-		if isInt(plain[2:], 2) {
+	for _, b := range [...]struct {
+		prefix string
+		base   int
+	}{{"0b", 2}, {"0o", 8}} {
+		if rest, ok := strings.CutPrefix(plain, b.prefix); ok && isInt(rest, b.base) {
 			return "!!int"
 		}
-	case strings.HasPrefix(plain, "-0b"):
-		if _, err := strconv.ParseInt("-"+plain[3:], 2, 64); err == nil {
-			return "!!int"
-		}
-	case strings.HasPrefix(plain, "0o"):
-		if isInt(plain[2:], 8) {
-			return "!!int"
-		}
-	case strings.HasPrefix(plain, "-0o"):
-		if _, err := strconv.ParseInt("-"+plain[3:], 8, 64); err == nil {
-			return "!!int"
+		if rest, ok := strings.CutPrefix(plain, "-"+b.prefix); ok {
+			if _, err := strconv.ParseInt("-"+rest, b.base, 64); err == nil {
+				return "!!int"
+			}
 		}
 	}
 	return "!!str"

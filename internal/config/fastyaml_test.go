@@ -337,26 +337,6 @@ func FuzzFastPathMatchesYAML(f *testing.F) {
 	})
 }
 
-// BenchmarkParseControl parses a file shaped like xlb-bench's control
-// configuration (3,000 services × 30 backends, about 4.3 MB), with the fast
-// reader (fast) and with yaml.v3 (yaml).
-func BenchmarkParseControl(b *testing.B) {
-	data := []byte(benchConfig(3000, 30, 16381))
-	for _, bc := range []struct {
-		name string
-		fast bool
-	}{{"fast", true}, {"yaml", false}} {
-		b.Run(bc.name, func(b *testing.B) {
-			b.SetBytes(int64(len(data)))
-			for b.Loop() {
-				if _, err := parse(data, "bench.yaml", bc.fast); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
-
 // TestFastPathDeclines lists what the fast reader leaves to yaml.v3: each
 // case must be declined, and Parse must still give yaml.v3's verdict.
 func TestFastPathDeclines(t *testing.T) {

@@ -17,10 +17,16 @@ type member struct {
 // poolIndex maps pool names to pools; the first of several pools with one name
 // wins (the validator reports the others).
 func poolIndex(pools []Pool) map[string]*Pool {
-	idx := make(map[string]*Pool, len(pools))
-	for i := range pools {
-		if _, dup := idx[pools[i].Name]; !dup {
-			idx[pools[i].Name] = &pools[i]
+	return firstByName(pools, func(p *Pool) string { return p.Name })
+}
+
+// firstByName maps the names of items to items; the first of several items
+// with one name wins.
+func firstByName[T any](items []T, name func(*T) string) map[string]*T {
+	idx := make(map[string]*T, len(items))
+	for i := range items {
+		if n := name(&items[i]); idx[n] == nil {
+			idx[n] = &items[i]
 		}
 	}
 	return idx

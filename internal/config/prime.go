@@ -3,29 +3,14 @@ package config
 import (
 	"fmt"
 	"math"
-)
 
-// isPrime reports whether n is prime, by trial division with 6k±1 candidates:
-// deterministic and at most ~22,000 divisions for any uint32.
-func isPrime(n uint32) bool {
-	if n < 4 {
-		return n >= 2
-	}
-	if n%2 == 0 || n%3 == 0 {
-		return false
-	}
-	for i := uint64(5); i*i <= uint64(n); i += 6 {
-		if uint64(n)%i == 0 || uint64(n)%(i+2) == 0 {
-			return false
-		}
-	}
-	return true
-}
+	"github.com/xlbproject/xlb/internal/maglev"
+)
 
 // prevPrime returns the largest prime <= n, or 0 when there is none.
 func prevPrime(n uint32) uint32 {
 	for ; n >= 2; n-- {
-		if isPrime(n) {
+		if maglev.IsPrime(n) {
 			return n
 		}
 	}
@@ -36,7 +21,7 @@ func prevPrime(n uint32) uint32 {
 // uint32.
 func nextPrime(n uint32) uint32 {
 	for m := uint64(n); m <= math.MaxUint32; m++ {
-		if isPrime(uint32(m)) {
+		if maglev.IsPrime(uint32(m)) {
 			return uint32(m)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/xlbproject/xlb/internal/maglev"
 )
 
 // Validate checks c as Parse checks a file after decoding it: names, ranges,
@@ -160,13 +162,24 @@ func validateFragmentPool(n *Node, c *collector) {
 	}
 }
 
+// validateEntryName checks the name of an entry (a pool, a health check) of
+// a mapping from names to entries at path: it must be valid, and first says
+// whether the entry is the first of its name. It reports whether the entry
+// is to be checked further (a duplicate is not).
+func validateEntryName(kind, name, path string, first bool, c *collector) bool {
+	switch {
+	case !validName(name):
+		c.errf(path, ErrInvalid, "%q is not a valid %s name: use 1 to %d of A-Z a-z 0-9 _ . -", name, kind, MaxNameLen)
+	case !first:
+		c.errf(path, ErrDuplicate, "duplicate %s name %q", kind, name)
+		return false
+	}
+	return true
+}
+
 func validatePool(p *Pool, idx map[string]*Pool, checks map[string]*HealthCheck, c *collector) {
 	path := poolPath(p.Name)
-	switch {
-	case !validName(p.Name):
-		c.errf(path, ErrInvalid, "%q is not a valid pool name: use 1 to %d of A-Z a-z 0-9 _ . -", p.Name, MaxNameLen)
-	case idx[p.Name] != p:
-		c.errf(path, ErrDuplicate, "duplicate pool name %q", p.Name)
+	if !validateEntryName("pool", p.Name, path, idx[p.Name] == p, c) {
 		return
 	}
 	if len(p.Backends) == 0 && len(p.Include) == 0 {
@@ -414,7 +427,7 @@ func validateServices(cfg *Config, idx map[string]*Pool, c *collector) {
 		case m > MaxTableSize:
 			c.errf(tp, ErrInvalid, "%d exceeds the maximum table size %d (largest prime allowed: %d)",
 				m, MaxTableSize, prevPrime(MaxTableSize))
-		case !isPrime(m):
+		case !maglev.IsPrime(m):
 			c.errf(tp, ErrInvalid, "%d is not prime (nearest primes: %s)", m, nearestPrimes(m))
 		default:
 			tableOK = true

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/xlbproject/xlb/api/xlb/v1"
@@ -41,20 +43,7 @@ func (c *CLI) status(ctx context.Context, args []string) error {
 	if err := parseNoArgs(fs, "status", args); err != nil {
 		return err
 	}
-	cl, err := c.connect()
-	if err != nil {
-		return err
-	}
-	cctx, cancel := c.call(ctx)
-	defer cancel()
-	st, err := cl.Status(cctx, &pb.StatusRequest{})
-	if err != nil {
-		return err
-	}
-	if c.json() {
-		return c.printJSON(st)
-	}
-	return c.printStatus(st)
+	return run(ctx, c, (*api.Client).Status, &pb.StatusRequest{}, c.printStatus)
 }
 
 // rateFlag adds --rate: rates over one second, measured by xlbd.
@@ -79,20 +68,8 @@ func (c *CLI) services(ctx context.Context, args []string) error {
 	if err := parseNoArgs(fs, "services", args); err != nil {
 		return err
 	}
-	cl, err := c.connect()
-	if err != nil {
-		return err
-	}
-	cctx, cancel := c.call(ctx)
-	defer cancel()
-	r, err := cl.ListServices(cctx, &pb.ListServicesRequest{Service: *svc, RateInterval: rateInterval(rate)})
-	if err != nil {
-		return err
-	}
-	if c.json() {
-		return c.printJSON(r)
-	}
-	return c.printServices(r, rate)
+	return run(ctx, c, (*api.Client).ListServices, &pb.ListServicesRequest{Service: *svc, RateInterval: rateInterval(rate)},
+		func(r *pb.ListServicesResponse) error { return c.printServices(r, rate) })
 }
 
 func (c *CLI) backends(ctx context.Context, args []string) error {
@@ -112,20 +89,8 @@ func (c *CLI) backends(ctx context.Context, args []string) error {
 	default:
 		return usagef("backends [ADDR] [--service NAME]")
 	}
-	cl, err := c.connect()
-	if err != nil {
-		return err
-	}
-	cctx, cancel := c.call(ctx)
-	defer cancel()
-	r, err := cl.ListBackends(cctx, req)
-	if err != nil {
-		return err
-	}
-	if c.json() {
-		return c.printJSON(r)
-	}
-	return c.printBackends(r, rate)
+	return run(ctx, c, (*api.Client).ListBackends, req,
+		func(r *pb.ListBackendsResponse) error { return c.printBackends(r, rate) })
 }
 
 func (c *CLI) stats(ctx context.Context, args []string) error {
@@ -268,23 +233,12 @@ func (c *CLI) apply(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("read config: %w", err)
 	}
-	cl, err := c.connect()
-	if err != nil {
-		return err
+	err = run(ctx, c, (*api.Client).ApplyConfig,
+		&pb.ApplyConfigRequest{Yaml: data, Source: *file, DryRun: *dry, ResetOverrides: *reset}, c.printApply)
+	if errs := api.ConfigErrorsOf(err); errs != nil {
+		return c.configRejected(*file, errs)
 	}
-	cctx, cancel := c.call(ctx)
-	defer cancel()
-	r, err := cl.ApplyConfig(cctx, &pb.ApplyConfigRequest{Yaml: data, Source: *file, DryRun: *dry, ResetOverrides: *reset})
-	if err != nil {
-		if errs := api.ConfigErrorsOf(err); errs != nil {
-			return c.configRejected(*file, errs)
-		}
-		return err
-	}
-	if c.json() {
-		return c.printJSON(r)
-	}
-	return c.printApply(r)
+	return err
 }
 
 // errReported is a failure already printed in full.
@@ -362,19 +316,6 @@ func (c *CLI) setBackend(verb string) func(context.Context, []string) error {
 			}
 			req.Action = &pb.SetBackendRequest_Weight{Weight: uint32(w)}
 		}
-		cl, err := c.connect()
-		if err != nil {
-			return err
-		}
-		cctx, cancel := c.call(ctx)
-		defer cancel()
-		r, err := cl.SetBackend(cctx, req)
-		if err != nil {
-			return err
-		}
-		if c.json() {
-			return c.printJSON(r)
-		}
 		var what string
 		switch verb {
 		case "drain":
@@ -386,13 +327,15 @@ func (c *CLI) setBackend(verb string) func(context.Context, []string) error {
 		case "weight":
 			what = "weight " + pos[1]
 		}
-		for _, b := range r.Backends {
-			fmt.Fprintf(c.Out, "%s/%s: %s\n", b.Service, b.Address, what)
-		}
-		if verb != "reset" {
-			fmt.Fprintf(c.Out, "(a runtime override on top of the config; 'xlbctl reset %s' returns to the config)\n", pos[0])
-		}
-		return nil
+		return run(ctx, c, (*api.Client).SetBackend, req, func(r *pb.SetBackendResponse) error {
+			for _, b := range r.Backends {
+				fmt.Fprintf(c.Out, "%s/%s: %s\n", b.Service, b.Address, what)
+			}
+			if verb != "reset" {
+				fmt.Fprintf(c.Out, "(a runtime override on top of the config; 'xlbctl reset %s' returns to the config)\n", pos[0])
+			}
+			return nil
+		})
 	}
 }
 
@@ -418,22 +361,9 @@ func (c *CLI) conntrack(ctx context.Context, args []string) error {
 	if !ok {
 		return usagef("--state %q: syn, established or closing", *state)
 	}
-	cl, err := c.connect()
-	if err != nil {
-		return err
-	}
-	cctx, cancel := c.call(ctx)
-	defer cancel()
-	r, err := cl.ConntrackDump(cctx, &pb.ConntrackDumpRequest{
+	return run(ctx, c, (*api.Client).ConntrackDump, &pb.ConntrackDumpRequest{
 		Service: *svc, Backend: *backend, State: st, Limit: uint32(*limit), IncludeExpired: *expired,
-	})
-	if err != nil {
-		return err
-	}
-	if c.json() {
-		return c.printJSON(r)
-	}
-	return c.printConntrack(r)
+	}, c.printConntrack)
 }
 
 func (c *CLI) explain(ctx context.Context, args []string) error {
@@ -460,20 +390,8 @@ func (c *CLI) explain(ctx context.Context, args []string) error {
 	if err != nil {
 		return usagef("--flags: %v", err)
 	}
-	cl, err := c.connect()
-	if err != nil {
-		return err
-	}
-	cctx, cancel := c.call(ctx)
-	defer cancel()
-	r, err := cl.Explain(cctx, &pb.ExplainRequest{Src: pos[0], Dst: pos[1], Protocol: proto, TcpFlags: uint32(f)})
-	if err != nil {
-		return err
-	}
-	if c.json() {
-		return c.printJSON(r)
-	}
-	return c.printExplain(r, *hexDump)
+	return run(ctx, c, (*api.Client).Explain, &pb.ExplainRequest{Src: pos[0], Dst: pos[1], Protocol: proto, TcpFlags: uint32(f)},
+		func(r *pb.ExplainResponse) error { return c.printExplain(r, *hexDump) })
 }
 
 func (c *CLI) node(ctx context.Context, args []string) error {
@@ -485,38 +403,44 @@ func (c *CLI) node(ctx context.Context, args []string) error {
 	if len(pos) != 1 || (pos[0] != "drain" && pos[0] != "undrain") {
 		return usagef("node drain | node undrain")
 	}
+	if pos[0] == "drain" {
+		return run(ctx, c, (*api.Client).NodeDrain, &pb.NodeDrainRequest{}, func(r *pb.NodeDrainResponse) error {
+			return c.printChange(r.Changed, "node draining: VIPs announced with GRACEFUL_SHUTDOWN, then withdrawn; the forwarder keeps serving what still arrives",
+				"node already drained")
+		})
+	}
+	return run(ctx, c, (*api.Client).NodeUndrain, &pb.NodeUndrainRequest{}, func(r *pb.NodeUndrainResponse) error {
+		return c.printChange(r.Changed, "node undrained: VIPs announced again", "node was not drained")
+	})
+}
+
+// printChange prints changed or, when the call changed nothing, unchanged.
+func (c *CLI) printChange(did bool, changed, unchanged string) error {
+	if did {
+		fmt.Fprintln(c.Out, changed)
+	} else {
+		fmt.Fprintln(c.Out, unchanged)
+	}
+	return nil
+}
+
+// run connects (once per CLI), makes one call with req bounded by --timeout
+// and prints the response: as JSON with -o json, else with text. A failed
+// call's error is returned as it is.
+func run[Req any, Resp proto.Message](ctx context.Context, c *CLI,
+	call func(*api.Client, context.Context, Req, ...grpc.CallOption) (Resp, error), req Req, text func(Resp) error) error {
 	cl, err := c.connect()
 	if err != nil {
 		return err
 	}
 	cctx, cancel := c.call(ctx)
 	defer cancel()
-	if pos[0] == "drain" {
-		r, err := cl.NodeDrain(cctx, &pb.NodeDrainRequest{})
-		if err != nil {
-			return err
-		}
-		if c.json() {
-			return c.printJSON(r)
-		}
-		if r.Changed {
-			fmt.Fprintln(c.Out, "node draining: VIPs announced with GRACEFUL_SHUTDOWN, then withdrawn; the forwarder keeps serving what still arrives")
-		} else {
-			fmt.Fprintln(c.Out, "node already drained")
-		}
-		return nil
-	}
-	r, err := cl.NodeUndrain(cctx, &pb.NodeUndrainRequest{})
+	r, err := call(cl, cctx, req)
 	if err != nil {
 		return err
 	}
 	if c.json() {
 		return c.printJSON(r)
 	}
-	if r.Changed {
-		fmt.Fprintln(c.Out, "node undrained: VIPs announced again")
-	} else {
-		fmt.Fprintln(c.Out, "node was not drained")
-	}
-	return nil
+	return text(r)
 }

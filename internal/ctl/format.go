@@ -236,36 +236,9 @@ func rates(r *pb.Rates) string {
 
 const overrideNote = "* runtime override ('xlbctl reset ADDR' returns to the config)"
 
-func (c *CLI) printServices(r *pb.ListServicesResponse, withRates bool) error {
-	w := c.table()
-	rh := ""
-	if withRates {
-		rh = "\tPkt/s\tByte/s\tFlow/s"
-	}
-	fmt.Fprintf(w, "Prot\tLocalAddress:Port\tService\tSched\tM\tEncap\tActivePool\tPackets\tBytes\tNewFlows%s\n", rh)
-	fmt.Fprintf(w, "  ->\tRemoteAddress\tPool\tWeight\tState\tHealth\tShare\tPackets\tBytes\tNewFlows%s\n", rh)
-	overridden := false
-	for _, s := range r.Services {
-		active := s.ActivePool
-		if active == "" {
-			active = "NONE"
-		}
-		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s", protoName(s.Protocol), vipPort(s.Vip, s.Port), s.Name, s.Scheduler,
-			s.TableSize, s.Encap, active, counters(s.Counters))
-		if withRates {
-			line += "\t" + rates(s.Rates)
-		}
-		fmt.Fprintln(w, line)
-		for _, b := range s.Backends {
-			overridden = overridden || b.Override != nil
-			line := fmt.Sprintf("  ->\t%s\t%s\t%s\t%s\t%s\t%s\t%s", b.Address, b.Pool, weight(b), state(b), health(b.Health),
-				share(b.TableEntries, s.TableSize), counters(b.Counters))
-			if withRates {
-				line += "\t" + rates(b.Rates)
-			}
-			fmt.Fprintln(w, line)
-		}
-	}
+// flushTable writes out a table of backends, then the note on overrides
+// when one of them has one.
+func (c *CLI) flushTable(w *tabwriter.Writer, overridden bool) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
@@ -275,12 +248,50 @@ func (c *CLI) printServices(r *pb.ListServicesResponse, withRates bool) error {
 	return nil
 }
 
+// rateHeads are the heads of the rate columns of a table when withRates,
+// else nothing.
+func rateHeads(withRates bool) string {
+	if !withRates {
+		return ""
+	}
+	return "\tPkt/s\tByte/s\tFlow/s"
+}
+
+// rateCols are a row's rate columns when withRates, else nothing.
+func rateCols(withRates bool, r *pb.Rates) string {
+	if !withRates {
+		return ""
+	}
+	return "\t" + rates(r)
+}
+
+func (c *CLI) printServices(r *pb.ListServicesResponse, withRates bool) error {
+	w := c.table()
+	rh := rateHeads(withRates)
+	fmt.Fprintf(w, "Prot\tLocalAddress:Port\tService\tSched\tM\tEncap\tActivePool\tPackets\tBytes\tNewFlows%s\n", rh)
+	fmt.Fprintf(w, "  ->\tRemoteAddress\tPool\tWeight\tState\tHealth\tShare\tPackets\tBytes\tNewFlows%s\n", rh)
+	overridden := false
+	for _, s := range r.Services {
+		active := s.ActivePool
+		if active == "" {
+			active = "NONE"
+		}
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s%s", protoName(s.Protocol), vipPort(s.Vip, s.Port), s.Name, s.Scheduler,
+			s.TableSize, s.Encap, active, counters(s.Counters), rateCols(withRates, s.Rates))
+		fmt.Fprintln(w, line)
+		for _, b := range s.Backends {
+			overridden = overridden || b.Override != nil
+			line := fmt.Sprintf("  ->\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s", b.Address, b.Pool, weight(b), state(b), health(b.Health),
+				share(b.TableEntries, s.TableSize), counters(b.Counters), rateCols(withRates, b.Rates))
+			fmt.Fprintln(w, line)
+		}
+	}
+	return c.flushTable(w, overridden)
+}
+
 func (c *CLI) printBackends(r *pb.ListBackendsResponse, withRates bool) error {
 	w := c.table()
-	rh := ""
-	if withRates {
-		rh = "\tPkt/s\tByte/s\tFlow/s"
-	}
+	rh := rateHeads(withRates)
 	fmt.Fprintf(w, "Service\tBackend\tPool\tWeight\tState\tHealth\tCheck\tSince\tEntries\tPackets\tBytes\tNewFlows\tTracked%s\tLastError\n", rh)
 	overridden := false
 	for _, b := range r.Backends {
@@ -289,20 +300,12 @@ func (c *CLI) printBackends(r *pb.ListBackendsResponse, withRates bool) error {
 		if b.TrackedFlows != nil {
 			tracked = strconv.FormatUint(b.GetTrackedFlows(), 10)
 		}
-		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s", b.Service, b.Address, b.Pool, weight(b), state(b),
-			health(b.Health), orDash(b.Health.GetCheck()), c.ago(b.Health.GetSince()), b.TableEntries, counters(b.Counters), tracked)
-		if withRates {
-			line += "\t" + rates(b.Rates)
-		}
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s%s", b.Service, b.Address, b.Pool, weight(b), state(b),
+			health(b.Health), orDash(b.Health.GetCheck()), c.ago(b.Health.GetSince()), b.TableEntries, counters(b.Counters), tracked,
+			rateCols(withRates, b.Rates))
 		fmt.Fprintf(w, "%s\t%s\n", line, orDash(b.Health.GetLastError()))
 	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	if overridden {
-		fmt.Fprintln(c.Out, overrideNote)
-	}
-	return nil
+	return c.flushTable(w, overridden)
 }
 
 func (c *CLI) printStats(r *pb.CountersResponse, withRates bool) error {
@@ -333,10 +336,7 @@ func (c *CLI) printStats(r *pb.CountersResponse, withRates bool) error {
 	}
 	fmt.Fprintln(c.Out)
 	w = c.table()
-	rh := ""
-	if withRates {
-		rh = "\tPkt/s\tByte/s\tFlow/s"
-	}
+	rh := rateHeads(withRates)
 	fmt.Fprintf(w, "Prot\tLocalAddress:Port\tService\tPackets\tBytes\tNewFlows%s\n", rh)
 	fmt.Fprintf(w, "  ->\tRemoteAddress\t\tPackets\tBytes\tNewFlows%s\n", rh)
 	bySvc := map[string][]*pb.BackendCounters{}
@@ -344,16 +344,11 @@ func (c *CLI) printStats(r *pb.CountersResponse, withRates bool) error {
 		bySvc[b.Service] = append(bySvc[b.Service], b)
 	}
 	for _, s := range r.Services {
-		line := fmt.Sprintf("%s\t%s\t%s\t%s", protoName(s.Protocol), vipPort(s.Vip, s.Port), s.Name, counters(s.Counters))
-		if withRates {
-			line += "\t" + rates(s.Rates)
-		}
+		line := fmt.Sprintf("%s\t%s\t%s\t%s%s", protoName(s.Protocol), vipPort(s.Vip, s.Port), s.Name, counters(s.Counters),
+			rateCols(withRates, s.Rates))
 		fmt.Fprintln(w, line)
 		for _, b := range bySvc[s.Name] {
-			line := fmt.Sprintf("  ->\t%s\t\t%s", b.Address, counters(b.Counters))
-			if withRates {
-				line += "\t" + rates(b.Rates)
-			}
+			line := fmt.Sprintf("  ->\t%s\t\t%s%s", b.Address, counters(b.Counters), rateCols(withRates, b.Rates))
 			fmt.Fprintln(w, line)
 		}
 	}

@@ -87,24 +87,25 @@ func status(ifname string) (State, error) {
 		}
 	}
 
-	counters, err := ebpf.LoadPinnedMap(filepath.Join(dir, pinCounters), &ebpf.LoadPinOptions{ReadOnly: true})
-	if err != nil {
-		return st, fmt.Errorf("open pinned counters: %w", err)
-	}
-	defer counters.Close()
-	if st.Counters, err = readCounters(counters); err != nil {
+	if st.Counters, err = readPinned(dir, pinCounters, "counters", readCounters); err != nil {
 		return st, err
 	}
-
-	local, err := ebpf.LoadPinnedMap(filepath.Join(dir, pinLocal), &ebpf.LoadPinOptions{ReadOnly: true})
-	if err != nil {
-		return st, fmt.Errorf("open pinned local address map: %w", err)
-	}
-	defer local.Close()
-	if st.LocalAddrs, err = readLocal(local); err != nil {
+	if st.LocalAddrs, err = readPinned(dir, pinLocal, "local address map", readLocal); err != nil {
 		return st, err
 	}
 	return st, nil
+}
+
+// readPinned opens the map pinned as name in dir read-only and reads it with
+// read; what names the map in the error when it cannot be opened.
+func readPinned[T any](dir, name, what string, read func(*ebpf.Map) (T, error)) (T, error) {
+	m, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), &ebpf.LoadPinOptions{ReadOnly: true})
+	if err != nil {
+		var zero T
+		return zero, fmt.Errorf("open pinned %s: %w", what, err)
+	}
+	defer m.Close()
+	return read(m)
 }
 
 // attachMode asks the kernel (rtnetlink IFLA_XDP) in which mode prog runs

@@ -684,6 +684,10 @@ func TestIsPrime(t *testing.T) {
 		{4294967295, false}, {4294967279, true}, {3215031751, false}, // strong pseudoprime to 2,3,5,7
 		{25326001, false}, // strong pseudoprime to 2, 3, 5
 		{65536, false}, {61, true}, {7, true},
+		{4194304, false},       // the config's largest table size
+		{65521 * 65521, false}, // square of a prime
+		{65519 * 65521, false}, // product of two large primes
+		{2147483647, true},     // Mersenne 31
 	}
 	for _, tt := range tests {
 		if got := IsPrime(tt.n); got != tt.want {

@@ -113,35 +113,22 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Add(3)
-	go func() {
-		defer wg.Done()
-		st, err := c.src.Status(ctx)
-		if err != nil {
-			ch <- prometheus.NewInvalidMetric(dSelfCheckOK, err)
-			return
-		}
-		collectStatus(ch, st)
-	}()
-	go func() {
-		defer wg.Done()
-		svcs, err := c.src.Services(ctx)
-		if err != nil {
-			ch <- prometheus.NewInvalidMetric(dSvcPackets, err)
-			return
-		}
-		collectServices(ch, svcs)
-	}()
-	go func() {
-		defer wg.Done()
-		glob, err := c.src.GlobalCounters(ctx)
-		if err != nil {
-			ch <- prometheus.NewInvalidMetric(dEvents, err)
-			return
-		}
-		collectGlobal(ch, glob)
-	}()
+	wg.Go(func() { collectRead(ctx, ch, dSelfCheckOK, c.src.Status, collectStatus) })
+	wg.Go(func() { collectRead(ctx, ch, dSvcPackets, c.src.Services, collectServices) })
+	wg.Go(func() { collectRead(ctx, ch, dEvents, c.src.GlobalCounters, collectGlobal) })
 	wg.Wait()
+}
+
+// collectRead reads with read and sends the metrics collect makes of it, or
+// one invalid metric of desc when the read fails.
+func collectRead[T any](ctx context.Context, ch chan<- prometheus.Metric, desc *prometheus.Desc,
+	read func(context.Context) (T, error), collect func(chan<- prometheus.Metric, T)) {
+	v, err := read(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(desc, err)
+		return
+	}
+	collect(ch, v)
 }
 
 func collectStatus(ch chan<- prometheus.Metric, st api.StatusInfo) {
