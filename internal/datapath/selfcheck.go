@@ -58,6 +58,15 @@ func (d *Datapath) RunPacket(frame []byte) (uint32, []byte, error) {
 // refreshed) and counts them in selfcheck_probe, not in the service and
 // real counters.
 func (d *Datapath) SelfCheck() error {
+	if err := d.checkLink(); err != nil {
+		return err
+	}
+	return d.probe()
+}
+
+// checkLink checks that the pinned link still runs this program on the
+// interface.
+func (d *Datapath) checkLink() error {
 	if d.link == nil {
 		return fmt.Errorf("%w: not attached", ErrSelfCheck)
 	}
@@ -75,6 +84,12 @@ func (d *Datapath) SelfCheck() error {
 	if id, ok := pinfo.ID(); ok && info.Program != id {
 		return fmt.Errorf("%w: the link runs program %d, not ours (%d)", ErrSelfCheck, info.Program, id)
 	}
+	return nil
+}
+
+// probe runs a probe packet to the next VIP in turn through the program
+// and checks its verdict and backend.
+func (d *Datapath) probe() error {
 	cur := d.cur.st
 	keys := make([]state.VIPKey, 0, len(cur.Services))
 	for k := range cur.Services {
