@@ -186,7 +186,7 @@ func generatedConfigs() []string {
 }
 
 // benchConfig writes a file as xlb-bench's control part does
-// (internal/benchreport, controlConfig): a pool of its own for each
+// (bench/report, controlConfig): a pool of its own for each
 // service, weight 100.
 func benchConfig(services, backends int, m uint32) string {
 	var s strings.Builder

@@ -40,8 +40,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/xlbproject/xlb/bench/study"
 	"github.com/xlbproject/xlb/internal/packet"
-	"github.com/xlbproject/xlb/internal/study"
 	"github.com/xlbproject/xlb/internal/testenv"
 )
 
