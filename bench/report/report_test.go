@@ -19,6 +19,7 @@ import (
 	"github.com/xlbproject/xlb/internal/controller"
 	"github.com/xlbproject/xlb/internal/datapath"
 	"github.com/xlbproject/xlb/internal/testenv"
+	"github.com/xlbproject/xlb/internal/testenv/genconfig"
 )
 
 // TestBenchSmoke runs `xlb-bench -smoke all` end to end into a temporary
@@ -33,17 +34,14 @@ func TestBenchSmoke(t *testing.T) {
 	if err := datapath.EnsureBPFFS(); err != nil {
 		testenv.Unavailable(t, "bpffs: %v", err)
 	}
-	traces, err := study.FindTracesDir(".")
-	if err != nil {
-		testenv.Unavailable(t, "the shared packet captures: %v", err)
-	}
+	tracesDir := testenv.TracesDir(t)
 	out := t.TempDir()
 	before, _ := filepath.Glob("/sys/fs/bpf/xlb-bench-*")
 	var log bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	start := time.Now()
-	r, err := Run(ctx, []string{"all"}, Options{Out: out, Smoke: true, TracesDir: traces, Stdout: &log})
+	r, err := Run(ctx, []string{"all"}, Options{Out: out, Smoke: true, TracesDir: tracesDir, Stdout: &log})
 	t.Logf("smoke run %s:\n%s", time.Since(start).Round(time.Second), log.String())
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +213,7 @@ func TestOverflowShare(t *testing.T) {
 // one table per service with every backend a real of its own.
 func TestControlConfig(t *testing.T) {
 	const services, backends = 300, 30
-	y := controlConfig(services, backends, 3001, 7, 50)
+	y := genconfig.Control(services, backends, 3001, 7, 50)
 	cfg, err := config.Parse(y, "bench.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -227,7 +225,7 @@ func TestControlConfig(t *testing.T) {
 	if w := d.Services[0].Pools[0].Backends[7].Weight; w != 50 {
 		t.Errorf("changed backend has weight %d", w)
 	}
-	if b := d.Services[299].Pools[0].Backends[29]; b.Addr != backendAddr(299, 29) || b.HealthCheck == "" {
+	if b := d.Services[299].Pools[0].Backends[29]; b.Addr != genconfig.BackendAddr(299, 29) || b.HealthCheck == "" {
 		t.Errorf("last backend %+v", b)
 	}
 	st, ps, err := controller.Plan(d, nil, controller.Limits{MaxServices: 4096, MaxReals: ctlMaxReals}, nil)
@@ -240,7 +238,7 @@ func TestControlConfig(t *testing.T) {
 	// 3,000 services fit the address plan without overlap.
 	seen := map[string]bool{}
 	for s := range ctlServices {
-		for _, a := range []string{vipAddr(s).String(), backendAddr(s, 0).String(), backendAddr(s, ctlBackends-1).String()} {
+		for _, a := range []string{genconfig.VIPAddr(s).String(), genconfig.BackendAddr(s, 0).String(), genconfig.BackendAddr(s, ctlBackends-1).String()} {
 			if seen[a] {
 				t.Fatalf("address %s used twice", a)
 			}

@@ -37,7 +37,7 @@ type Options struct {
 	// parts: tablegen.pprof, control_commit.pprof, control_change.pprof.
 	ProfileDir string
 	// TracesDir holds the captures of the flow-hash study (default:
-	// study.FindTracesDir from the working directory).
+	// traces.FindDir from the working directory).
 	TracesDir string
 	// PktTables are the tables the pkt part measures side by side; the
 	// forwarder (harness.TableXLB) is always first. Default: the forwarder

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xlbproject/xlb/bench/study"
+	"github.com/xlbproject/xlb/internal/testenv/traces"
 )
 
 // balance runs the consistent-hashing study (the Maglev paper's Fig. 11
@@ -84,7 +85,7 @@ func (b *runner) flowhash() error {
 		if err != nil {
 			return err
 		}
-		if dir, err = study.FindTracesDir(wd); err != nil {
+		if dir, err = traces.FindDir(wd); err != nil {
 			return fmt.Errorf("%w: %v", errUnavailable, err)
 		}
 	}
@@ -92,7 +93,7 @@ func (b *runner) flowhash() error {
 	if b.o.Smoke {
 		timing = 100 * time.Millisecond
 	}
-	b.printf("  captures in %s: %s\n", dir, study.TraceSource)
+	b.printf("  captures in %s: %s\n", dir, traces.Source)
 	hr, err := study.HashStudy(dir, nil, timing)
 	if err != nil {
 		return err

@@ -17,8 +17,9 @@
 //
 // # Flow hash (seed 001, section 4.2)
 //
-// HashStudy reads real packet captures (classic libpcap, ReadPcapFlows),
-// takes the distinct TCP/UDP 5-tuples, and spreads them over N = 2 ... 64
+// HashStudy reads real packet captures (classic libpcap, read by
+// internal/testenv/traces), takes the distinct TCP/UDP 5-tuples, and
+// spreads them over N = 2 ... 64
 // workers with six hashes: source address mod N, XOR fold of the source,
 // XOR fold of source and destination, CRC-16/CCITT-FALSE of the 5-tuple,
 // Toeplitz with the standard Microsoft RSS key, and xlb's own flow hash v1
@@ -28,7 +29,7 @@
 // The captures are the public "DDoS Packet Capture Collection"
 // (L.F. Haaijer, 2022, repository StopDDoS/packet-captures, commit
 // 230dd43af86ff2523bcfaaa5c3cb8cf97a220938), kept in the shared
-// data/traces directory (see its README.md); TraceSource is the citation to
+// data/traces directory (see its README.md); traces.Source is the citation to
 // print beside any result on them.
 //
 // Plot* functions write PNG figures (gonum.org/v1/plot) and Write*Markdown

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xlbproject/xlb/internal/maglev"
+	"github.com/xlbproject/xlb/internal/testenv/traces"
 )
 
 // DefaultWorkers are seed 001's worker counts.
@@ -86,7 +87,7 @@ type HashQuality struct {
 
 // HashStudyResult is the outcome of HashStudy.
 type HashStudyResult struct {
-	// Source cites the captures (TraceSource); Dir is where they were.
+	// Source cites the captures (traces.Source); Dir is where they were.
 	Source  string `json:"source"`
 	Dir     string `json:"dir"`
 	Workers []int  `json:"workers"`
@@ -122,13 +123,13 @@ func HashStudy(dir string, workers []int, timing time.Duration) (HashStudyResult
 	if timing <= 0 {
 		timing = 500 * time.Millisecond
 	}
-	files, err := ReadTraces(dir)
+	files, err := traces.ReadDir(dir)
 	if err != nil {
 		return HashStudyResult{}, err
 	}
 	hashers := FlowHashers()
 	res := HashStudyResult{
-		Source: TraceSource, Dir: dir, Workers: slices.Clone(workers), Hashes: hashers,
+		Source: traces.Source, Dir: dir, Workers: slices.Clone(workers), Hashes: hashers,
 		GoVersion: runtime.Version(), GOARCH: runtime.GOARCH,
 	}
 	for _, ds := range datasets(files) {
@@ -156,8 +157,8 @@ func HashStudy(dir string, workers []int, timing time.Duration) (HashStudyResult
 }
 
 // datasets returns the joined dataset, then one per file.
-func datasets(files []FlowFile) []Dataset {
-	var joined []FlowFile
+func datasets(files []traces.FlowFile) []Dataset {
+	var joined []traces.FlowFile
 	for _, f := range files {
 		if strings.HasPrefix(f.Name, "amp.") {
 			joined = append(joined, f)
@@ -169,13 +170,13 @@ func datasets(files []FlowFile) []Dataset {
 	}
 	out := []Dataset{join(name, joined)}
 	for _, f := range files {
-		out = append(out, join(strings.TrimSuffix(f.Name, ".pcap"), []FlowFile{f}))
+		out = append(out, join(strings.TrimSuffix(f.Name, ".pcap"), []traces.FlowFile{f}))
 	}
 	return out
 }
 
 // join makes a dataset of the distinct flows of files.
-func join(name string, files []FlowFile) Dataset {
+func join(name string, files []traces.FlowFile) Dataset {
 	ds := Dataset{Name: name}
 	seen := map[maglev.Tuple]bool{}
 	srcs := map[netip.Addr]bool{}

@@ -9,18 +9,21 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xlbproject/xlb/internal/testenv"
+	"github.com/xlbproject/xlb/internal/testenv/traces"
 )
 
 var fullOut = flag.String("study.out", "",
 	"run the full studies (paper settings: N=1000, M=65537 and 655373, 200 repetitions) and write Markdown, JSON and PNG figures to this directory")
 
 func TestHashStudyRealTraces(t *testing.T) {
-	dir := tracesDir(t)
+	dir := testenv.TracesDir(t)
 	r, err := HashStudy(dir, nil, 50*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Source != TraceSource || len(r.Datasets) < 2 || r.Datasets[0].Dataset.Name != ReflectionDataset {
+	if r.Source != traces.Source || len(r.Datasets) < 2 || r.Datasets[0].Dataset.Name != ReflectionDataset {
 		t.Fatalf("source %q, %d datasets, first %q", r.Source, len(r.Datasets), r.Datasets[0].Dataset.Name)
 	}
 	main := r.Datasets[0]
@@ -165,7 +168,7 @@ func TestFullStudies(t *testing.T) {
 	}
 	t.Logf("consistent-hashing study: %.1f s", cr.Seconds)
 	start := time.Now()
-	hr, err := HashStudy(tracesDir(t), nil, 2*time.Second)
+	hr, err := HashStudy(testenv.TracesDir(t), nil, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

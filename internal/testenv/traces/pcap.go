@@ -1,4 +1,9 @@
-package study
+// Package traces reads the shared packet captures (classic libpcap files,
+// the 5-tuples of their TCP/UDP packets) for tests that replay real traffic
+// (internal/datapath) and for the flow-hash study (bench/study): FindDir
+// locates them, PcapReader and ParseTuple read them, ReadDir gives each
+// file's distinct flows.
+package traces
 
 import (
 	"bufio"
@@ -349,27 +354,27 @@ func ReadPcapFlows(path string) (FlowFile, error) {
 	return ff, nil
 }
 
-// TraceSource is the citation for the captures in the shared traces
+// Source is the citation for the captures in the shared traces
 // directory (its README.md); print it beside any result on them.
-const TraceSource = `"DDoS Packet Capture Collection" (L.F. Haaijer, 2022), ` +
+const Source = `"DDoS Packet Capture Collection" (L.F. Haaijer, 2022), ` +
 	`github.com/StopDDoS/packet-captures at commit 230dd43af86ff2523bcfaaa5c3cb8cf97a220938`
 
-// TracesEnv names an environment variable that, when set, is the traces
-// directory FindTracesDir returns.
-const TracesEnv = "XLB_TRACES_DIR"
+// DirEnv names an environment variable that, when set, is the traces
+// directory FindDir returns.
+const DirEnv = "XLB_TRACES_DIR"
 
-// FindTracesDir returns the directory of the shared packet captures:
+// FindDir returns the directory of the shared packet captures:
 // $XLB_TRACES_DIR if set, else ../shared/data/traces next to the module root
 // found by walking up from start (where CI keeps it), else
 // /work/shared/data/traces. A candidate counts only if it holds a *.pcap
 // file. It wraps ErrNoTraces, naming the places it looked, if none does.
-func FindTracesDir(start string) (string, error) {
+func FindDir(start string) (string, error) {
 	var tried []string
-	if d := os.Getenv(TracesEnv); d != "" {
+	if d := os.Getenv(DirEnv); d != "" {
 		if hasPcap(d) {
 			return d, nil
 		}
-		return "", fmt.Errorf("%s=%s: %w (no *.pcap file there)", TracesEnv, d, ErrNoTraces)
+		return "", fmt.Errorf("%s=%s: %w (no *.pcap file there)", DirEnv, d, ErrNoTraces)
 	}
 	if abs, err := filepath.Abs(start); err == nil {
 		for d := abs; ; d = filepath.Dir(d) {
@@ -391,7 +396,7 @@ func FindTracesDir(start string) (string, error) {
 		return fallback, nil
 	}
 	tried = append(tried, fallback)
-	return "", fmt.Errorf("%w: looked in %s (set %s)", ErrNoTraces, strings.Join(tried, ", "), TracesEnv)
+	return "", fmt.Errorf("%w: looked in %s (set %s)", ErrNoTraces, strings.Join(tried, ", "), DirEnv)
 }
 
 func hasPcap(dir string) bool {
@@ -399,9 +404,9 @@ func hasPcap(dir string) bool {
 	return len(m) > 0
 }
 
-// ReadTraces reads every *.pcap file of dir (ReadPcapFlows), sorted by
+// ReadDir reads every *.pcap file of dir (ReadPcapFlows), sorted by
 // name.
-func ReadTraces(dir string) ([]FlowFile, error) {
+func ReadDir(dir string) ([]FlowFile, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "*.pcap"))
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package study
+package traces_test
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/xlbproject/xlb/internal/maglev"
 	"github.com/xlbproject/xlb/internal/testenv"
+	"github.com/xlbproject/xlb/internal/testenv/traces"
 )
 
 // Packet builders for the parser tests. Checksums are left zero: the
@@ -89,32 +90,32 @@ func TestParseTuple(t *testing.T) {
 		want  maglev.Tuple
 		err   error
 	}{
-		{"ethernet ipv4 tcp", LinkTypeEthernet, ether(0x0800, 0, v4tcp), tuple("198.51.100.1", "192.0.2.10", 40000, 80, 6), nil},
-		{"ethernet padding", LinkTypeEthernet, append(ether(0x0800, 0, ipv4("10.0.0.1", "10.0.0.2", 17, 0, 0, udp(1, 2))), make([]byte, 18)...),
+		{"ethernet ipv4 tcp", traces.LinkTypeEthernet, ether(0x0800, 0, v4tcp), tuple("198.51.100.1", "192.0.2.10", 40000, 80, 6), nil},
+		{"ethernet padding", traces.LinkTypeEthernet, append(ether(0x0800, 0, ipv4("10.0.0.1", "10.0.0.2", 17, 0, 0, udp(1, 2))), make([]byte, 18)...),
 			tuple("10.0.0.1", "10.0.0.2", 1, 2, 17), nil},
-		{"ipv4 options", LinkTypeEthernet, ether(0x0800, 0, ipv4("10.0.0.1", "10.0.0.2", 17, 0, 8, udp(7, 9))), tuple("10.0.0.1", "10.0.0.2", 7, 9, 17), nil},
-		{"two vlan tags", LinkTypeEthernet, ether(0x0800, 2, v4tcp), tuple("198.51.100.1", "192.0.2.10", 40000, 80, 6), nil},
-		{"four vlan tags", LinkTypeEthernet, ether(0x0800, 4, v4tcp), maglev.Tuple{}, ErrMalformed},
-		{"ethernet ipv6 udp", LinkTypeEthernet, ether(0x86dd, 0, v6udp), tuple("2001:db8::1", "2001:db8::2", 5353, 53, 17), nil},
-		{"ipv6 extension headers", LinkTypeEthernet, ether(0x86dd, 0, v6ext), tuple("2001:db8::1", "2001:db8::2", 1234, 443, 6), nil},
-		{"linux sll", LinkTypeLinuxSLL, append(sll, v4tcp...), tuple("198.51.100.1", "192.0.2.10", 40000, 80, 6), nil},
-		{"linux sll2", LinkTypeLinuxSLL2, append(sll2, v6udp...), tuple("2001:db8::1", "2001:db8::2", 5353, 53, 17), nil},
-		{"raw", LinkTypeRaw, v6udp, tuple("2001:db8::1", "2001:db8::2", 5353, 53, 17), nil},
-		{"raw ipv4", LinkTypeIPv4, v4tcp, tuple("198.51.100.1", "192.0.2.10", 40000, 80, 6), nil},
-		{"arp", LinkTypeEthernet, ether(0x0806, 0, make([]byte, 28)), maglev.Tuple{}, ErrNotIP},
-		{"icmp", LinkTypeEthernet, ether(0x0800, 0, ipv4("10.0.0.1", "10.0.0.2", 1, 0, 0, make([]byte, 8))), maglev.Tuple{}, ErrNotTCPUDP},
-		{"first fragment", LinkTypeEthernet, ether(0x0800, 0, ipv4("10.0.0.1", "10.0.0.2", 17, 0x2000, 0, udp(1, 2))), tuple("10.0.0.1", "10.0.0.2", 1, 2, 17), nil},
-		{"later fragment", LinkTypeEthernet, ether(0x0800, 0, ipv4("10.0.0.1", "10.0.0.2", 17, 185, 0, udp(1, 2))), maglev.Tuple{}, ErrFragment},
-		{"ipv6 later fragment", LinkTypeRaw, ipv6("::1", "::2", 44, append([]byte{17, 0, 0, 8, 0, 0, 0, 1}, udp(1, 2)...)), maglev.Tuple{}, ErrFragment},
-		{"truncated tcp", LinkTypeEthernet, ether(0x0800, 0, v4tcp[:30]), maglev.Tuple{}, ErrTruncated},
-		{"truncated ethernet", LinkTypeEthernet, make([]byte, 10), maglev.Tuple{}, ErrTruncated},
-		{"ihl below 5", LinkTypeRaw, append([]byte{0x44}, v4tcp[1:]...), maglev.Tuple{}, ErrMalformed},
-		{"tcp data offset below 5", LinkTypeRaw, ipv4("10.0.0.1", "10.0.0.2", 6, 0, 0, append(tcp(1, 2)[:12], append([]byte{0x40}, make([]byte, 7)...)...)), maglev.Tuple{}, ErrMalformed},
-		{"unknown link type", 147, v4tcp, maglev.Tuple{}, ErrLinkType},
+		{"ipv4 options", traces.LinkTypeEthernet, ether(0x0800, 0, ipv4("10.0.0.1", "10.0.0.2", 17, 0, 8, udp(7, 9))), tuple("10.0.0.1", "10.0.0.2", 7, 9, 17), nil},
+		{"two vlan tags", traces.LinkTypeEthernet, ether(0x0800, 2, v4tcp), tuple("198.51.100.1", "192.0.2.10", 40000, 80, 6), nil},
+		{"four vlan tags", traces.LinkTypeEthernet, ether(0x0800, 4, v4tcp), maglev.Tuple{}, traces.ErrMalformed},
+		{"ethernet ipv6 udp", traces.LinkTypeEthernet, ether(0x86dd, 0, v6udp), tuple("2001:db8::1", "2001:db8::2", 5353, 53, 17), nil},
+		{"ipv6 extension headers", traces.LinkTypeEthernet, ether(0x86dd, 0, v6ext), tuple("2001:db8::1", "2001:db8::2", 1234, 443, 6), nil},
+		{"linux sll", traces.LinkTypeLinuxSLL, append(sll, v4tcp...), tuple("198.51.100.1", "192.0.2.10", 40000, 80, 6), nil},
+		{"linux sll2", traces.LinkTypeLinuxSLL2, append(sll2, v6udp...), tuple("2001:db8::1", "2001:db8::2", 5353, 53, 17), nil},
+		{"raw", traces.LinkTypeRaw, v6udp, tuple("2001:db8::1", "2001:db8::2", 5353, 53, 17), nil},
+		{"raw ipv4", traces.LinkTypeIPv4, v4tcp, tuple("198.51.100.1", "192.0.2.10", 40000, 80, 6), nil},
+		{"arp", traces.LinkTypeEthernet, ether(0x0806, 0, make([]byte, 28)), maglev.Tuple{}, traces.ErrNotIP},
+		{"icmp", traces.LinkTypeEthernet, ether(0x0800, 0, ipv4("10.0.0.1", "10.0.0.2", 1, 0, 0, make([]byte, 8))), maglev.Tuple{}, traces.ErrNotTCPUDP},
+		{"first fragment", traces.LinkTypeEthernet, ether(0x0800, 0, ipv4("10.0.0.1", "10.0.0.2", 17, 0x2000, 0, udp(1, 2))), tuple("10.0.0.1", "10.0.0.2", 1, 2, 17), nil},
+		{"later fragment", traces.LinkTypeEthernet, ether(0x0800, 0, ipv4("10.0.0.1", "10.0.0.2", 17, 185, 0, udp(1, 2))), maglev.Tuple{}, traces.ErrFragment},
+		{"ipv6 later fragment", traces.LinkTypeRaw, ipv6("::1", "::2", 44, append([]byte{17, 0, 0, 8, 0, 0, 0, 1}, udp(1, 2)...)), maglev.Tuple{}, traces.ErrFragment},
+		{"truncated tcp", traces.LinkTypeEthernet, ether(0x0800, 0, v4tcp[:30]), maglev.Tuple{}, traces.ErrTruncated},
+		{"truncated ethernet", traces.LinkTypeEthernet, make([]byte, 10), maglev.Tuple{}, traces.ErrTruncated},
+		{"ihl below 5", traces.LinkTypeRaw, append([]byte{0x44}, v4tcp[1:]...), maglev.Tuple{}, traces.ErrMalformed},
+		{"tcp data offset below 5", traces.LinkTypeRaw, ipv4("10.0.0.1", "10.0.0.2", 6, 0, 0, append(tcp(1, 2)[:12], append([]byte{0x40}, make([]byte, 7)...)...)), maglev.Tuple{}, traces.ErrMalformed},
+		{"unknown link type", 147, v4tcp, maglev.Tuple{}, traces.ErrLinkType},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseTuple(tt.link, tt.frame)
+			got, err := traces.ParseTuple(tt.link, tt.frame)
 			if !errors.Is(err, tt.err) {
 				t.Fatalf("error %v, want %v", err, tt.err)
 			}
@@ -128,9 +129,9 @@ func TestParseTuple(t *testing.T) {
 // pcapFile renders a classic pcap file in the given byte order.
 func pcapFile(order binary.ByteOrder, nano bool, link uint32, frames ...[]byte) []byte {
 	var b bytes.Buffer
-	magic := uint32(magicMicro)
+	magic := uint32(0xa1b2c3d4)
 	if nano {
-		magic = magicNano
+		magic = 0xa1b23c4d
 	}
 	h := make([]byte, 24)
 	order.PutUint32(h[0:], magic)
@@ -161,11 +162,11 @@ func TestPcapReader(t *testing.T) {
 		ns    int
 	}{{"little-endian micro", binary.LittleEndian, false, 500000}, {"big-endian nano", binary.BigEndian, true, 500}} {
 		t.Run(tc.name, func(t *testing.T) {
-			pr, err := NewPcapReader(bytes.NewReader(pcapFile(tc.order, tc.nano, LinkTypeEthernet, f1, f2)))
+			pr, err := traces.NewPcapReader(bytes.NewReader(pcapFile(tc.order, tc.nano, traces.LinkTypeEthernet, f1, f2)))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if pr.LinkType() != LinkTypeEthernet {
+			if pr.LinkType() != traces.LinkTypeEthernet {
 				t.Errorf("link type %d", pr.LinkType())
 			}
 			rec, err := pr.Next()
@@ -187,8 +188,8 @@ func TestPcapReader(t *testing.T) {
 		})
 	}
 	t.Run("cut inside a record", func(t *testing.T) {
-		b := pcapFile(binary.LittleEndian, false, LinkTypeEthernet, f1)
-		pr, err := NewPcapReader(bytes.NewReader(b[:len(b)-5]))
+		b := pcapFile(binary.LittleEndian, false, traces.LinkTypeEthernet, f1)
+		pr, err := traces.NewPcapReader(bytes.NewReader(b[:len(b)-5]))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,13 +198,13 @@ func TestPcapReader(t *testing.T) {
 		}
 	})
 	t.Run("huge record", func(t *testing.T) {
-		b := pcapFile(binary.LittleEndian, false, LinkTypeEthernet, f1)
+		b := pcapFile(binary.LittleEndian, false, traces.LinkTypeEthernet, f1)
 		binary.LittleEndian.PutUint32(b[24+8:], 1<<30)
-		pr, err := NewPcapReader(bytes.NewReader(b))
+		pr, err := traces.NewPcapReader(bytes.NewReader(b))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := pr.Next(); !errors.Is(err, ErrBadRecord) {
+		if _, err := pr.Next(); !errors.Is(err, traces.ErrBadRecord) {
 			t.Errorf("error %v, want ErrBadRecord", err)
 		}
 	})
@@ -212,12 +213,12 @@ func TestPcapReader(t *testing.T) {
 		data []byte
 		err  error
 	}{
-		{"pcapng", []byte{0x0a, 0x0d, 0x0d, 0x0a, 0x1c, 0, 0, 0, 0x4d, 0x3c, 0x2b, 0x1a, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, ErrPcapNG},
-		{"text", []byte("this is not a capture file at all"), ErrNotPcap},
-		{"short", []byte{0xd4, 0xc3}, ErrNotPcap},
+		{"pcapng", []byte{0x0a, 0x0d, 0x0d, 0x0a, 0x1c, 0, 0, 0, 0x4d, 0x3c, 0x2b, 0x1a, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, traces.ErrPcapNG},
+		{"text", []byte("this is not a capture file at all"), traces.ErrNotPcap},
+		{"short", []byte{0xd4, 0xc3}, traces.ErrNotPcap},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := NewPcapReader(bytes.NewReader(tc.data)); !errors.Is(err, tc.err) {
+			if _, err := traces.NewPcapReader(bytes.NewReader(tc.data)); !errors.Is(err, tc.err) {
 				t.Errorf("error %v, want %v", err, tc.err)
 			}
 		})
@@ -229,14 +230,14 @@ func TestReadPcapFlows(t *testing.T) {
 	other := ether(0x0800, 0, ipv4("198.51.100.2", "192.0.2.10", 17, 0, 0, udp(53, 9999)))
 	arp := ether(0x0806, 0, make([]byte, 28))
 	path := filepath.Join(t.TempDir(), "x.pcap")
-	if err := os.WriteFile(path, pcapFile(binary.LittleEndian, false, LinkTypeEthernet, syn, arp, syn, other), 0o644); err != nil {
+	if err := os.WriteFile(path, pcapFile(binary.LittleEndian, false, traces.LinkTypeEthernet, syn, arp, syn, other), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ff, err := ReadPcapFlows(path)
+	ff, err := traces.ReadPcapFlows(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ff.Packets != 4 || ff.Parsed != 3 || len(ff.Flows) != 2 || ff.Skipped[ErrNotIP.Error()] != 1 {
+	if ff.Packets != 4 || ff.Parsed != 3 || len(ff.Flows) != 2 || ff.Skipped[traces.ErrNotIP.Error()] != 1 {
 		t.Errorf("packets %d, parsed %d, flows %d, skipped %v; want 4, 3, 2, one not-IP", ff.Packets, ff.Parsed, len(ff.Flows), ff.Skipped)
 	}
 	if ff.Flows[0] != tuple("198.51.100.1", "192.0.2.10", 40000, 80, 6) {
@@ -246,27 +247,17 @@ func TestReadPcapFlows(t *testing.T) {
 	if err := os.WriteFile(bad, pcapFile(binary.LittleEndian, false, 147, syn), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadPcapFlows(bad); !errors.Is(err, ErrLinkType) {
+	if _, err := traces.ReadPcapFlows(bad); !errors.Is(err, traces.ErrLinkType) {
 		t.Errorf("link type 147: %v, want ErrLinkType", err)
 	}
-}
-
-// tracesDir finds the shared captures, or skips (fails under CI=true).
-func tracesDir(t *testing.T) string {
-	t.Helper()
-	d, err := FindTracesDir(".")
-	if err != nil {
-		testenv.Unavailable(t, "the shared packet captures: %v", err)
-	}
-	return d
 }
 
 // The real captures (README.md of the traces directory): every file is
 // classic pcap with Ethernet framing, and the counts of TCP/UDP packets
 // match tcpdump's ("(tcp or udp) and not a later fragment").
 func TestRealTraces(t *testing.T) {
-	dir := tracesDir(t)
-	files, err := ReadTraces(dir)
+	dir := testenv.TracesDir(t)
+	files, err := traces.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,14 +288,14 @@ func TestRealTraces(t *testing.T) {
 
 func TestFindTracesDirEnv(t *testing.T) {
 	dir := t.TempDir()
-	t.Setenv(TracesEnv, dir)
-	if _, err := FindTracesDir("."); !errors.Is(err, ErrNoTraces) {
-		t.Errorf("empty %s: %v, want ErrNoTraces", TracesEnv, err)
+	t.Setenv(traces.DirEnv, dir)
+	if _, err := traces.FindDir("."); !errors.Is(err, traces.ErrNoTraces) {
+		t.Errorf("empty %s: %v, want ErrNoTraces", traces.DirEnv, err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "a.pcap"), pcapFile(binary.LittleEndian, false, LinkTypeEthernet), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "a.pcap"), pcapFile(binary.LittleEndian, false, traces.LinkTypeEthernet), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := FindTracesDir("."); err != nil || got != dir {
-		t.Errorf("FindTracesDir = %q, %v; want %q", got, err, dir)
+	if got, err := traces.FindDir("."); err != nil || got != dir {
+		t.Errorf("FindDir = %q, %v; want %q", got, err, dir)
 	}
 }
