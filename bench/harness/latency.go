@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/xlbproject/xlb/bench/stats"
 )
 
 // LoadLatency returns the time of one load that depends on the one before
@@ -50,7 +52,7 @@ func LoadLatency(cpu int, size int) (float64, error) {
 		if p == 1 { // keep p live (never true: indexes are multiples of 8)
 			return fmt.Errorf("bench: load latency: bad chain")
 		}
-		ns = median(runs)
+		ns = stats.Median(runs)
 		return nil
 	})
 	return ns, err

@@ -3,6 +3,8 @@ package harness
 import (
 	"fmt"
 	"slices"
+
+	"github.com/xlbproject/xlb/bench/stats"
 )
 
 // measureAll runs every scenario of h.o against every target, interleaved.
@@ -32,7 +34,7 @@ func (h *harness) measureAll() ([]Results, error) {
 	for _, t := range h.targets {
 		t.res.Harness = loop
 		for m, c := range calib {
-			t.res.Wrapper[m] = median(c)
+			t.res.Wrapper[m] = stats.Median(c)
 		}
 		all = append(all, t.res)
 	}
@@ -52,7 +54,7 @@ func (h *harness) harness(frame []byte) (float64, error) {
 		}
 		runs = append(runs, float64(ns))
 	}
-	return median(runs), nil
+	return stats.Median(runs), nil
 }
 
 // scenario measures one scenario on every target: prepare each table,
@@ -144,13 +146,13 @@ func (h *harness) scenario(sc scenario) ([]float64, error) {
 	for i, t := range h.targets {
 		f := &figs[i]
 		f.Scenario, f.Mode = sc.name, sc.mode
-		f.Raw = median(f.Runs)
-		f.Wrapper = median(f.Calib)
+		f.Raw = stats.Median(f.Runs)
+		f.Wrapper = stats.Median(f.Calib)
 		diff := make([]float64, len(f.Runs))
 		for k := range diff {
 			diff[k] = f.Runs[k] - f.Calib[k]
 		}
-		f.Ns = median(diff)
+		f.Ns = stats.Median(diff)
 		f.Best = slices.Min(f.Runs) - slices.Min(f.Calib)
 		t.res.Figures = append(t.res.Figures, *f)
 		h.o.Logf("%-28s %-15s %6.1f ns/packet (best %.0f; raw %.0f, wrapper %.0f; runs %v, wrapper runs %v)",
@@ -191,18 +193,6 @@ func (h *harness) prefill(t *target, frame []byte, sc scenario, i uint32) (float
 		return fill, fmt.Errorf("table only %.3f full after %d new flows", fill, n)
 	}
 	return fill, nil
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func stopSuffix(s Stage) string {

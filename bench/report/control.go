@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xlbproject/xlb/bench/stats"
 	"github.com/xlbproject/xlb/internal/config"
 	"github.com/xlbproject/xlb/internal/controller"
 	"github.com/xlbproject/xlb/internal/datapath"
@@ -120,7 +121,7 @@ func (b *runner) control(ctx context.Context) error {
 		for i, c := range cold {
 			v[i] = f(c)
 		}
-		return median(v)
+		return stats.Median(v)
 	}
 	b.put("control.apply_3000_services_s", pick(func(c ColdCommit) float64 { return c.TotalS }), "s",
 		fmt.Sprintf("parse %.0f + plan %.0f + apply %.0f ms (medians)", pick(func(c ColdCommit) float64 { return c.ParseMs }),
@@ -292,7 +293,7 @@ func changeRunsOf(dp *datapath.Datapath, p *controller.Planner, cur *datapath.St
 		cr.TablesBuilt, cr.TablesPatched, cr.TablesReplaced = ps.TablesBuilt, as.TablesPatched, as.TablesReplaced
 		cr.EntriesWritten, cr.RealsWritten = as.TableEntries, as.RealsWritten
 	}
-	cr.PlanMs, cr.ApplyMs, cr.TotalMs, cr.MaxMs = median(plan), median(apply), median(total), maxOf(total)
+	cr.PlanMs, cr.ApplyMs, cr.TotalMs, cr.MaxMs = stats.Median(plan), stats.Median(apply), stats.Median(total), maxOf(total)
 	return cr, cur, nil
 }
 
@@ -327,7 +328,7 @@ func reloadRuns(dp *datapath.Datapath, p *controller.Planner, cur *datapath.Stat
 		cr.TablesBuilt, cr.TablesPatched, cr.TablesReplaced = ps.TablesBuilt, as.TablesPatched, as.TablesReplaced
 		cr.EntriesWritten, cr.RealsWritten = as.TableEntries, as.RealsWritten
 	}
-	cr.ParseMs, cr.PlanMs, cr.ApplyMs, cr.TotalMs, cr.MaxMs = median(parse), median(plan), median(apply), median(total), maxOf(total)
+	cr.ParseMs, cr.PlanMs, cr.ApplyMs, cr.TotalMs, cr.MaxMs = stats.Median(parse), stats.Median(plan), stats.Median(apply), stats.Median(total), maxOf(total)
 	return cr, cur, nil
 }
 

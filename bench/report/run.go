@@ -307,18 +307,5 @@ func (b *runner) targetNote(key, format string, args ...any) {
 	b.r.notes[key] = fmt.Sprintf(format, args...)
 }
 
-// median returns the median of v (0 for none).
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
 // ms is d in milliseconds.
 func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xlbproject/xlb/bench/stats"
 	"github.com/xlbproject/xlb/bench/study"
 	"github.com/xlbproject/xlb/internal/maglev"
 	"golang.org/x/sys/unix"
@@ -78,7 +79,7 @@ func (b *runner) tablegen(ctx context.Context) error {
 					return err
 				}
 				g := GenResult{Key: fmt.Sprintf("m%d_n%d", c.m, c.n), N: c.n, M: c.m, Weighted: c.weighted,
-					MedianMs: median(times), MinMs: slices.Min(times), RunsMs: times}
+					MedianMs: stats.Median(times), MinMs: slices.Min(times), RunsMs: times}
 				if c.weighted {
 					g.Key += "_weighted"
 				}
@@ -174,7 +175,7 @@ func incremental(n int, m, w uint32, runs int) (IncrementalResult, error) {
 			after = c
 		}
 	}
-	return IncrementalResult{N: n, M: m, Ms: median(times), Changed: maglev.Diff(old, nt), MustChange: abs(after - before)}, nil
+	return IncrementalResult{N: n, M: m, Ms: stats.Median(times), Changed: maglev.Diff(old, nt), MustChange: abs(after - before)}, nil
 }
 
 func abs(x int) int {

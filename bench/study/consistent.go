@@ -428,24 +428,14 @@ func (a *maglevAssigner) Without(alive []bool, dst []int32) error {
 // from the MurmurHash3 finalizer, so both methods get uniformly spread,
 // independent inputs, as the paper's analysis assumes.
 
-// fmix64 is the MurmurHash3 64-bit finalizer (a bijection).
-func fmix64(x uint64) uint64 {
-	x ^= x >> 33
-	x *= 0xff51afd7ed558ccd
-	x ^= x >> 33
-	x *= 0xc4ceb9fe1a85ec53
-	x ^= x >> 33
-	return x
-}
-
-// nameHash is FNV-1a 64 of name, finalized with fmix64.
+// nameHash is FNV-1a 64 of name, finalized with maglev.Fmix64.
 func nameHash(name string) uint64 {
 	h := uint64(0xcbf29ce484222325)
 	for i := 0; i < len(name); i++ {
 		h ^= uint64(name[i])
 		h *= 0x100000001b3
 	}
-	return fmix64(h)
+	return maglev.Fmix64(h)
 }
 
 // slotKey is the key of table slot j: where slot j falls on the Karger ring
@@ -453,7 +443,7 @@ func nameHash(name string) uint64 {
 // keys: a table slot is a bucket of flow hashes, and Karger or Rendezvous
 // used as a table is indexed by (a hash of) the flow's hash.
 func slotKey(j int) uint64 {
-	return fmix64(uint64(j)*0x9e3779b97f4a7c15 + 0x736c6f742d6b6579) // "slot-key"
+	return maglev.Fmix64(uint64(j)*0x9e3779b97f4a7c15 + 0x736c6f742d6b6579) // "slot-key"
 }
 
 // karger is consistent hashing with views points per backend.
@@ -473,7 +463,7 @@ func newKarger(names []string, m, views int) *karger {
 	for b, name := range names {
 		h := nameHash(name)
 		for v := range views {
-			pts = append(pts, point{fmix64(h ^ fmix64(uint64(v)+0x72696e67)), int32(b)}) // "ring"
+			pts = append(pts, point{maglev.Fmix64(h ^ maglev.Fmix64(uint64(v)+0x72696e67)), int32(b)}) // "ring"
 		}
 	}
 	slices.SortFunc(pts, func(a, b point) int {
@@ -538,7 +528,7 @@ type rendezvous struct {
 }
 
 // weight is the Rendezvous weight of backend hash b for slot key k.
-func weight(k, b uint64) uint64 { return fmix64(k ^ b) }
+func weight(k, b uint64) uint64 { return maglev.Fmix64(k ^ b) }
 
 func newRendezvous(names []string, m int) *rendezvous {
 	r := &rendezvous{bh: make([]uint64, len(names))}

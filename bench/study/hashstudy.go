@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xlbproject/xlb/bench/stats"
 	"github.com/xlbproject/xlb/internal/maglev"
 	"github.com/xlbproject/xlb/internal/testenv/traces"
 )
@@ -257,9 +258,9 @@ func timeHashes(hashers []FlowHasher, flows []maglev.Tuple, budget time.Duration
 	}
 	out := make([]HashTiming, len(hashers))
 	for i, h := range hashers {
-		out[i] = HashTiming{Hash: h.Name, NsPerHash: median(samples[i]), NsMin: slices.Min(samples[i])}
+		out[i] = HashTiming{Hash: h.Name, NsPerHash: stats.Median(samples[i]), NsMin: slices.Min(samples[i])}
 	}
-	return out, median(samples[len(all)-1])
+	return out, stats.Median(samples[len(all)-1])
 }
 
 // passNs runs sum over flows in whole passes until d has passed (at least
@@ -280,16 +281,4 @@ func passNs(sum func(*maglev.Tuple) uint64, flows []maglev.Tuple, d time.Duratio
 	el := time.Since(start)
 	runtime.KeepAlive(acc)
 	return float64(el.Nanoseconds()) / float64(calls)
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return math.NaN()
-	}
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

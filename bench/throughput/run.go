@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/xlbproject/xlb/bench/stats"
 	"github.com/xlbproject/xlb/internal/packet"
 	"github.com/xlbproject/xlb/internal/progrun"
 	"golang.org/x/sys/unix"
@@ -524,7 +525,7 @@ func (f *Figure) summarize(split bool) {
 			busy = append(busy, r.CPU.Seconds()/r.Seconds)
 		}
 	}
-	f.Mpps, f.CPUNs, f.Busy = median(mpps), median(ns), median(busy)
+	f.Mpps, f.CPUNs, f.Busy = stats.Median(mpps), stats.Median(ns), stats.Median(busy)
 	if len(ns) > 0 {
 		f.BestCPUNs = slices.Min(ns)
 	}
@@ -537,16 +538,4 @@ func (f *Figure) summarize(split bool) {
 	if split {
 		f.ForwarderNs = f.CPUNs
 	}
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

@@ -35,8 +35,10 @@ func mix(h, v uint64) uint64 {
 	return h
 }
 
-// fmix64 is the MurmurHash3 64-bit finalizer.
-func fmix64(x uint64) uint64 {
+// Fmix64 is the MurmurHash3 64-bit finalizer (a bijection), as used by
+// the flow hash v1 and by the Maglev permutation (hash_fmix64 in bpf/hash.h
+// is the same in C).
+func Fmix64(x uint64) uint64 {
 	x ^= x >> 33
 	x *= 0xff51afd7ed558ccd
 	x ^= x >> 33
@@ -77,7 +79,7 @@ func FlowHash(t Tuple) uint64 {
 		h = mix(h, binary.LittleEndian.Uint64(d[8:16]))
 	}
 	h = mix(h, last)
-	return fmix64(h)
+	return Fmix64(h)
 }
 
 // Slot returns the Maglev table slot for flow hash h in a table of m
