@@ -154,7 +154,7 @@ func TestMeasureBuilds(t *testing.T) {
 	if err := datapath.EnsureBPFFS(); err != nil {
 		testenv.Unavailable(t, "bpffs: %v", err)
 	}
-	obj := "../datapath/xlb_bpfel.o"
+	obj := "../../internal/datapath/xlb_bpfel.o"
 	o := SmokeOptions()
 	o.Scenarios = []Scenario{TCPHit4, NewFlow, NewFlowFull}
 	o.Logf = t.Logf
