@@ -14,7 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"github.com/xlbproject/xlb/internal/lab"
+	"github.com/xlbproject/xlb/lab"
 )
 
 // ctl runs xlbctl against node 0's API socket.

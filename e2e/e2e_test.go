@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/xlbproject/xlb/internal/datapath"
-	"github.com/xlbproject/xlb/internal/lab"
 	"github.com/xlbproject/xlb/internal/testenv"
+	"github.com/xlbproject/xlb/lab"
 )
 
 type env struct {

@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/xlbproject/xlb/internal/datapath"
-	"github.com/xlbproject/xlb/internal/lab"
 	"github.com/xlbproject/xlb/internal/packet"
 	"github.com/xlbproject/xlb/internal/testenv"
+	"github.com/xlbproject/xlb/lab"
 	"golang.org/x/sys/unix"
 )
 

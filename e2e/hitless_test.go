@@ -19,9 +19,9 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	pb "github.com/xlbproject/xlb/api/xlb/v1"
-	"github.com/xlbproject/xlb/internal/lab"
 	"github.com/xlbproject/xlb/internal/maglev"
 	"github.com/xlbproject/xlb/internal/testenv"
+	"github.com/xlbproject/xlb/lab"
 )
 
 // buildVariantXLBD builds xlbd with the upgrade variant of the forwarder

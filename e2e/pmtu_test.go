@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/xlbproject/xlb/internal/datapath"
-	"github.com/xlbproject/xlb/internal/lab"
 	"github.com/xlbproject/xlb/internal/maglev"
 	"github.com/xlbproject/xlb/internal/packet"
 	"github.com/xlbproject/xlb/internal/testenv"
+	"github.com/xlbproject/xlb/lab"
 )
 
 // TestICMPFragNeededLowersBackendPMTU is the end-to-end test of ICMP

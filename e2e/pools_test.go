@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xlbproject/xlb/internal/lab"
 	"github.com/xlbproject/xlb/internal/testenv"
+	"github.com/xlbproject/xlb/lab"
 )
 
 // poolsEnv is a single-node lab with 4 backends and a hand-written config.

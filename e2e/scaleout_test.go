@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/xlbproject/xlb/internal/datapath"
-	"github.com/xlbproject/xlb/internal/lab"
 	"github.com/xlbproject/xlb/internal/testenv"
+	"github.com/xlbproject/xlb/lab"
 )
 
 // TestScaleOutECMP runs three xlb nodes announcing the VIPs over BGP to

@@ -14,12 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xlbproject/xlb/bench/throughput"
 	"github.com/xlbproject/xlb/internal/datapath"
-	"github.com/xlbproject/xlb/internal/lab"
 	"github.com/xlbproject/xlb/internal/maglev"
 	"github.com/xlbproject/xlb/internal/packet"
 	"github.com/xlbproject/xlb/internal/testenv"
-	"github.com/xlbproject/xlb/internal/throughput"
+	"github.com/xlbproject/xlb/lab"
 )
 
 // The SYN-flood acceptance's parameters.
@@ -51,7 +51,7 @@ var calmFor = 3 * time.Second
 // One xlb node (flood_syn_rate 1000), 3 backends. 100 TCP sessions from
 // the client through the node to the line echo, a message due every 100 ms
 // each (lab.StartTCPSessions). After 3 s, for 30 s, the flood: the
-// generator of internal/throughput (gen_tx, BPF_PROG_TEST_RUN with live
+// generator of bench/throughput (gen_tx, BPF_PROG_TEST_RUN with live
 // frames; throughput.SYNFlood) transmits on the node's switch port, i.e.
 // into the node's receive ring as if the router had forwarded it: SYNs
 // (MSS and SACK-permitted options, valid IPv4 and TCP checksums) to the

@@ -17,10 +17,10 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	pb "github.com/xlbproject/xlb/api/xlb/v1"
-	"github.com/xlbproject/xlb/internal/lab"
 	"github.com/xlbproject/xlb/internal/maglev"
 	"github.com/xlbproject/xlb/internal/testenv"
 	"github.com/xlbproject/xlb/internal/tracer"
+	"github.com/xlbproject/xlb/lab"
 )
 
 // scrape reads node i's metrics and returns every sample of the families

@@ -1,5 +1,5 @@
 // Command xlb-bench measures xlb and writes bench/out/report.json,
-// report.md and PNG plots (internal/benchreport). `make bench` runs
+// report.md and PNG plots (bench/report). `make bench` runs
 // `xlb-bench all`, `make bench-smoke` `xlb-bench -smoke all`.
 //
 //	xlb-bench [flags] all | pkt tput tablegen balance flowhash conntrack control ...
@@ -18,12 +18,12 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/xlbproject/xlb/internal/bench"
-	"github.com/xlbproject/xlb/internal/benchreport"
+	"github.com/xlbproject/xlb/bench/harness"
+	"github.com/xlbproject/xlb/bench/report"
 )
 
 func main() {
-	var o benchreport.Options
+	var o report.Options
 	var tables, scenarios string
 	flag.StringVar(&o.Out, "out", "bench/out", "directory for report.json, report.md and the plots")
 	flag.BoolVar(&o.Smoke, "smoke", false, "short runs of every part (proves they work; not figures to quote)")
@@ -37,13 +37,13 @@ func main() {
 	var builds string
 	flag.StringVar(&builds, "pkt-builds", "", "comma-separated forwarder objects of other builds (internal/datapath/xlb_bpfel.o) the pkt part measures side by side with this build's (an A/B of a data-plane change)")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: xlb-bench [flags] all | %s ...\n", strings.Join(benchreport.Parts, " | "))
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: xlb-bench [flags] all | %s ...\n", strings.Join(report.Parts, " | "))
 		flag.PrintDefaults()
 	}
 	flag.Parse()
 	if tables != "" {
 		for _, t := range strings.Split(tables, ",") {
-			o.PktTables = append(o.PktTables, bench.Table(strings.TrimSpace(t)))
+			o.PktTables = append(o.PktTables, harness.Table(strings.TrimSpace(t)))
 		}
 	}
 	if builds != "" {
@@ -51,7 +51,7 @@ func main() {
 	}
 	if scenarios != "" {
 		for _, s := range strings.Split(scenarios, ",") {
-			o.PktScenarios = append(o.PktScenarios, bench.Scenario(strings.TrimSpace(s)))
+			o.PktScenarios = append(o.PktScenarios, harness.Scenario(strings.TrimSpace(s)))
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -59,10 +59,10 @@ func main() {
 		<-ctx.Done()
 		stop() // a second signal ends the process at once
 	}()
-	_, err := benchreport.Run(ctx, flag.Args(), o)
+	_, err := report.Run(ctx, flag.Args(), o)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "xlb-bench: %v\n", err)
-		if errors.Is(err, benchreport.ErrUnknownPart) || len(flag.Args()) == 0 {
+		if errors.Is(err, report.ErrUnknownPart) || len(flag.Args()) == 0 {
 			flag.Usage()
 			os.Exit(2)
 		}
@@ -72,7 +72,7 @@ func main() {
 
 func scenarioNames() []string {
 	var out []string
-	for _, s := range bench.Scenarios() {
+	for _, s := range harness.Scenarios() {
 		out = append(out, string(s))
 	}
 	return out

@@ -1,5 +1,5 @@
 // Command xlb-lab builds and removes xlb lab topologies (network namespaces)
-// and runs the demo. See package internal/lab.
+// and runs the demo. See package lab.
 //
 //	xlb-lab up [--nodes N] [--backends M] [--prefix P] [--direct | --bgp [--speakers]] [--serve]
 //	xlb-lab down [--prefix P]
@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/xlbproject/xlb/internal/lab"
+	"github.com/xlbproject/xlb/lab"
 )
 
 const usage = `usage: xlb-lab <command> [flags]

@@ -21,6 +21,7 @@ import (
 	goccyast "github.com/goccy/go-yaml/ast"
 	goccyparser "github.com/goccy/go-yaml/parser"
 	goccytoken "github.com/goccy/go-yaml/token"
+	"github.com/xlbproject/xlb/internal/testenv/genconfig"
 	"gopkg.in/yaml.v3"
 )
 
@@ -212,7 +213,7 @@ func (r *jsonReader) fill(tok json.Token, y *ynode) (*ynode, error) {
 	return y, nil
 }
 
-// benchConfigJSON is benchConfig written as JSON, one pool backend or
+// benchConfigJSON is genconfig.Control's configuration written as JSON, one pool backend or
 // service a line.
 func benchConfigJSON(services, backends int, m uint32) string {
 	var s strings.Builder
@@ -275,7 +276,7 @@ var benchReaders = []struct {
 // same work: goccy/go-yaml's converted tree is yaml.v3's, and the JSON form
 // decodes to the same Config as the YAML.
 func TestOtherReadersAgree(t *testing.T) {
-	data := []byte(benchConfig(40, 30, 251))
+	data := genconfig.Control(40, 30, 251, -1, 0)
 	want := readDocument(data, newCollector("yaml"), false)
 	got, err := goccyRead(data)
 	if err != nil {
@@ -311,7 +312,7 @@ func TestOtherReadersAgree(t *testing.T) {
 //
 //	go test -run '^$' -bench Parse3000x30 -count 7 ./internal/config
 func BenchmarkParse3000x30(b *testing.B) {
-	yamlData := []byte(benchConfig(3000, 30, 16381))
+	yamlData := genconfig.Control(3000, 30, 16381, -1, 0)
 	jsonData := []byte(benchConfigJSON(3000, 30, 16381))
 	for _, step := range []string{"read", "parse"} {
 		for _, r := range benchReaders {

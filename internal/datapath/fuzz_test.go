@@ -41,8 +41,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/xlbproject/xlb/internal/packet"
-	"github.com/xlbproject/xlb/internal/study"
 	"github.com/xlbproject/xlb/internal/testenv"
+	"github.com/xlbproject/xlb/internal/testenv/traces"
 )
 
 // fuzzDefault packets per `go test` run: about 1.5 s at the ~340k packets/s
@@ -800,17 +800,13 @@ func FuzzForwarder(f *testing.F) {
 // the program with a VIP at its destination (and the flood defence on):
 // every packet gets the model's verdict, and the counters add up.
 func TestReplaySynFlood(t *testing.T) {
-	dir, err := study.FindTracesDir(".")
-	if err != nil {
-		testenv.Unavailable(t, "the packet captures: %v", err)
-	}
-	path := filepath.Join(dir, "pkt.TCP.synflood.spoofed.pcap")
+	path := filepath.Join(testenv.TracesDir(t), "pkt.TCP.synflood.spoofed.pcap")
 	fh, err := os.Open(path)
 	if err != nil {
 		testenv.Unavailable(t, "%v", err)
 	}
 	defer fh.Close()
-	pr, err := study.NewPcapReader(fh)
+	pr, err := traces.NewPcapReader(fh)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -826,7 +822,7 @@ func TestReplaySynFlood(t *testing.T) {
 		}
 		fr := bytes.Clone(rec.Data)
 		frames = append(frames, fr)
-		if tu, err := study.ParseTuple(pr.LinkType(), fr); err == nil {
+		if tu, err := traces.ParseTuple(pr.LinkType(), fr); err == nil {
 			dsts[VIPKey{Addr: tu.Dst, Port: tu.DstPort, Proto: tu.Proto}]++
 		}
 	}

@@ -36,8 +36,10 @@ func Mix(h, v uint64) uint64 {
 	return h
 }
 
-// fmix64 is the MurmurHash3 64-bit finalizer.
-func fmix64(x uint64) uint64 {
+// Fmix64 is the MurmurHash3 64-bit finalizer (a bijection), as used by
+// the flow hash v1 and by the Maglev permutation (hash_fmix64 in bpf/hash.h
+// is the same in C).
+func Fmix64(x uint64) uint64 {
 	x ^= x >> 33
 	x *= 0xff51afd7ed558ccd
 	x ^= x >> 33
@@ -78,7 +80,7 @@ func FlowHash(t Tuple) uint64 {
 		h = Mix(h, binary.LittleEndian.Uint64(d[8:16]))
 	}
 	h = Mix(h, last)
-	return fmix64(h)
+	return Fmix64(h)
 }
 
 // Slot returns the Maglev table slot for flow hash h in a table of m

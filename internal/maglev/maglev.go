@@ -58,18 +58,18 @@ const (
 // MakePerm returns the permutation of the backend called name in a table of
 // m slots (m prime, as Build checks), with weight w. It is TableVersion 1:
 //
-//	h1 = fmix64(FNV-1a-64("xlb-maglev-v1/offset/" + name))
-//	h2 = fmix64(FNV-1a-64("xlb-maglev-v1/skip/" + name))
+//	h1 = Fmix64(FNV-1a-64("xlb-maglev-v1/offset/" + name))
+//	h2 = Fmix64(FNV-1a-64("xlb-maglev-v1/skip/" + name))
 //	offset = h1 mod m
 //	skip   = h2 mod (m-1) + 1
 //
 // FNV-1a-64 is the standard one (offset basis 0xcbf29ce484222325, prime
-// 0x100000001b3) over the bytes of the string; fmix64 is the MurmurHash3
+// 0x100000001b3) over the bytes of the string; Fmix64 is the MurmurHash3
 // finalizer, the same one that ends the flow hash. The distinct prefixes make
 // h1 and h2 independent, as section 3.4 asks of its two hash functions.
 func MakePerm(name string, w, m uint32) Perm {
-	h1 := fmix64(fnv1a64(offsetPrefix, name))
-	h2 := fmix64(fnv1a64(skipPrefix, name))
+	h1 := Fmix64(fnv1a64(offsetPrefix, name))
+	h2 := Fmix64(fnv1a64(skipPrefix, name))
 	return Perm{
 		Offset: uint32(h1 % uint64(m)),
 		Skip:   uint32(h2%uint64(m-1)) + 1,

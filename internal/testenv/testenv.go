@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+
+	"github.com/xlbproject/xlb/internal/testenv/traces"
 )
 
 // InCI reports whether the CI environment variable is "true".
@@ -40,4 +42,16 @@ func RequireCommands(t testing.TB, names ...string) {
 			Unavailable(t, "command %q on PATH (make deps installs it)", n)
 		}
 	}
+}
+
+// TracesDir returns the directory of the shared packet captures
+// (traces.FindDir from the working directory), or skips t (fails it under
+// CI=true) when there is none.
+func TracesDir(t testing.TB) string {
+	t.Helper()
+	d, err := traces.FindDir(".")
+	if err != nil {
+		Unavailable(t, "the shared packet captures: %v", err)
+	}
+	return d
 }

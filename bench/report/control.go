@@ -1,0 +1,371 @@
+package report
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/xlbproject/xlb/bench/stats"
+	"github.com/xlbproject/xlb/internal/config"
+	"github.com/xlbproject/xlb/internal/controller"
+	"github.com/xlbproject/xlb/internal/datapath"
+	"github.com/xlbproject/xlb/internal/state"
+	"github.com/xlbproject/xlb/internal/testenv/genconfig"
+)
+
+// The control-plane scale of the performance targets (docs/DESIGN.md):
+// 3,000 services of 30 backends each.
+const (
+	ctlServices = 3000
+	ctlBackends = 30
+	ctlTable    = 16381
+	// ctlMaxReals is xlbd's own capacity (cmd/xlbd maxReals, one per 18-bit
+	// conntrack real id): the 90,000 (service, backend) pairs fit.
+	ctlMaxReals = 1 << 18
+)
+
+// ColdCommit is one file -> data plane commit of the whole config into an
+// empty, freshly loaded forwarder.
+type ColdCommit struct {
+	ParseMs float64 `json:"parse_ms"` // config.Parse (decode + validate)
+	PlanMs  float64 `json:"plan_ms"`  // Config.Desired + Planner.Plan (3,000 Maglev tables)
+	ApplyMs float64 `json:"apply_ms"` // datapath.Commit
+	TotalS  float64 `json:"total_s"`
+	datapath.ApplyStats
+	controller.PlanStats
+	ConfigBytes int `json:"config_bytes"`
+}
+
+// ChangeResult is one kind of single-backend change, planned with the
+// Planner that made the previous state and applied to the loaded
+// forwarder holding it: medians over runs that alternate the change and
+// its reverse.
+type ChangeResult struct {
+	Kind    string  `json:"kind"`
+	Runs    int     `json:"runs"`
+	ParseMs float64 `json:"parse_ms,omitempty"` // only for the reload of the whole file
+	PlanMs  float64 `json:"plan_ms"`
+	ApplyMs float64 `json:"apply_ms"`
+	TotalMs float64 `json:"total_ms"`
+	MaxMs   float64 `json:"max_ms"`
+	// What the last run did.
+	TablesBuilt    int `json:"tables_built"`
+	TablesPatched  int `json:"tables_patched"`
+	TablesReplaced int `json:"tables_replaced"`
+	EntriesWritten int `json:"entries_written"`
+	RealsWritten   int `json:"reals_written"`
+}
+
+// control measures the control plane at 3,000 services x 30 backends
+// (M = 16381): a config file to a loaded forwarder's maps, and one
+// backend's weight, state or health change to the maps.
+//
+// The controller's own Commit is not used: it also starts health probes
+// of every backend and installs kernel neighbour entries for their next
+// hops, which a benchmark must not do to this machine. The steps timed are
+// the ones Commit makes for the data plane: config.Parse,
+// Config.Desired, Planner.Plan (the controller's, which reuses unchanged
+// tables) and datapath.Commit.
+func (b *runner) control(ctx context.Context) error {
+	yaml := genconfig.Control(ctlServices, ctlBackends, ctlTable, -1, 0)
+	reps, changeRuns := 5, 21
+	if b.o.Smoke {
+		reps, changeRuns = 1, 3
+	}
+	b.printf("  %d services x %d backends, M = %d, config of %d KiB; %d cold commits, %d runs per change\n",
+		ctlServices, ctlBackends, ctlTable, len(yaml)>>10, reps, changeRuns)
+	lim := controller.Limits{MaxServices: 4096, MaxReals: ctlMaxReals}
+	var (
+		kept    *ctlInstance
+		cold    []ColdCommit
+		planner *controller.Planner
+		state   *state.State
+		cfg     *config.Config
+	)
+	defer func() {
+		if kept != nil {
+			kept.close()
+		}
+	}()
+	err := b.profile("control_commit", func() error {
+		for rep := range reps {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			inst, err := newCtlInstance()
+			if err != nil {
+				return err
+			}
+			c, p, st, parsed, err := coldCommit(inst.dp, yaml, lim)
+			if err != nil {
+				inst.close()
+				return err
+			}
+			cold = append(cold, c)
+			b.printf("  cold commit %d: parse %.0f ms, plan %.0f ms (%d tables built), apply %.0f ms (%d tables, %d reals written): %.3f s\n",
+				rep+1, c.ParseMs, c.PlanMs, c.TablesBuilt, c.ApplyMs, c.TablesReplaced, c.RealsWritten, c.TotalS)
+			if rep == reps-1 {
+				kept, planner, state, cfg = inst, p, st, parsed
+			} else {
+				inst.close()
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	b.r.Details.ControlCold = cold
+	pick := func(f func(ColdCommit) float64) float64 {
+		v := make([]float64, len(cold))
+		for i, c := range cold {
+			v[i] = f(c)
+		}
+		return stats.Median(v)
+	}
+	b.put("control.apply_3000_services_s", pick(func(c ColdCommit) float64 { return c.TotalS }), "s",
+		fmt.Sprintf("parse %.0f + plan %.0f + apply %.0f ms (medians)", pick(func(c ColdCommit) float64 { return c.ParseMs }),
+			pick(func(c ColdCommit) float64 { return c.PlanMs }), pick(func(c ColdCommit) float64 { return c.ApplyMs })))
+	b.targetNote("control.apply_3000_services_s", "medians: parse %.0f ms, plan %.0f ms (3,000 Maglev tables), apply %.0f ms (3,000 tables, 90,000 reals)",
+		pick(func(c ColdCommit) float64 { return c.ParseMs }), pick(func(c ColdCommit) float64 { return c.PlanMs }),
+		pick(func(c ColdCommit) float64 { return c.ApplyMs }))
+	b.r.set("control.parse_3000_services_ms", pick(func(c ColdCommit) float64 { return c.ParseMs }))
+	b.r.set("control.plan_3000_services_ms", pick(func(c ColdCommit) float64 { return c.PlanMs }))
+	b.r.set("control.datapath_apply_3000_services_ms", pick(func(c ColdCommit) float64 { return c.ApplyMs }))
+	b.r.set("control.reals", float64(cold[0].PlanStats.Reals))
+	b.r.set("control.config_kib", float64(len(yaml))/1024)
+
+	// One backend of one service in the middle of the file.
+	svc, be := ctlServices/2, ctlBackends/3
+	down := genconfig.BackendAddr(svc, be)
+	var changes []ChangeResult
+	err = b.profile("control_change", func() error {
+		base := cfg.Desired()
+		weight := cfg.Desired()
+		weight.Services[svc].Pools[0].Backends[be].Weight = 50
+		drain := cfg.Desired()
+		drain.Services[svc].Pools[0].Backends[be].Drain = true
+		unhealthy := func(bk config.Backend) bool { return bk.Addr != down }
+		for _, k := range []struct {
+			kind     string
+			to, back *config.Desired
+			hto      func(config.Backend) bool
+		}{
+			{"weight 100 -> 50", weight, base, nil},
+			{"state active -> drain", drain, base, nil},
+			{"health up -> down", base, base, unhealthy},
+		} {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			cr, st, err := changeRunsOf(kept.dp, planner, state, k.to, k.back, k.hto, changeRuns)
+			if err != nil {
+				return fmt.Errorf("%s: %w", k.kind, err)
+			}
+			state = st
+			cr.Kind = k.kind
+			changes = append(changes, cr)
+		}
+		// The same weight change through the whole file (SIGHUP reload):
+		// parse of 3,000 services included.
+		yamlB := genconfig.Control(ctlServices, ctlBackends, ctlTable, svc*ctlBackends+be, 50)
+		cr, st, err := reloadRuns(kept.dp, planner, state, yamlB, yaml, max(changeRuns/4, 1))
+		if err != nil {
+			return fmt.Errorf("reload: %w", err)
+		}
+		state = st
+		changes = append(changes, cr)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	b.r.Details.ControlDelta = changes
+	for i, c := range changes {
+		detail := fmt.Sprintf("%s: plan %.2f + apply %.2f ms; %d table built, %d patched, %d replaced, %d entries and %d reals written",
+			c.Kind, c.PlanMs, c.ApplyMs, c.TablesBuilt, c.TablesPatched, c.TablesReplaced, c.EntriesWritten, c.RealsWritten)
+		switch i {
+		case 0:
+			b.put("control.one_backend_change_ms", c.TotalMs, "ms", detail)
+			b.r.set("control.one_backend_change_entries_written", float64(c.EntriesWritten))
+			b.targetNote("control.one_backend_change_ms", "plan %.0f ms + apply %.0f ms; %d table rebuilt, patched in place: %d entries written",
+				c.PlanMs, c.ApplyMs, c.TablesBuilt, c.EntriesWritten)
+			b.r.set("control.one_backend_change_plan_ms", c.PlanMs)
+			b.r.set("control.one_backend_change_apply_ms", c.ApplyMs)
+			if c.TablesBuilt != 1 || c.TablesPatched != 1 || c.TablesReplaced != 0 {
+				b.note("a weight change should build one table and patch it in place; it built %d, patched %d, replaced %d",
+					c.TablesBuilt, c.TablesPatched, c.TablesReplaced)
+			}
+		case 1:
+			b.put("control.drain_change_ms", c.TotalMs, "ms", detail)
+		case 2:
+			b.put("control.health_change_ms", c.TotalMs, "ms", detail)
+		case 3:
+			b.put("control.reload_one_change_ms", c.TotalMs, "ms", fmt.Sprintf("parse %.0f ms + ", c.ParseMs)+detail)
+		}
+	}
+	b.r.md["control"] = controlMarkdown(cold, changes)
+	return nil
+}
+
+// ctlInstance is a loaded forwarder in a private pin directory.
+type ctlInstance struct {
+	dp  *datapath.Datapath
+	dir string
+}
+
+func newCtlInstance() (*ctlInstance, error) {
+	if err := datapath.EnsureBPFFS(); err != nil {
+		return nil, err
+	}
+	dir, err := privatePinDir("ctl")
+	if err != nil {
+		return nil, err
+	}
+	dp, err := datapath.Load(datapath.Options{Interface: "lo", PinDir: dir, ConntrackEntries: 1 << 14,
+		MaxServices: 4096, MaxReals: ctlMaxReals, Logger: quietLogger()})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return &ctlInstance{dp: dp, dir: dir}, nil
+}
+
+func (c *ctlInstance) close() {
+	c.dp.Close()
+	os.RemoveAll(c.dir)
+}
+
+// coldCommit parses yaml, plans it with a new Planner against dp's
+// (empty) state and applies it.
+func coldCommit(dp *datapath.Datapath, yaml []byte, lim controller.Limits) (ColdCommit, *controller.Planner, *state.State, *config.Config, error) {
+	c := ColdCommit{ConfigBytes: len(yaml)}
+	t0 := time.Now()
+	cfg, err := config.Parse(yaml, "bench.yaml")
+	if err != nil {
+		return c, nil, nil, nil, fmt.Errorf("parse: %w", err)
+	}
+	t1 := time.Now()
+	p := controller.NewPlanner(lim)
+	pl, err := p.Plan(dp.Snapshot(), controller.Input{Desired: cfg.Desired()})
+	if err != nil {
+		return c, nil, nil, nil, fmt.Errorf("plan: %w", err)
+	}
+	st, ps := pl.State, pl.Stats
+	t2 := time.Now()
+	as, err := dp.Commit(st, pl.Diff)
+	if err != nil {
+		return c, nil, nil, nil, fmt.Errorf("apply: %w", err)
+	}
+	t3 := time.Now()
+	c.ParseMs, c.PlanMs, c.ApplyMs, c.TotalS = ms(t1.Sub(t0)), ms(t2.Sub(t1)), ms(t3.Sub(t2)), t3.Sub(t0).Seconds()
+	c.ApplyStats, c.PlanStats = as, ps
+	if ps.Services != ctlServices || as.TablesReplaced != ctlServices {
+		return c, nil, nil, nil, fmt.Errorf("planned %d services, installed %d tables; want %d", ps.Services, as.TablesReplaced, ctlServices)
+	}
+	return c, p, st, cfg, nil
+}
+
+// changeRunsOf applies `to` and `back` alternately, runs times in all
+// (with healthy hto for `to`, every backend healthy for `back`), timing
+// each plan and apply. It returns the medians and the state in the maps.
+func changeRunsOf(dp *datapath.Datapath, p *controller.Planner, cur *state.State, to, back *config.Desired,
+	hto func(config.Backend) bool, runs int) (ChangeResult, *state.State, error) {
+	var plan, apply, total []float64
+	cr := ChangeResult{Runs: runs}
+	for i := range runs {
+		d, h := to, hto
+		if i%2 == 1 {
+			d, h = back, nil
+		}
+		t0 := time.Now()
+		pl, err := p.Plan(cur, controller.Input{Desired: d, Healthy: h})
+		if err != nil {
+			return cr, cur, err
+		}
+		st, ps := pl.State, pl.Stats
+		t1 := time.Now()
+		as, err := dp.Commit(st, pl.Diff)
+		if err != nil {
+			return cr, cur, err
+		}
+		t2 := time.Now()
+		cur = st
+		plan, apply, total = append(plan, ms(t1.Sub(t0))), append(apply, ms(t2.Sub(t1))), append(total, ms(t2.Sub(t0)))
+		cr.TablesBuilt, cr.TablesPatched, cr.TablesReplaced = ps.TablesBuilt, as.TablesPatched, as.TablesReplaced
+		cr.EntriesWritten, cr.RealsWritten = as.TableEntries, as.RealsWritten
+	}
+	cr.PlanMs, cr.ApplyMs, cr.TotalMs, cr.MaxMs = stats.Median(plan), stats.Median(apply), stats.Median(total), maxOf(total)
+	return cr, cur, nil
+}
+
+// reloadRuns is changeRunsOf for whole files: parse included.
+func reloadRuns(dp *datapath.Datapath, p *controller.Planner, cur *state.State, to, back []byte, runs int) (ChangeResult, *state.State, error) {
+	var parse, plan, apply, total []float64
+	cr := ChangeResult{Kind: "whole file reloaded, one weight 100 -> 50", Runs: runs}
+	for i := range runs {
+		y := to
+		if i%2 == 1 {
+			y = back
+		}
+		t0 := time.Now()
+		cfg, err := config.Parse(y, "bench.yaml")
+		if err != nil {
+			return cr, cur, err
+		}
+		t1 := time.Now()
+		pl, err := p.Plan(cur, controller.Input{Desired: cfg.Desired()})
+		if err != nil {
+			return cr, cur, err
+		}
+		st, ps := pl.State, pl.Stats
+		t2 := time.Now()
+		as, err := dp.Commit(st, pl.Diff)
+		if err != nil {
+			return cr, cur, err
+		}
+		t3 := time.Now()
+		cur = st
+		parse, plan, apply = append(parse, ms(t1.Sub(t0))), append(plan, ms(t2.Sub(t1))), append(apply, ms(t3.Sub(t2)))
+		total = append(total, ms(t3.Sub(t0)))
+		cr.TablesBuilt, cr.TablesPatched, cr.TablesReplaced = ps.TablesBuilt, as.TablesPatched, as.TablesReplaced
+		cr.EntriesWritten, cr.RealsWritten = as.TableEntries, as.RealsWritten
+	}
+	cr.ParseMs, cr.PlanMs, cr.ApplyMs, cr.TotalMs, cr.MaxMs = stats.Median(parse), stats.Median(plan), stats.Median(apply), stats.Median(total), maxOf(total)
+	return cr, cur, nil
+}
+
+func maxOf(v []float64) float64 {
+	m := 0.0
+	for _, x := range v {
+		m = max(m, x)
+	}
+	return m
+}
+
+func controlMarkdown(cold []ColdCommit, changes []ChangeResult) string {
+	var s strings.Builder
+	fmt.Fprintf(&s, "%d services × %d backends (a pool of its own each, TCP health check), M = %d: %d reals, %d table entries. "+
+		"Timed: `config.Parse`, `Config.Desired` + `controller.Planner.Plan`, `datapath.Commit` into a forwarder loaded "+
+		"(`datapath.Load`, private bpffs pin directory, not attached) for each cold commit.\n\n",
+		ctlServices, ctlBackends, ctlTable, ctlServices*ctlBackends, ctlServices*ctlTable)
+	s.WriteString("| cold commit | parse ms | plan ms | apply ms | total s | tables built | tables installed | reals written |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for i, c := range cold {
+		fmt.Fprintf(&s, "| %d | %.0f | %.0f | %.0f | %.3f | %d | %d | %d |\n", i+1, c.ParseMs, c.PlanMs, c.ApplyMs, c.TotalS,
+			c.TablesBuilt, c.TablesReplaced, c.RealsWritten)
+	}
+	s.WriteString("\nOne backend (service 1500, backend 10) changes, then changes back, planned with the same Planner " +
+		"against the state in the maps (medians; the whole-file reload includes parsing all 3,000 services):\n\n")
+	s.WriteString("| change | runs | parse ms | plan ms | apply ms | total ms, median (max) | tables built / patched / replaced | entries written | reals written |\n|---|---:|---:|---:|---:|---:|---|---:|---:|\n")
+	for _, c := range changes {
+		parse := "—"
+		if c.ParseMs > 0 {
+			parse = fmt.Sprintf("%.0f", c.ParseMs)
+		}
+		fmt.Fprintf(&s, "| %s | %d | %s | %.2f | %.2f | %.2f (%.2f) | %d / %d / %d | %d | %d |\n", c.Kind, c.Runs, parse,
+			c.PlanMs, c.ApplyMs, c.TotalMs, c.MaxMs, c.TablesBuilt, c.TablesPatched, c.TablesReplaced, c.EntriesWritten, c.RealsWritten)
+	}
+	return s.String()
+}

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* gen_tput.h: the throughput harness's ABI (bench/throughput): what the
+ * generator writes into each frame, and what the receiver counts. Go types
+ * are generated from this file by bpf2go. Not part of the forwarder. */
+#pragma once
+
+#include <linux/types.h>
+
+/* Bytes of the template the generator writes into every frame: Ethernet,
+ * IPv4, TCP and a 10-byte payload (the first 8 bytes a timestamp). Frames
+ * are exactly this long. */
+#define GEN_FRAME 64
+/* Frame offsets of the varied fields and of the timestamp. */
+#define GEN_OFF_SADDR (14 + 12)
+#define GEN_OFF_SPORT (14 + 20)
+#define GEN_OFF_STAMP (14 + 20 + 20)
+/* Frame offsets of the IPv4 header checksum and the TCP checksum. */
+#define GEN_OFF_IPCSUM (14 + 10)
+#define GEN_OFF_TCPCSUM (14 + 20 + 16)
+
+/* How the 5-tuple changes from one generated packet to the next. Flow i is
+ * source address gen_base + (i >> 15), source port 0x8000 | (i & 0x7fff). */
+enum gen_mode {
+	GEN_CONSTANT = 0,    /* the template's 5-tuple every time */
+	GEN_NEW_FLOWS = 1,   /* flow gen_seq: a flow never seen before per packet */
+	GEN_CYCLE_FLOWS = 2, /* flows 0 .. gen_flows-1 round robin */
+};
+
+/* What the receiver saw (per CPU; the harness sums them). */
+struct gen_stats {
+	__u64 rx;        /* frames that reached the counting program */
+	__u64 encap;     /* GRE/IPv4 from the node to a backend, inner to the VIP */
+	__u64 plain;     /* the generated frame unchanged (baseline reflector) */
+	__u64 bad;       /* anything else */
+	__u64 bytes;     /* of encap frames */
+	__u64 lat_n;     /* stamped frames timed */
+	__u64 lat_sum;   /* ns, sum over lat_n */
+};
+
+/* One-way times of stamped frames are kept, in arrival order, in a ring of
+ * GEN_LAT_SAMPLES (a power of two) entries. */
+#define GEN_LAT_SAMPLES 4096
+
+/* Per-backend counts are indexed by the last byte of the outer destination. */
+#define GEN_BACKENDS 256
