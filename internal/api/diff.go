@@ -146,3 +146,15 @@ func serviceChanged(o, n *config.DesiredService) bool {
 	}
 	return false
 }
+
+// ParseApplied parses a config sent to ApplyConfig and returns it with
+// its source, o.Source ("api" when empty), which its errors name as the
+// file.
+func ParseApplied(yaml []byte, o ApplyOptions) (*config.Config, string, error) {
+	src := o.Source
+	if src == "" {
+		src = "api"
+	}
+	cfg, err := config.Parse(yaml, src)
+	return cfg, src, err
+}

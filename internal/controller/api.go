@@ -142,6 +142,15 @@ func (a *API) ctlr() (*Controller, error) {
 	return c, nil
 }
 
+// bgpCtlr is ctlr for the calls that need the BGP speaker.
+func (a *API) bgpCtlr() (*Controller, error) {
+	c, err := a.ctlr()
+	if err == nil && c.bgp == nil {
+		err = fmt.Errorf("%w: no bgp section in the config", api.ErrFailedPrecondition)
+	}
+	return c, err
+}
+
 var _ api.Backend = (*API)(nil)
 
 // Status reports the node, program, self-check, BGP and config.
@@ -298,11 +307,7 @@ func (a *API) ApplyConfig(ctx context.Context, yaml []byte, o api.ApplyOptions) 
 	if err0 != nil {
 		return api.ApplyResult{}, err0
 	}
-	src := o.Source
-	if src == "" {
-		src = "api"
-	}
-	cfg, err := config.Parse(yaml, src)
+	cfg, _, err := api.ParseApplied(yaml, o)
 	if err != nil {
 		return api.ApplyResult{}, err
 	}
@@ -532,12 +537,9 @@ func (a *API) Explain(ctx context.Context, p api.ExplainPacket) (api.Explanation
 // NodeDrain starts a BGP graceful shutdown; it returns once the VIPs are
 // withdrawn.
 func (a *API) NodeDrain(ctx context.Context) (bool, error) {
-	c0, err0 := a.ctlr()
+	c0, err0 := a.bgpCtlr()
 	if err0 != nil {
 		return false, err0
-	}
-	if c0.bgp == nil {
-		return false, fmt.Errorf("%w: no bgp section in the config", api.ErrFailedPrecondition)
 	}
 	changed := false
 	err := c0.call(ctx, func() error {
@@ -558,12 +560,9 @@ func (a *API) NodeDrain(ctx context.Context) (bool, error) {
 
 // NodeUndrain announces again.
 func (a *API) NodeUndrain(ctx context.Context) (bool, error) {
-	c0, err0 := a.ctlr()
+	c0, err0 := a.bgpCtlr()
 	if err0 != nil {
 		return false, err0
-	}
-	if c0.bgp == nil {
-		return false, fmt.Errorf("%w: no bgp section in the config", api.ErrFailedPrecondition)
 	}
 	changed := false
 	err := c0.call(ctx, func() error {

@@ -238,11 +238,7 @@ func (f *Fake) GlobalCounters(ctx context.Context) ([]api.Counter, error) {
 
 // ApplyConfig implements api.Backend like xlbd: parse, diff, commit.
 func (f *Fake) ApplyConfig(ctx context.Context, yaml []byte, o api.ApplyOptions) (api.ApplyResult, error) {
-	src := o.Source
-	if src == "" {
-		src = "api"
-	}
-	cfg, err := config.Parse(yaml, src)
+	cfg, src, err := api.ParseApplied(yaml, o)
 	if err != nil {
 		return api.ApplyResult{}, err
 	}
