@@ -121,7 +121,6 @@ type planning struct {
 	prevReals  map[realKey]uint32 // prev's reals by (service, address), made when needed
 	bl         builds
 	same       []sameTable
-	seenKeys   map[state.VIPKey]int
 }
 
 type realKey struct {
@@ -176,7 +175,6 @@ func (pl *planning) run() (*memory, error) {
 	if top, ok := pl.prev.Reals.Max(); ok {
 		pl.realIDs.cursor = top + 1
 	}
-	pl.seenKeys = make(map[state.VIPKey]int, len(d.Services))
 	mem := &memory{nh: pl.in.NextHops, order: make([]*svcMemo, len(d.Services))}
 	for i := range d.Services {
 		m, err := pl.service(i)
@@ -203,11 +201,10 @@ func (pl *planning) run() (*memory, error) {
 func (pl *planning) service(i int) (*svcMemo, error) {
 	s := &pl.in.Desired.Services[i]
 	key := state.VIPKey{Addr: s.VIP, Port: s.Port, Proto: uint8(s.Proto)}
-	if j, dup := pl.seenKeys[key]; dup {
-		return nil, fmt.Errorf("services %s and %s: both on %s", pl.in.Desired.Services[j].Name, s.Name, key)
-	}
-	pl.seenKeys[key] = i
 	old := pl.memoOf(i, key)
+	if _, planned := pl.next.Services[key]; old != nil && old.seen == pl.p.gen || old == nil && planned {
+		return nil, pl.twoOnKey(i, key)
+	}
 	if old != nil && sameService(&old.in, s) && pl.sameHealth(old, s) {
 		old.seen = pl.p.gen
 		old.entry.gen = pl.p.gen
@@ -249,6 +246,18 @@ func (pl *planning) service(i int) (*svcMemo, error) {
 	m.entry = pl.p.useTable(svc, tk, buildJob{svc: svc, name: s.Name, usable: usable, m: s.TableSize, ids: byAddr}, &pl.bl, &pl.same)
 	pl.next.Services[key] = svc
 	return m, nil
+}
+
+// twoOnKey is the error for desired service i, whose key an earlier
+// service has.
+func (pl *planning) twoOnKey(i int, key state.VIPKey) error {
+	d := pl.in.Desired
+	for j := range i {
+		if k := d.Services[j]; k.VIP == key.Addr && k.Port == key.Port && uint8(k.Proto) == key.Proto {
+			return fmt.Errorf("services %s and %s: both on %s", k.Name, d.Services[i].Name, key)
+		}
+	}
+	return fmt.Errorf("service %s: another service on %s", d.Services[i].Name, key)
 }
 
 // memoOf is the memory of service i at key: usually the service at the
