@@ -357,134 +357,176 @@ func (k vipKey) String() string {
 }
 
 func validateServices(cfg *Config, idx map[string]*Pool, c *collector) {
-	names := map[string]int{}
-	vips := map[vipKey]int{}
-	flat := map[string][]member{} // flattened pools, by name
-	resolve := func(name string) []member {
-		m, ok := flat[name]
-		if !ok {
-			m = flatten(idx, name, nil)
-			flat[name] = m
-		}
-		return m
+	sc := &serviceChecks{cfg: cfg, idx: idx, c: c,
+		names: map[string]int{}, vips: map[vipKey]int{}, flat: map[string][]member{}}
+	for i := range cfg.Services {
+		sc.service(i)
 	}
+	sc.nodeAddresses()
+}
+
+// serviceChecks is what the checks of one service need of the others.
+type serviceChecks struct {
+	cfg   *Config
+	idx   map[string]*Pool
+	c     *collector
+	names map[string]int
+	vips  map[vipKey]int
+	flat  map[string][]member // flattened pools, by name
 	// The first backend of each family that a service uses, for the node
 	// address checks.
-	var used4, used6 *member
-	var used4Path, used6Path string
+	used4, used6         *member
+	used4Path, used6Path string
+}
 
-	for i := range cfg.Services {
-		s := &cfg.Services[i]
-		path := servicePath(i)
-		switch np := join(path, "name"); {
-		case s.Name == "":
-			c.errf(np, ErrRequired, "required")
-		case !validName(s.Name):
-			c.errf(np, ErrInvalid, "%q is not a valid service name: use 1 to %d of A-Z a-z 0-9 _ . -", s.Name, MaxNameLen)
-		default:
-			if j, dup := names[s.Name]; dup {
-				c.errf(np, ErrDuplicate, "duplicate service name %q (first at %s)", s.Name, c.where(servicePath(j)))
-			} else {
-				names[s.Name] = i
-			}
-		}
-		vipOK := false
-		switch vp := join(path, "vip"); {
-		case !s.VIP.IsValid():
-			c.errf(vp, ErrRequired, "required")
-		case unicastProblem(s.VIP) != "":
-			c.errf(vp, ErrInvalid, "%s %s", s.VIP, unicastProblem(s.VIP))
-		default:
-			vipOK = true
-		}
-		switch pp := join(path, "protocol"); {
-		case s.Proto == 0:
-			c.errf(pp, ErrRequired, "required: %s", enumList(protoNames))
-		case !enumValid(protoNames, s.Proto):
-			c.errf(pp, ErrInvalid, "%s is not one of %s", s.Proto, enumList(protoNames))
-		default:
-			if vipOK {
-				k := vipKey{s.VIP, s.Port, s.Proto}
-				if j, dup := vips[k]; dup {
-					c.errf(join(path, "vip"), ErrDuplicate, "duplicate VIP %s: services[%d] %q%s serves it already",
-						k, j, cfg.Services[j].Name, c.onLine(servicePath(j), " (line %d)"))
-				} else {
-					vips[k] = i
-				}
-			}
-		}
-		if !enumValid(schedulerNames, s.Scheduler) {
-			c.errf(join(path, "scheduler"), ErrInvalid, "%s is not one of %s", s.Scheduler, enumList(schedulerNames))
-		}
-		if !enumValid(encapNames, s.Encap) {
-			c.errf(join(path, "encap"), ErrInvalid, "%s is not one of %s", s.Encap, enumList(encapNames))
-		}
-		if !(s.MinHealthy >= 0 && s.MinHealthy <= 1) { // also catches NaN
-			c.errf(join(path, "min_healthy"), ErrInvalid, "%v is out of range 0..1", s.MinHealthy)
-		}
-		tableOK := false
-		switch tp, m := join(path, "table_size"), s.TableSize; {
-		case m > MaxTableSize:
-			c.errf(tp, ErrInvalid, "%d exceeds the maximum table size %d (largest prime allowed: %d)",
-				m, MaxTableSize, prevPrime(MaxTableSize))
-		case !maglev.IsPrime(m):
-			c.errf(tp, ErrInvalid, "%d is not prime (nearest primes: %s)", m, nearestPrimes(m))
-		default:
-			tableOK = true
-		}
+// resolve returns the flattened members of pool name.
+func (sc *serviceChecks) resolve(name string) []member {
+	m, ok := sc.flat[name]
+	if !ok {
+		m = flatten(sc.idx, name, nil)
+		sc.flat[name] = m
+	}
+	return m
+}
 
-		pp := join(path, "pools")
-		if len(s.Pools) == 0 {
-			c.errf(pp, ErrRequired, "required: the pools serving the service, in order of preference")
+// service checks services[i].
+func (sc *serviceChecks) service(i int) {
+	s, c := &sc.cfg.Services[i], sc.c
+	path := servicePath(i)
+	sc.name(i, s, path)
+	sc.vipAndProtocol(i, s, path)
+	if !enumValid(schedulerNames, s.Scheduler) {
+		c.errf(join(path, "scheduler"), ErrInvalid, "%s is not one of %s", s.Scheduler, enumList(schedulerNames))
+	}
+	if !enumValid(encapNames, s.Encap) {
+		c.errf(join(path, "encap"), ErrInvalid, "%s is not one of %s", s.Encap, enumList(encapNames))
+	}
+	if !(s.MinHealthy >= 0 && s.MinHealthy <= 1) { // also catches NaN
+		c.errf(join(path, "min_healthy"), ErrInvalid, "%v is out of range 0..1", s.MinHealthy)
+	}
+	tableOK := false
+	switch tp, m := join(path, "table_size"), s.TableSize; {
+	case m > MaxTableSize:
+		c.errf(tp, ErrInvalid, "%d exceeds the maximum table size %d (largest prime allowed: %d)",
+			m, MaxTableSize, prevPrime(MaxTableSize))
+	case !maglev.IsPrime(m):
+		c.errf(tp, ErrInvalid, "%d is not prime (nearest primes: %s)", m, nearestPrimes(m))
+	default:
+		tableOK = true
+	}
+	sc.pools(i, s, path, tableOK)
+}
+
+// name checks a service's name: valid and unique.
+func (sc *serviceChecks) name(i int, s *Service, path string) {
+	c := sc.c
+	switch np := join(path, "name"); {
+	case s.Name == "":
+		c.errf(np, ErrRequired, "required")
+	case !validName(s.Name):
+		c.errf(np, ErrInvalid, "%q is not a valid service name: use 1 to %d of A-Z a-z 0-9 _ . -", s.Name, MaxNameLen)
+	default:
+		if j, dup := sc.names[s.Name]; dup {
+			c.errf(np, ErrDuplicate, "duplicate service name %q (first at %s)", s.Name, c.where(servicePath(j)))
+		} else {
+			sc.names[s.Name] = i
+		}
+	}
+}
+
+// vipAndProtocol checks a service's VIP and protocol, and that no other
+// service has the same (VIP, port, protocol).
+func (sc *serviceChecks) vipAndProtocol(i int, s *Service, path string) {
+	c := sc.c
+	vipOK := false
+	switch vp := join(path, "vip"); {
+	case !s.VIP.IsValid():
+		c.errf(vp, ErrRequired, "required")
+	case unicastProblem(s.VIP) != "":
+		c.errf(vp, ErrInvalid, "%s %s", s.VIP, unicastProblem(s.VIP))
+	default:
+		vipOK = true
+	}
+	switch pp := join(path, "protocol"); {
+	case s.Proto == 0:
+		c.errf(pp, ErrRequired, "required: %s", enumList(protoNames))
+	case !enumValid(protoNames, s.Proto):
+		c.errf(pp, ErrInvalid, "%s is not one of %s", s.Proto, enumList(protoNames))
+	case vipOK:
+		k := vipKey{s.VIP, s.Port, s.Proto}
+		if j, dup := sc.vips[k]; dup {
+			c.errf(join(path, "vip"), ErrDuplicate, "duplicate VIP %s: services[%d] %q%s serves it already",
+				k, j, sc.cfg.Services[j].Name, c.onLine(servicePath(j), " (line %d)"))
+		} else {
+			sc.vips[k] = i
+		}
+	}
+}
+
+// pools checks a service's pool list: present, known, each once, not all
+// empty, each smaller than the table.
+func (sc *serviceChecks) pools(i int, s *Service, path string, tableOK bool) {
+	c := sc.c
+	pp := join(path, "pools")
+	if len(s.Pools) == 0 {
+		c.errf(pp, ErrRequired, "required: the pools serving the service, in order of preference")
+		return
+	}
+	refsOK := true
+	seen := map[string]int{}
+	total := 0
+	for j, name := range s.Pools {
+		rp := index(pp, j)
+		if k, dup := seen[name]; dup {
+			c.errf(rp, ErrDuplicate, "pool %q is listed twice (first at %s)", name, c.where(index(pp, k)))
 			continue
 		}
-		refsOK := true
-		seen := map[string]int{}
-		total := 0
-		for j, name := range s.Pools {
-			rp := index(pp, j)
-			if k, dup := seen[name]; dup {
-				c.errf(rp, ErrDuplicate, "pool %q is listed twice (first at %s)", name, c.where(index(pp, k)))
-				continue
-			}
-			seen[name] = j
-			if _, ok := idx[name]; !ok {
-				c.errf(rp, ErrUnknownPool, "unknown pool %q%s", name, knownPools(idx))
-				refsOK = false
-				continue
-			}
-			members := resolve(name)
-			total += len(members)
-			if tableOK && uint64(len(members)) > uint64(s.TableSize) {
-				c.errf(join(path, "table_size"), ErrInvalid,
-					"%d is smaller than the %d backends of pool %q: use a prime at least 100 times the number of backends (Maglev paper, section 3.4)",
-					s.TableSize, len(members), name)
-			}
-			for k := range members {
-				m := &members[k]
-				if m.Addr.Is4() && used4 == nil {
-					used4, used4Path = m, fmt.Sprintf("services[%d] %q via pool %q", i, s.Name, name)
-				}
-				if m.Addr.Is6() && used6 == nil {
-					used6, used6Path = m, fmt.Sprintf("services[%d] %q via pool %q", i, s.Name, name)
-				}
-			}
+		seen[name] = j
+		if _, ok := sc.idx[name]; !ok {
+			c.errf(rp, ErrUnknownPool, "unknown pool %q%s", name, knownPools(sc.idx))
+			refsOK = false
+			continue
 		}
-		if refsOK && total == 0 {
-			c.errf(pp, ErrEmptyService, "service %q has no backend: its pools %s resolve to none",
-				s.Name, strings.Join(s.Pools, ", "))
+		members := sc.resolve(name)
+		total += len(members)
+		if tableOK && uint64(len(members)) > uint64(s.TableSize) {
+			c.errf(join(path, "table_size"), ErrInvalid,
+				"%d is smaller than the %d backends of pool %q: use a prime at least 100 times the number of backends (Maglev paper, section 3.4)",
+				s.TableSize, len(members), name)
+		}
+		sc.noteFamilies(i, s, name, members)
+	}
+	if refsOK && total == 0 {
+		c.errf(pp, ErrEmptyService, "service %q has no backend: its pools %s resolve to none",
+			s.Name, strings.Join(s.Pools, ", "))
+	}
+}
+
+// noteFamilies remembers the first IPv4 and IPv6 backend services use.
+func (sc *serviceChecks) noteFamilies(i int, s *Service, pool string, members []member) {
+	for k := range members {
+		m := &members[k]
+		if m.Addr.Is4() && sc.used4 == nil {
+			sc.used4, sc.used4Path = m, fmt.Sprintf("services[%d] %q via pool %q", i, s.Name, pool)
+		}
+		if m.Addr.Is6() && sc.used6 == nil {
+			sc.used6, sc.used6Path = m, fmt.Sprintf("services[%d] %q via pool %q", i, s.Name, pool)
 		}
 	}
+}
 
-	if used4 != nil && !cfg.Node.Address.IsValid() {
+// nodeAddresses requires a node address of each family a backend has.
+func (sc *serviceChecks) nodeAddresses() {
+	c, node := sc.c, sc.cfg.Node
+	if sc.used4 != nil && !node.Address.IsValid() {
 		c.errf("node.address", ErrRequired,
 			"required: the source address of packets to IPv4 backends, such as %s (%s) used by %s",
-			used4.Addr, c.where(backendPath(used4.pool, used4.index)), used4Path)
+			sc.used4.Addr, c.where(backendPath(sc.used4.pool, sc.used4.index)), sc.used4Path)
 	}
-	if used6 != nil && !cfg.Node.Address6.IsValid() {
+	if sc.used6 != nil && !node.Address6.IsValid() {
 		c.errf("node.address6", ErrRequired,
 			"required: the source address of packets to IPv6 backends, such as %s (%s) used by %s",
-			used6.Addr, c.where(backendPath(used6.pool, used6.index)), used6Path)
+			sc.used6.Addr, c.where(backendPath(sc.used6.pool, sc.used6.index)), sc.used6Path)
 	}
 }
 
