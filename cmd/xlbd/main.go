@@ -120,21 +120,11 @@ func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts
 	defer stop()
 	// The API socket first: a second xlbd for the same socket stops here,
 	// before it touches the pinned data plane.
-	apiView := controller.NewAPI(cfg.Node.Interface, pinDir, version)
-	server, err := api.Listen(apiView, api.Options{Socket: so.socket, TCP: so.tcp, TLS: so.tls, Log: log})
+	apiView, m, err := serve(ctx, log, cfg, pinDir, so)
 	if err != nil {
 		return err
 	}
-	go server.Serve(ctx)
-	var m *xmetrics.Metrics
-	if so.metrics != "" {
-		m = xmetrics.New(apiView, xmetrics.Options{Addr: so.metrics, Log: log})
-		if err := m.Listen(); err != nil {
-			return fmt.Errorf("metrics: %w", err)
-		}
-		go m.Serve(ctx)
-	}
-	opts := datapath.Options{
+	dp, err := datapath.Open(datapath.Options{
 		Interface:        cfg.Node.Interface,
 		PinDir:           pinDir,
 		Mode:             datapath.Mode(cfg.Node.XDPMode.String()),
@@ -144,44 +134,22 @@ func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts
 		MaxReals:         maxReals,
 		DiscardConntrack: so.discardCT,
 		Logger:           log,
-	}
-	dp, err := datapath.Open(opts)
+	})
 	if err != nil {
 		// An incompatible pinned map names itself, both layouts and the
 		// choices (datapath.IncompatibleMapError).
 		return err
 	}
 	defer dp.Close()
-	// Later fragments that come before their first are held here
-	// (docs/ARCHITECTURE.md, IP fragments), then re-injected through the forwarder.
-	holder, err := dp.NewFragHolder(datapath.FragHoldOptions{})
+	closeRings, err := startRings(ctx, log, dp, cfg.Node.Name)
 	if err != nil {
 		return err
 	}
-	defer holder.Close()
-	go func() {
-		if err := holder.Run(ctx); err != nil {
-			log.Error("fragment holder stopped", "error", err)
-		}
-	}()
-	traces, err := dp.TraceReader()
+	defer closeRings()
+	ctl, speaker, err := newController(log, cfg, path, dp, m)
 	if err != nil {
 		return err
 	}
-	defer traces.Close()
-	go relayTraces(log, traces, cfg.Node.Name)
-	lim := controller.Limits{MaxServices: maxServices, MaxReals: maxReals}
-	var speaker *bgp.Speaker
-	copts := controller.Options{Path: path, Limits: lim, Log: log, OnCommit: func(e controller.CommitEvent) {
-		m.ObserveCommit(xmetrics.Commit{Trigger: e.Trigger, Plan: e.Plan, Apply: e.Apply, Err: e.Err})
-	}}
-	if cfg.BGP != nil {
-		if speaker, err = bgp.New(bgpConfig(cfg.BGP, dp.Adopted()), log); err != nil {
-			return err
-		}
-		copts.BGP = speaker
-	}
-	ctl := controller.New(dp, copts)
 	if err := ctl.Commit(cfg); err != nil {
 		return fmt.Errorf("initial config: %w (the forwarder keeps its previous state)", err)
 	}
@@ -196,6 +164,73 @@ func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts
 		// the pinned forwarder goes on; a drain is explicit (SIGUSR1).
 		defer speaker.Stop(true)
 	}
+	log.Info("xlbd running", "interface", cfg.Node.Interface, "mode", dp.Mode(), "pin_dir", pinDir, "config", path)
+	ctl.Run(ctx, signalRequests())
+	log.Info("xlbd stopping; the forwarder keeps running on the last committed state", "pin_dir", pinDir)
+	return nil
+}
+
+// serve starts the API server and, when configured, the metrics server.
+func serve(ctx context.Context, log *slog.Logger, cfg *config.Config, pinDir string, so serveOpts) (*controller.API, *xmetrics.Metrics, error) {
+	apiView := controller.NewAPI(cfg.Node.Interface, pinDir, version)
+	server, err := api.Listen(apiView, api.Options{Socket: so.socket, TCP: so.tcp, TLS: so.tls, Log: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	go server.Serve(ctx)
+	var m *xmetrics.Metrics
+	if so.metrics != "" {
+		m = xmetrics.New(apiView, xmetrics.Options{Addr: so.metrics, Log: log})
+		if err := m.Listen(); err != nil {
+			return nil, nil, fmt.Errorf("metrics: %w", err)
+		}
+		go m.Serve(ctx)
+	}
+	return apiView, m, nil
+}
+
+// startRings starts the readers of the forwarder's ring buffers: held
+// fragments (docs/ARCHITECTURE.md, IP fragments), re-injected through the
+// forwarder, and tracer records, relayed to their receivers.
+func startRings(ctx context.Context, log *slog.Logger, dp *datapath.Datapath, node string) (func(), error) {
+	holder, err := dp.NewFragHolder(datapath.FragHoldOptions{})
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		if err := holder.Run(ctx); err != nil {
+			log.Error("fragment holder stopped", "error", err)
+		}
+	}()
+	traces, err := dp.TraceReader()
+	if err != nil {
+		holder.Close()
+		return nil, err
+	}
+	go relayTraces(log, traces, node)
+	return func() { traces.Close(); holder.Close() }, nil
+}
+
+// newController makes the controller and, with a bgp section, its speaker.
+func newController(log *slog.Logger, cfg *config.Config, path string, dp *datapath.Datapath, m *xmetrics.Metrics) (*controller.Controller, *bgp.Speaker, error) {
+	lim := controller.Limits{MaxServices: maxServices, MaxReals: maxReals}
+	copts := controller.Options{Path: path, Limits: lim, Log: log, OnCommit: func(e controller.CommitEvent) {
+		m.ObserveCommit(xmetrics.Commit{Trigger: e.Trigger, Plan: e.Plan, Apply: e.Apply, Err: e.Err})
+	}}
+	var speaker *bgp.Speaker
+	if cfg.BGP != nil {
+		var err error
+		if speaker, err = bgp.New(bgpConfig(cfg.BGP, dp.Adopted()), log); err != nil {
+			return nil, nil, err
+		}
+		copts.BGP = speaker
+	}
+	return controller.New(dp, copts), speaker, nil
+}
+
+// signalRequests turns SIGHUP, SIGUSR1 and SIGUSR2 into the controller's
+// reload, drain and undrain requests.
+func signalRequests() <-chan controller.Request {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
 	requests := make(chan controller.Request, 4)
@@ -211,8 +246,5 @@ func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts
 			}
 		}
 	}()
-	log.Info("xlbd running", "interface", cfg.Node.Interface, "mode", dp.Mode(), "pin_dir", pinDir, "config", path)
-	ctl.Run(ctx, requests)
-	log.Info("xlbd stopping; the forwarder keeps running on the last committed state", "pin_dir", pinDir)
-	return nil
+	return requests
 }
