@@ -76,67 +76,19 @@ func describeIP(out []string, v int, b []byte, depth int) []string {
 	var (
 		proto   uint8
 		payload []byte
+		line    string
 	)
 	switch v {
 	case 4:
-		if len(b) < 20 || b[0]>>4 != 4 {
-			return append(out, "truncated ipv4")
-		}
-		ihl := int(b[0]&0x0f) * 4
-		total := int(binary.BigEndian.Uint16(b[2:4]))
-		if ihl < 20 || len(b) < ihl {
-			return append(out, "truncated ipv4")
-		}
-		src, _ := netip.AddrFromSlice(b[12:16])
-		dst, _ := netip.AddrFromSlice(b[16:20])
-		proto = b[9]
-		line := fmt.Sprintf("ipv4 %s > %s proto %s ttl %d len %d", src, dst, protoName(proto), b[8], total)
-		if b[6]&0x40 != 0 {
-			line += " df"
-		}
-		if off := binary.BigEndian.Uint16(b[6:8]); off&0x3fff != 0 {
-			line += " fragment"
-		}
-		out = append(out, line)
-		end := min(max(total, ihl), len(b))
-		payload = b[ihl:end]
+		line, proto, payload = describeIPv4(b)
 	case 6:
-		if len(b) < 40 || b[0]>>4 != 6 {
-			return append(out, "truncated ipv6")
-		}
-		src, _ := netip.AddrFromSlice(b[8:24])
-		dst, _ := netip.AddrFromSlice(b[24:40])
-		proto = b[6]
-		plen := int(binary.BigEndian.Uint16(b[4:6]))
-		flow := binary.BigEndian.Uint32(b[0:4]) & 0xfffff
-		payload = b[40:min(40+plen, len(b))]
-		// Extension headers: hop-by-hop, routing, destination options,
-		// fragment.
-		var ext []string
-		for range 8 {
-			if proto != 0 && proto != 43 && proto != 60 && proto != 44 {
-				break
-			}
-			if len(payload) < 8 {
-				return append(out, "truncated ipv6 extension header")
-			}
-			n := (int(payload[1]) + 1) * 8
-			if proto == 44 {
-				n = 8
-				ext = append(ext, "frag")
-			} else {
-				ext = append(ext, map[uint8]string{0: "hop", 43: "rt", 60: "dst"}[proto])
-			}
-			if len(payload) < n {
-				return append(out, "truncated ipv6 extension header")
-			}
-			proto, payload = payload[0], payload[n:]
-		}
-		line := fmt.Sprintf("ipv6 %s > %s next %s hlim %d len %d flowlabel 0x%05x", src, dst, protoName(proto), b[7], plen, flow)
-		if len(ext) > 0 {
-			line += " ext " + strings.Join(ext, ",")
-		}
+		line, proto, payload = describeIPv6(b)
+	}
+	if line != "" {
 		out = append(out, line)
+	}
+	if strings.HasPrefix(line, "truncated") {
+		return out
 	}
 	switch proto {
 	case ipprotoIPIP:
@@ -144,27 +96,7 @@ func describeIP(out []string, v int, b []byte, depth int) []string {
 	case ipprotoIPv6:
 		return describeIP(out, 6, payload, depth+1)
 	case ipprotoGRE:
-		if len(payload) < 4 {
-			return append(out, "truncated gre")
-		}
-		flags := binary.BigEndian.Uint16(payload[0:2])
-		et := binary.BigEndian.Uint16(payload[2:4])
-		out = append(out, fmt.Sprintf("gre proto 0x%04x", et))
-		n := 4
-		for _, bit := range []uint16{0x8000, 0x2000, 0x1000} { // checksum, key, sequence
-			if flags&bit != 0 {
-				n += 4
-			}
-		}
-		if len(payload) < n {
-			return append(out, "truncated gre")
-		}
-		switch et {
-		case 0x0800:
-			return describeIP(out, 4, payload[n:], depth+1)
-		case 0x86dd:
-			return describeIP(out, 6, payload[n:], depth+1)
-		}
+		return describeGRE(out, payload, depth)
 	case ipprotoTCP:
 		if len(payload) < 20 {
 			return append(out, "truncated tcp")
@@ -178,6 +110,97 @@ func describeIP(out []string, v int, b []byte, depth int) []string {
 		}
 		out = append(out, fmt.Sprintf("udp %d > %d len %d",
 			binary.BigEndian.Uint16(payload[0:2]), binary.BigEndian.Uint16(payload[2:4]), binary.BigEndian.Uint16(payload[4:6])))
+	}
+	return out
+}
+
+// describeIPv4 describes an IPv4 header and returns its protocol and
+// payload (line "truncated ..." when it is cut short).
+func describeIPv4(b []byte) (string, uint8, []byte) {
+	if len(b) < 20 || b[0]>>4 != 4 {
+		return "truncated ipv4", 0, nil
+	}
+	ihl := int(b[0]&0x0f) * 4
+	total := int(binary.BigEndian.Uint16(b[2:4]))
+	if ihl < 20 || len(b) < ihl {
+		return "truncated ipv4", 0, nil
+	}
+	src, _ := netip.AddrFromSlice(b[12:16])
+	dst, _ := netip.AddrFromSlice(b[16:20])
+	proto := b[9]
+	line := fmt.Sprintf("ipv4 %s > %s proto %s ttl %d len %d", src, dst, protoName(proto), b[8], total)
+	if b[6]&0x40 != 0 {
+		line += " df"
+	}
+	if off := binary.BigEndian.Uint16(b[6:8]); off&0x3fff != 0 {
+		line += " fragment"
+	}
+	end := min(max(total, ihl), len(b))
+	return line, proto, b[ihl:end]
+}
+
+// describeIPv6 describes an IPv6 header with its extension headers
+// (hop-by-hop, routing, destination options, fragment) and returns the
+// upper protocol and its payload.
+func describeIPv6(b []byte) (string, uint8, []byte) {
+	if len(b) < 40 || b[0]>>4 != 6 {
+		return "truncated ipv6", 0, nil
+	}
+	src, _ := netip.AddrFromSlice(b[8:24])
+	dst, _ := netip.AddrFromSlice(b[24:40])
+	proto := b[6]
+	plen := int(binary.BigEndian.Uint16(b[4:6]))
+	flow := binary.BigEndian.Uint32(b[0:4]) & 0xfffff
+	payload := b[40:min(40+plen, len(b))]
+	var ext []string
+	for range 8 {
+		if proto != 0 && proto != 43 && proto != 60 && proto != 44 {
+			break
+		}
+		if len(payload) < 8 {
+			return "truncated ipv6 extension header", 0, nil
+		}
+		n := (int(payload[1]) + 1) * 8
+		if proto == 44 {
+			n = 8
+			ext = append(ext, "frag")
+		} else {
+			ext = append(ext, map[uint8]string{0: "hop", 43: "rt", 60: "dst"}[proto])
+		}
+		if len(payload) < n {
+			return "truncated ipv6 extension header", 0, nil
+		}
+		proto, payload = payload[0], payload[n:]
+	}
+	line := fmt.Sprintf("ipv6 %s > %s next %s hlim %d len %d flowlabel 0x%05x", src, dst, protoName(proto), b[7], plen, flow)
+	if len(ext) > 0 {
+		line += " ext " + strings.Join(ext, ",")
+	}
+	return line, proto, payload
+}
+
+// describeGRE describes a GRE header and what it carries.
+func describeGRE(out []string, payload []byte, depth int) []string {
+	if len(payload) < 4 {
+		return append(out, "truncated gre")
+	}
+	flags := binary.BigEndian.Uint16(payload[0:2])
+	et := binary.BigEndian.Uint16(payload[2:4])
+	out = append(out, fmt.Sprintf("gre proto 0x%04x", et))
+	n := 4
+	for _, bit := range []uint16{0x8000, 0x2000, 0x1000} { // checksum, key, sequence
+		if flags&bit != 0 {
+			n += 4
+		}
+	}
+	if len(payload) < n {
+		return append(out, "truncated gre")
+	}
+	switch et {
+	case 0x0800:
+		return describeIP(out, 4, payload[n:], depth+1)
+	case 0x86dd:
+		return describeIP(out, 6, payload[n:], depth+1)
 	}
 	return out
 }
