@@ -43,7 +43,7 @@ const (
 var calmFor = 3 * time.Second
 
 // TestSYNFloodKeepsEstablished is the end-to-end test of the SYN flood
-// defence (docs/DESIGN.md, SYN flood defence): under a maximum-rate spoofed
+// defence (docs/DESIGN.md, Flood defence): under a maximum-rate spoofed
 // SYN flood (live frames) at
 // one node, 100 established connections keep >= 99.9% of their messages
 // on time and none breaks.
