@@ -508,8 +508,12 @@ func (c *Controller) explanation(p api.ExplainPacket, r datapath.Explained) api.
 	if ct, ok := explainCT[r.CT]; ok && r.Answered {
 		ex.Conntrack = ct
 	}
-	if !r.Answered && r.Verdict == datapath.XDPPass {
+	switch {
+	case !r.Answered && r.Verdict == datapath.XDPPass:
 		ex.Reason = "pass_not_vip"
+	case r.Answered && r.Reason == "" && r.Verdict == datapath.XDPDrop:
+		// the answer is written at selection; the rest is not in it
+		ex.Reason = "dropped after selection, at encapsulation or next hop (drop_too_big, drop_no_nexthop, drop_no_source or drop_encap)"
 	}
 	var svcID uint32
 	for _, s := range c.desired.Services {
