@@ -111,12 +111,12 @@ struct {
 	__uint(max_entries, 1);
 } xlb_stats SEC(".maps");
 
-/* 0 -> flood defence state, per CPU. */
+/* enum xlb_flood_kind -> flood defence state, per CPU. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__type(key, __u32);
 	__type(value, struct flood_state);
-	__uint(max_entries, 1);
+	__uint(max_entries, XLB_FLOOD__MAX);
 } xlb_flood SEC(".maps");
 
 /* 0 -> ICMP echo-reply token bucket, per CPU. */

@@ -231,26 +231,33 @@ static __always_inline __u32 select_maglev(const struct vip_info *v, __u64 h)
 	return two ? (__u32)(*two >> ((slot & 1) * 32)) : 0;
 }
 
-/* flood_over_limit counts a new SYN flow of this CPU and tells whether it
- * is over the node's limit for the current tick (IPVS
- * drop_entry in spirit: under a SYN flood, stop creating state). */
-static __always_inline int flood_over_limit(const struct node_info *n, __u64 now)
+/* flood_kind: the flood budget a new flow of p is counted in. */
+static __always_inline __u32 flood_kind(const struct pkt *p)
 {
-	__u32 zero = 0;
+	return p->proto == IPPROTO_TCP && (p->tcp_flags & TCP_FLAG_SYN) ? XLB_FLOOD_SYN : XLB_FLOOD_NEW;
+}
+
+/* flood_over_limit counts a new flow of this CPU in its kind's budget
+ * (enum xlb_flood_kind) and tells whether it is over the node's limit for
+ * the current tick (IPVS drop_entry in spirit: under a flood, stop
+ * creating state). */
+static __always_inline int flood_over_limit(const struct node_info *n, __u64 now, __u32 kind)
+{
+	__u32 limit = kind == XLB_FLOOD_SYN ? n->flood_syn_limit : n->flood_new_limit;
 	struct flood_state *f;
 
-	if (!n->flood_syn_limit)
+	if (!limit)
 		return 0;
-	f = bpf_map_lookup_elem(&xlb_flood, &zero);
+	f = bpf_map_lookup_elem(&xlb_flood, &kind);
 	if (!f)
 		return 0;
 	if (f->tick != now) {
-		if (f->count <= n->flood_syn_limit)
+		if (f->count <= limit)
 			f->active = 0;
 		f->tick = now;
 		f->count = 0;
 	}
-	if (++f->count <= n->flood_syn_limit)
+	if (++f->count <= limit)
 		return 0;
 	if (!f->active) {
 		f->active = 1;
@@ -265,7 +272,80 @@ struct selection {
 	__u32 new_flow;
 	__u32 hit; /* a same-CPU conntrack hit, not yet counted: the caller
 		    * counts XLB_STAT_CT_HIT with the verdict (stats_count_hit) */
+	__u32 ct;  /* read-only selection: enum xlb_probe_ct */
 };
+
+/* ct_find_local: the way of bucket b that holds the flow (tag) in *e, or
+ * -1. */
+static __always_inline int ct_find_local(const struct ct_bucket *b, __u64 tag, __u64 *e)
+{
+#pragma unroll
+	for (int i = 0; i < XLB_CT_WAYS; i++) {
+		__u64 w = b->way[i];
+
+		if ((w >> XLB_CT_TAG_SHIFT) == tag &&
+		    ((w >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK) != XLB_CT_FREE) {
+			*e = w;
+			return i;
+		}
+	}
+	return -1;
+}
+
+/* ct_refresh moves the hit way's state and time on for p, writing only
+ * when it changed. */
+static __always_inline void ct_refresh(struct ct_bucket *b, int way, __u64 e, const struct pkt *p,
+				       __u64 now)
+{
+	__u64 state = (e >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
+	__u64 ne = (e & ~((XLB_CT_STATE_MASK << XLB_CT_STATE_SHIFT) | XLB_CT_TIME_MASK)) |
+		   ct_next_state(p, state) << XLB_CT_STATE_SHIFT | (now & XLB_CT_TIME_MASK);
+
+	if (ne != e && way >= 0 && way < XLB_CT_WAYS)
+		b->way[way] = ne;
+}
+
+/* select_remote: the flow's entry in another CPU's slice, when usable
+ * (sel filled; tracked: adopted into bucket b). Returns 1 when found. */
+static __always_inline int select_remote(const struct pkt *p, const struct vip_info *v,
+					 const struct node_info *n, struct ct_bucket *b,
+					 __u32 cpu, __u32 bucket, __u64 tag, __u64 now,
+					 struct selection *sel, const bool track)
+{
+	__u64 e = ct_find_remote(cpu, bucket, tag);
+	struct real_info *r = e ? ct_usable(e, tag, now, n, p, v) : NULL;
+
+	if (!r)
+		return 0;
+	sel->real = r;
+	sel->rid = (e >> XLB_CT_REAL_SHIFT) & XLB_CT_REAL_MASK;
+	if (track) {
+		__u64 state = (e >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
+
+		ct_store(b, tag, ct_make(tag, sel->rid, ct_next_state(p, state), now), now);
+		stats_count(XLB_STAT_CT_REMOTE_HIT);
+	} else {
+		sel->ct = XLB_PROBE_CT_REMOTE_HIT;
+	}
+	return 1;
+}
+
+/* select_maglev_real: the real the service's table gives for h, in sel.
+ * Returns 0 or XLB_STAT_DROP_NO_BACKEND. */
+static __always_inline int select_maglev_real(const struct vip_info *v, __u64 h,
+					      struct selection *sel)
+{
+	struct real_info *r;
+
+	sel->rid = select_maglev(v, h);
+	if (!sel->rid)
+		return XLB_STAT_DROP_NO_BACKEND;
+	r = bpf_map_lookup_elem(&xlb_reals, &sel->rid);
+	if (!r || r->svc_id != v->svc_id || !(r->flags & XLB_REAL_F_ACTIVE))
+		return XLB_STAT_DROP_NO_BACKEND;
+	sel->real = r;
+	return 0;
+}
 
 /* select_backend fills sel for a packet of service v. Returns 0, or an enum
  * xlb_stat drop reason.
@@ -273,13 +353,17 @@ struct selection {
  * track (a literal at every call: the compiler drops the other side's code)
  * true: the packet is of the flow, tracked in this CPU's slice: a hit is
  * refreshed, a flow adopted from another CPU or chosen by the Maglev table
- * is stored, and the ct_* counters move.
+ * is stored, and the ct_* counters move. A flow this CPU's slice does not
+ * hold is first counted in its flood budget (flood_over_limit): over it,
+ * the flow is forwarded by the Maglev table alone, untracked, without
+ * looking in the other CPUs' slices; a flow whose packet has SYN starts
+ * afresh and is never looked for there.
  * track false: read only, for packets about a flow rather than of it (ICMP
  * errors) and for self-check probes: the flow's entry in this
  * CPU's slice, else in another CPU's (SYN or not), else the Maglev table;
- * no entry is inserted or refreshed and no conntrack counter moves. A node
- * that does not track the flow picks the backend the table gives, as the
- * flow's own node did. */
+ * no entry is inserted or refreshed and no conntrack counter moves
+ * (sel->ct tells which answered). A node that does not track the flow
+ * picks the backend the table gives, as the flow's own node did. */
 static __always_inline int select_backend(const struct pkt *p, const struct vip_info *v,
 					  const struct node_info *n, __u64 h,
 					  struct selection *sel, const bool track)
@@ -290,38 +374,22 @@ static __always_inline int select_backend(const struct pkt *p, const struct vip_
 	__u64 now = bpf_ktime_get_coarse_ns() >> XLB_TICK_SHIFT;
 	__u64 tag = h >> XLB_CT_TAG_SHIFT;
 	struct ct_bucket *b = bpf_map_lookup_elem(&xlb_ct, &idx);
-	struct real_info *r = NULL;
+	struct real_info *r;
+	int way = -1, untracked = 0, rc;
 	__u64 e = 0;
-	int way = -1;
 
 	if (!b && track)
 		return XLB_STAT_DROP_INTERNAL;
-	if (b) {
-#pragma unroll
-		for (int i = 0; i < XLB_CT_WAYS; i++) {
-			__u64 w = b->way[i];
-
-			if ((w >> XLB_CT_TAG_SHIFT) == tag &&
-			    ((w >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK) != XLB_CT_FREE) {
-				e = w;
-				way = i;
-				break;
-			}
-		}
-	}
+	if (b)
+		way = ct_find_local(b, tag, &e);
 	if (way >= 0) {
 		r = ct_usable(e, tag, now, n, p, v);
 		if (r) {
 			if (track) {
-				__u64 state = (e >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
-				__u64 ne = (e & ~((XLB_CT_STATE_MASK << XLB_CT_STATE_SHIFT) |
-						  XLB_CT_TIME_MASK)) |
-					   ct_next_state(p, state) << XLB_CT_STATE_SHIFT |
-					   (now & XLB_CT_TIME_MASK);
-
-				if (ne != e && way < XLB_CT_WAYS)
-					b->way[way] = ne; /* write only when it changed */
+				ct_refresh(b, way, e, p, now);
 				sel->hit = 1;
+			} else {
+				sel->ct = XLB_PROBE_CT_HIT;
 			}
 			sel->real = r;
 			sel->rid = (e >> XLB_CT_REAL_SHIFT) & XLB_CT_REAL_MASK;
@@ -329,42 +397,24 @@ static __always_inline int select_backend(const struct pkt *p, const struct vip_
 		}
 		if (track)
 			stats_count(XLB_STAT_CT_RESELECT);
-	} else if (nr_cpus > 1 &&
-		   !(track && p->proto == IPPROTO_TCP && (p->tcp_flags & TCP_FLAG_SYN))) {
-		e = ct_find_remote(cpu, bucket, tag);
-		if (e)
-			r = ct_usable(e, tag, now, n, p, v);
-		if (r) {
-			sel->real = r;
-			sel->rid = (e >> XLB_CT_REAL_SHIFT) & XLB_CT_REAL_MASK;
-			if (track) {
-				__u64 state = (e >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
-
-				ct_store(b, tag, ct_make(tag, sel->rid, ct_next_state(p, state), now),
-					 now);
-				stats_count(XLB_STAT_CT_REMOTE_HIT);
-			}
-			return 0;
-		}
+		else
+			sel->ct = XLB_PROBE_CT_RESELECT;
+	} else if (track && flood_over_limit(n, now, flood_kind(p))) {
+		stats_count(XLB_STAT_FLOOD_UNTRACKED);
+		untracked = 1;
+	} else if (nr_cpus > 1 && !(track && flood_kind(p) == XLB_FLOOD_SYN) &&
+		   select_remote(p, v, n, b, cpu, bucket, tag, now, sel, track)) {
+		return 0;
 	}
 	if (track)
 		stats_count(XLB_STAT_CT_MISS);
-
-	sel->rid = select_maglev(v, h);
-	if (!sel->rid)
-		return XLB_STAT_DROP_NO_BACKEND;
-	r = bpf_map_lookup_elem(&xlb_reals, &sel->rid);
-	if (!r || r->svc_id != v->svc_id || !(r->flags & XLB_REAL_F_ACTIVE))
-		return XLB_STAT_DROP_NO_BACKEND;
-	sel->real = r;
-	if (!track)
-		return 0;
+	else if (way < 0)
+		sel->ct = XLB_PROBE_CT_MISS;
+	rc = select_maglev_real(v, h, sel);
+	if (rc || !track)
+		return rc;
 	sel->new_flow = 1;
-	if (p->proto == IPPROTO_TCP && (p->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN &&
-	    flood_over_limit(n, now)) {
-		stats_count(XLB_STAT_FLOOD_UNTRACKED);
-		return 0;
-	}
-	ct_store(b, tag, ct_make(tag, sel->rid, ct_next_state(p, XLB_CT_FREE), now), now);
+	if (!untracked)
+		ct_store(b, tag, ct_make(tag, sel->rid, ct_next_state(p, XLB_CT_FREE), now), now);
 	return 0;
 }

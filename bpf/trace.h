@@ -83,6 +83,27 @@ static __always_inline int trace_is_probe(struct xdp_md *ctx, const struct node_
 	return 1;
 }
 
+/* trace_probe_answer writes a self-check probe's answer (enum
+ * xlb_probe_ct) in the id field of its marker at frame offset off (from
+ * trace_marker_off, before any header is pushed): the caller of the test
+ * run reads what this run did from the frame it gets back, whatever other
+ * packets other CPUs forward meanwhile. Probes come only from the control
+ * plane's test runs (the cookie is its secret), never from the wire, so the
+ * payload's checksum is not kept. */
+static __always_inline void trace_probe_answer(struct xdp_md *ctx, __u32 off, __u32 ct, int reason)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct trace_marker *m;
+
+	if (off > TRACE_MAX_OFF + 64)
+		return;
+	m = data + off;
+	if ((void *)(m + 1) > data_end)
+		return;
+	m->id = bpf_htonl((__u32)TRACE_PROBE_ANSWERED << 24 | (ct & 0xff) << 16 | (reason & 0xffff));
+}
+
 /* trace_info packs a traced packet's fate for xlb_trace: the XDP verdict,
  * the enum xlb_stat drop reason of selection (0: none) and whether the flow
  * was tracked (conntrack hit). */

@@ -101,9 +101,11 @@ struct node_info {
 	__u16 timeout_tcp;
 	__u16 timeout_tcp_fin;
 	__u16 timeout_udp;
-	/* Flood defence: new SYN flows a CPU may track per conntrack tick;
-	 * beyond it, new SYN flows are forwarded by Maglev alone, untracked, so
-	 * they cannot evict established entries. 0: no limit. */
+	/* Flood defence: new flows a CPU may track per conntrack tick, those
+	 * whose packet has SYN and, apart, the others (TCP without SYN, UDP);
+	 * beyond it, new flows of that kind are forwarded by Maglev alone,
+	 * untracked, so they cannot evict established entries (and a non-SYN
+	 * one skips the other CPUs' slices). 0: no limit. */
 	__u32 flood_syn_limit;
 	/* ICMP echo requests to a VIP address each CPU answers per second
 	 * (token bucket, burst of one second's worth). 0: never answered. */
@@ -111,7 +113,7 @@ struct node_info {
 	/* Packet tracer (trace.h): records each CPU may emit per second
 	 * (token bucket, burst of one second's worth). 0: tracer off. */
 	__u32 trace_rate;
-	__u32 pad;
+	__u32 flood_new_limit; /* see flood_syn_limit */
 	/* Self-check probes carry this value in their marker (trace.h); 0:
 	 * no packet is taken for a probe. Random, set by the control plane. */
 	__u64 probe_cookie;
@@ -124,7 +126,15 @@ struct icmp_rl_state {
 	__u64 credit;
 };
 
-/* xlb_flood value (per CPU): new SYN flows tracked in the current tick. */
+/* xlb_flood keys: the flood budgets (node_info.flood_syn_limit,
+ * flood_new_limit). */
+enum xlb_flood_kind {
+	XLB_FLOOD_SYN = 0, /* new flows whose packet has SYN */
+	XLB_FLOOD_NEW = 1, /* other new flows: TCP without SYN, UDP */
+	XLB_FLOOD__MAX,
+};
+
+/* xlb_flood value (per CPU and kind): new flows counted in the current tick. */
 struct flood_state {
 	__u64 tick;
 	__u32 count;
@@ -159,8 +169,8 @@ enum xlb_stat {
 	XLB_STAT_DROP_NO_SOURCE,    /* no node address of the backend's family */
 	XLB_STAT_DROP_ENCAP,        /* headroom could not be grown */
 	XLB_STAT_DROP_INTERNAL,     /* a map lookup that cannot fail did */
-	XLB_STAT_FLOOD_ACTIVATIONS, /* a CPU went over flood_syn_limit */
-	XLB_STAT_FLOOD_UNTRACKED,   /* new SYN flows not tracked (flood mode) */
+	XLB_STAT_FLOOD_ACTIVATIONS, /* a CPU went over a flood limit (per kind) */
+	XLB_STAT_FLOOD_UNTRACKED,   /* new flows not tracked (flood mode) */
 	XLB_STAT_ICMP_FRAG_NEEDED,  /* ICMP frag-needed / ICMPv6 packet-too-big forwarded to the flow's backend */
 	XLB_STAT_ICMP_UNREACH,      /* other destination-unreachable forwarded to the flow's backend */
 	XLB_STAT_ICMP_TIME_EXCEEDED, /* time-exceeded forwarded to the flow's backend */
@@ -252,6 +262,19 @@ enum xlb_trace_const {
 	TRACE_MAGIC_PROBE = 0x584c4270, /* "XLBp" */
 	TRACE_VERSION = 1,
 	TRACE_MARKER_LEN = 28,
+};
+
+/* A self-check probe's answer (trace.h, trace_probe_answer): the forwarder
+ * writes it in the probe marker's id field of the frame it returns, as
+ * TRACE_PROBE_ANSWERED << 24 | conntrack result << 16 | drop reason (enum
+ * xlb_stat, 0: none). */
+enum xlb_probe_ct {
+	XLB_PROBE_CT_NONE = 0,       /* not looked up */
+	XLB_PROBE_CT_HIT = 1,        /* this CPU's slice holds the flow */
+	XLB_PROBE_CT_REMOTE_HIT = 2, /* another CPU's slice holds it */
+	XLB_PROBE_CT_MISS = 3,       /* no entry: the Maglev table */
+	XLB_PROBE_CT_RESELECT = 4,   /* an entry whose real is gone: the Maglev table */
+	TRACE_PROBE_ANSWERED = 0x41,
 };
 
 struct trace_marker {

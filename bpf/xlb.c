@@ -37,6 +37,8 @@ const struct trace_event *xlb_anchor_trace_event __attribute__((unused));
 const enum xlb_ct_layout *xlb_anchor_ct_layout __attribute__((unused));
 const enum xlb_vip_match *xlb_anchor_vip_match __attribute__((unused));
 const enum xlb_trace_const *xlb_anchor_trace_const __attribute__((unused));
+const enum xlb_probe_ct *xlb_anchor_probe_ct __attribute__((unused));
+const enum xlb_flood_kind *xlb_anchor_flood_kind __attribute__((unused));
 
 /* xlb_send counts a packet of service v (unless it is a self-check probe)
  * and sends it to the selected real: p is the IP datagram carried whole, h
@@ -177,9 +179,9 @@ __attribute__((noinline)) int xlb_frag_gre(struct xdp_md *ctx, struct pkt *p)
 	return FRAG_GRE_DECAPPED;
 }
 /* xlb_probe: a self-check probe (trace.h) to service v: selected read-only
- * (no conntrack entry made or refreshed), counted only as a probe, then
- * forwarded like any packet so the control plane sees the verdict and the
- * backend. */
+ * (no conntrack entry made or refreshed), counted only as a probe, its
+ * answer written in its marker (trace_probe_answer), then forwarded like
+ * any packet so the control plane sees the verdict and the backend. */
 __attribute__((noinline)) int xlb_probe(struct xdp_md *ctx, const struct pkt *p)
 {
 	struct selection sel = {};
@@ -199,6 +201,7 @@ __attribute__((noinline)) int xlb_probe(struct xdp_md *ctx, const struct pkt *p)
 	}
 	h = select_flow_hash(p);
 	rc = select_backend(p, v, n, h, &sel, false);
+	trace_probe_answer(ctx, trace_marker_off(ctx, p, 0), sel.ct, rc);
 	if (rc) {
 		stats_count(rc);
 		return XDP_DROP;

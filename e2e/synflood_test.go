@@ -43,7 +43,7 @@ const (
 var calmFor = 3 * time.Second
 
 // TestSYNFloodKeepsEstablished is the end-to-end test of the SYN flood
-// defence (docs/DESIGN.md, SYN flood defence): under a maximum-rate spoofed
+// defence (docs/DESIGN.md, Flood defence): under a maximum-rate spoofed
 // SYN flood (live frames) at
 // one node, 100 established connections keep >= 99.9% of their messages
 // on time and none breaks.
@@ -92,6 +92,28 @@ var calmFor = 3 * time.Second
 // retransmitted segments, and the latencies (p50/p99/max) before and
 // during the flood.
 func TestSYNFloodKeepsEstablished(t *testing.T) {
+	floodKeepsEstablished(t, throughput.FloodSYN)
+}
+
+// TestACKFloodKeepsEstablished is TestSYNFloodKeepsEstablished with a flood
+// of TCP ACKs (no payload), each of a new spoofed 5-tuple: new flows whose
+// first packet is not a SYN, which the node must neither track over its
+// limit (node.flood_new_flow_rate, here absent: flood_syn_rate's) nor look
+// for in the other CPUs' slices.
+func TestACKFloodKeepsEstablished(t *testing.T) {
+	floodKeepsEstablished(t, throughput.FloodACK)
+}
+
+// TestUDPFloodKeepsEstablished is TestSYNFloodKeepsEstablished with a flood
+// of UDP datagrams to the UDP echo service's VIP and port, each of a new
+// spoofed 5-tuple: the TCP sessions' entries share the connection table
+// with them.
+func TestUDPFloodKeepsEstablished(t *testing.T) {
+	floodKeepsEstablished(t, throughput.FloodUDP)
+}
+
+// floodKeepsEstablished runs the flood acceptance with a flood of kind.
+func floodKeepsEstablished(t *testing.T, kind throughput.FloodKind) {
 	testenv.RequireRoot(t)
 	testenv.RequireCommands(t, "nsenter", "ip", "cat")
 	if runtime.NumCPU() < 2 {
@@ -127,8 +149,11 @@ func TestSYNFloodKeepsEstablished(t *testing.T) {
 		t.Fatal(err)
 	}
 	echo := netip.AddrPortFrom(l.VIP4(), lab.DefaultPorts.TCP)
-	fo := throughput.FloodOptions{Device: node.Short, DstMAC: nodeMAC, SrcMAC: routerMAC, VIP: echo.Addr(),
+	fo := throughput.FloodOptions{Kind: kind, Device: node.Short, DstMAC: nodeMAC, SrcMAC: routerMAC, VIP: echo.Addr(),
 		Port: echo.Port(), Sources: netip.MustParseAddr("198.18.0.0"), CPU: runtime.NumCPU() - 1, Sink: true}
+	if kind == throughput.FloodUDP {
+		fo.Port = lab.DefaultPorts.UDP
+	}
 	var flood *throughput.SYNFlood
 	if err := l.Switch.Do(func() (err error) {
 		if flood, err = throughput.NewSYNFlood(fo); err != nil {
@@ -247,11 +272,11 @@ func TestSYNFloodKeepsEstablished(t *testing.T) {
 
 	delta := func(k string) uint64 { return st1[k] - st0[k] }
 	secs := end.Sub(start).Seconds()
-	t.Logf("closed loop: %d SYNs came back encapsulated to the sink, %d waits for them, %d stalls", fr.Sunk, fr.Waits, fr.Stalls)
-	t.Logf("flood: %d SYNs in %.1f s generated = %.0f pps on cpu %d; the node forwarded %.0f pps (forward_tx), "+
+	t.Logf("closed loop: %d %ss came back encapsulated to the sink, %d waits for them, %d stalls", fr.Sunk, kind, fr.Waits, fr.Stalls)
+	t.Logf("flood: %d %ss in %.1f s generated = %.0f pps on cpu %d; the node forwarded %.0f pps (forward_tx), "+
 		"%d frames dropped in the node's receive ring; "+
 		"ct_miss %d, flood_untracked %d, flood_activations %d, ct_hit %d, ct_remote_hit %d",
-		fr.Frames, fr.Elapsed.Seconds(), fr.PPS, fo.CPU, float64(delta("forward_tx"))/secs, ringDrops,
+		fr.Frames, kind, fr.Elapsed.Seconds(), fr.PPS, fo.CPU, float64(delta("forward_tx"))/secs, ringDrops,
 		delta("ct_miss"), delta("flood_untracked"), delta("flood_activations"), delta("ct_hit"), delta("ct_remote_hit"))
 	for k, v := range st1 {
 		if strings.HasPrefix(k, "drop_") && v != st0[k] {
@@ -289,7 +314,7 @@ func TestSYNFloodKeepsEstablished(t *testing.T) {
 		t.Errorf("%d of %d messages on time (%.3f%%), want >= 99.9%%", onTime, due, 100*float64(onTime)/float64(due))
 	}
 	if fr.Frames == 0 || delta("ct_miss") < fr.Frames/2 {
-		t.Errorf("the node saw %d new flows of %d SYNs generated", delta("ct_miss"), fr.Frames)
+		t.Errorf("the node saw %d new flows of %d %ss generated", delta("ct_miss"), fr.Frames, kind)
 	}
 	if delta("flood_activations") == 0 || delta("flood_untracked") < 9*delta("ct_miss")/10 {
 		t.Errorf("flood defence: activations +%d, untracked +%d of %d new flows, want engaged and >= 90%% untracked",
@@ -303,13 +328,21 @@ func TestSYNFloodKeepsEstablished(t *testing.T) {
 			missing, floodSessions, notEst)
 	}
 	if fr.Sunk < fr.Frames*99/100 {
-		t.Errorf("%d of %d SYNs came back from the node encapsulated toward a backend, want >= 99%%", fr.Sunk, fr.Frames)
+		t.Errorf("%d of %d %ss came back from the node encapsulated toward a backend, want >= 99%%", fr.Sunk, fr.Frames, kind)
 	}
 }
 
-// checkFloodFrames checks a few of the generator's SYNs in Go: valid IPv4
-// and TCP checksums, the right source, the VIP and port, SYN only.
+// checkFloodFrames checks a few of the generator's frames in Go: valid
+// IPv4 and TCP checksums (UDP: none), the right source, the VIP and port,
+// the kind's protocol and TCP flags.
 func checkFloodFrames(f *throughput.SYNFlood, o throughput.FloodOptions) error {
+	proto, flags := uint8(packet.ProtoTCP), uint8(packet.SYN)
+	switch o.Kind {
+	case throughput.FloodACK:
+		flags = packet.ACK
+	case throughput.FloodUDP:
+		proto = packet.ProtoUDP
+	}
 	for _, i := range []uint64{0, 1, 32767, 32768, 1<<20 + 12345} {
 		fr, err := f.Frame(i)
 		if err != nil {
@@ -320,16 +353,18 @@ func checkFloodFrames(f *throughput.SYNFlood, o throughput.FloodOptions) error {
 		s := o.Sources.As4()
 		wantSrc := netip.AddrFrom4([4]byte(binary.BigEndian.AppendUint32(nil, binary.BigEndian.Uint32(s[:])+uint32(i>>15))))
 		dst, _ := netip.AddrFromSlice(ip[16:20])
-		tcp := ip[20:]
+		l4 := ip[20:binary.BigEndian.Uint16(ip[2:])]
 		switch {
-		case packet.Checksum(ip[:20]) != 0:
-			return fmt.Errorf("flood frame %d: bad IPv4 header checksum: % x", i, fr)
-		case !packet.L4ChecksumOK(src, dst, packet.ProtoTCP, tcp):
+		case packet.Checksum(ip[:20]) != 0 || ip[9] != proto:
+			return fmt.Errorf("flood frame %d: bad IPv4 header checksum or protocol: % x", i, fr)
+		case proto == packet.ProtoTCP && !packet.L4ChecksumOK(src, dst, proto, l4):
 			return fmt.Errorf("flood frame %d: bad TCP checksum: % x", i, fr)
-		case src != wantSrc || dst != o.VIP || binary.BigEndian.Uint16(tcp[0:]) != uint16(0x8000|i&0x7fff) ||
-			binary.BigEndian.Uint16(tcp[2:]) != o.Port || tcp[13] != packet.SYN:
-			return fmt.Errorf("flood frame %d: %v:%d -> %v:%d flags %#x, want from %v", i, src,
-				binary.BigEndian.Uint16(tcp[0:]), dst, binary.BigEndian.Uint16(tcp[2:]), tcp[13], wantSrc)
+		case proto == packet.ProtoTCP && l4[13] != flags:
+			return fmt.Errorf("flood frame %d: TCP flags %#x, want %#x", i, l4[13], flags)
+		case src != wantSrc || dst != o.VIP || binary.BigEndian.Uint16(l4[0:]) != uint16(0x8000|i&0x7fff) ||
+			binary.BigEndian.Uint16(l4[2:]) != o.Port:
+			return fmt.Errorf("flood frame %d: %v:%d -> %v:%d, want from %v", i, src,
+				binary.BigEndian.Uint16(l4[0:]), dst, binary.BigEndian.Uint16(l4[2:]), wantSrc)
 		}
 	}
 	return nil

@@ -90,7 +90,7 @@ type benchNodeInfo struct {
 	FloodSynLimit uint32
 	IcmpEchoRate  uint32
 	TraceRate     uint32
-	Pad           uint32
+	FloodNewLimit uint32
 	_             [4]byte
 	ProbeCookie   uint64
 }

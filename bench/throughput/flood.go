@@ -23,8 +23,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// FloodOptions describe a spoofed SYN flood (NewSYNFlood).
+// FloodKind is what a flood's packets are.
+type FloodKind int
+
+// Flood kinds: each packet a new flow (5-tuple) of the kind.
+const (
+	FloodSYN FloodKind = iota // TCP SYN with MSS and SACK-permitted options
+	FloodACK                  // TCP ACK without payload, as of a connection the node never saw
+	FloodUDP                  // UDP with 18 bytes of payload (a 64-byte frame)
+)
+
+func (k FloodKind) String() string {
+	return [...]string{"SYN", "ACK", "UDP"}[k]
+}
+
+// FloodOptions describe a spoofed flood (NewSYNFlood).
 type FloodOptions struct {
+	// Kind is what the flood sends (default FloodSYN).
+	Kind FloodKind
 	// Device is the veth end the flood is transmitted on, in the calling
 	// thread's network namespace: its peer (a node's interface, where the
 	// forwarder runs) receives it.
@@ -32,7 +48,7 @@ type FloodOptions struct {
 	// DstMAC and SrcMAC are the frames' Ethernet addresses (the node's, and
 	// the router's as if the router had forwarded them).
 	DstMAC, SrcMAC net.HardwareAddr
-	// VIP and Port are the target (IPv4, TCP).
+	// VIP and Port are the target (IPv4; TCP, or UDP for FloodUDP).
 	VIP  netip.Addr
 	Port uint16
 	// Sources is the first spoofed source address (IPv4): SYN i comes from
@@ -69,12 +85,12 @@ type FloodResult struct {
 	Sunk, Waits, Stalls uint64
 }
 
-// SYNFlood is a spoofed TCP SYN flood made by this package's generator
-// (gen_tx, bpf/gen_tput.c) with BPF_PROG_TEST_RUN in live-frames mode:
-// every frame is a SYN (with MSS and SACK-permitted options) from a new
-// source address and port (GEN_NEW_FLOWS) with valid IPv4 and TCP
-// checksums, so the backends' stacks take it for a real connection
-// attempt. gen_tx answers XDP_TX, which the kernel turns into a transmit on
+// SYNFlood is a spoofed flood made by this package's generator (gen_tx,
+// bpf/gen_tput.c) with BPF_PROG_TEST_RUN in live-frames mode: every frame
+// is a new flow from a new source address and port (GEN_NEW_FLOWS): by
+// default a SYN (with MSS and SACK-permitted options) with valid IPv4 and
+// TCP checksums, so the backends' stacks take it for a real connection
+// attempt; or an ACK, or a UDP datagram (FloodOptions.Kind). gen_tx answers XDP_TX, which the kernel turns into a transmit on
 // Device: the frame lands in the receive ring of Device's peer, whose NAPI
 // poll (the forwarder) runs in the generating thread's softirq, on
 // FloodOptions.CPU, as do whatever the forwarder's output sets off
@@ -120,7 +136,7 @@ func NewSYNFlood(o FloodOptions) (_ *SYNFlood, err error) {
 	if err := spec.LoadAndAssign(&f.objs, nil); err != nil {
 		return nil, fmt.Errorf("load generator programs: %w", err)
 	}
-	tmpl := synFrame(o)
+	tmpl := floodFrame(o)
 	src := o.Sources.As4()
 	for _, s := range []struct {
 		v   *ebpf.Variable
@@ -202,25 +218,38 @@ func (f *SYNFlood) sunk() (uint64, error) {
 	return n, nil
 }
 
-// synFrame is the flood's template: SYN 0 (from o.Sources, port 32768),
-// 62 bytes of Ethernet, IPv4 and TCP with options, padded to GEN_FRAME.
-func synFrame(o FloodOptions) []byte {
-	tcp := make([]byte, 28)
-	binary.BigEndian.PutUint16(tcp[0:], 0x8000)
-	binary.BigEndian.PutUint16(tcp[2:], o.Port)
-	binary.BigEndian.PutUint32(tcp[4:], 0x5eed0001)
-	tcp[12] = 7 << 4
-	tcp[13] = packet.SYN
-	binary.BigEndian.PutUint16(tcp[14:], 64240)
-	copy(tcp[20:], []byte{2, 4, 0x05, 0xb4, 1, 1, 4, 2}) // MSS 1460, NOP, NOP, SACK permitted
-	pseudo := make([]byte, 12, 12+len(tcp))
-	s, d := o.Sources.As4(), o.VIP.As4()
-	copy(pseudo[0:], s[:])
-	copy(pseudo[4:], d[:])
-	pseudo[9] = packet.ProtoTCP
-	binary.BigEndian.PutUint16(pseudo[10:], uint16(len(tcp)))
-	binary.BigEndian.PutUint16(tcp[16:], packet.Checksum(append(pseudo, tcp...)))
-	ip := packet.IPv4(o.Sources, o.VIP, packet.ProtoTCP, 0, 64, nil, tcp)
+// floodFrame is the flood's template: packet 0 (from o.Sources, port
+// 32768) of o.Kind, Ethernet, IPv4 and TCP or UDP, padded to GEN_FRAME.
+func floodFrame(o FloodOptions) []byte {
+	var l4 []byte
+	proto := uint8(packet.ProtoTCP)
+	switch o.Kind {
+	case FloodUDP:
+		proto, l4 = packet.ProtoUDP, make([]byte, 8+18)
+		binary.BigEndian.PutUint16(l4[4:], uint16(len(l4))) // checksum 0: none
+	case FloodACK:
+		l4 = make([]byte, 20)
+		binary.BigEndian.PutUint32(l4[8:], 0x5eed0002)
+		l4[12], l4[13] = 5<<4, packet.ACK
+	default:
+		l4 = make([]byte, 28)
+		l4[12], l4[13] = 7<<4, packet.SYN
+		copy(l4[20:], []byte{2, 4, 0x05, 0xb4, 1, 1, 4, 2}) // MSS 1460, NOP, NOP, SACK permitted
+	}
+	binary.BigEndian.PutUint16(l4[0:], 0x8000)
+	binary.BigEndian.PutUint16(l4[2:], o.Port)
+	if proto == packet.ProtoTCP {
+		binary.BigEndian.PutUint32(l4[4:], 0x5eed0001)
+		binary.BigEndian.PutUint16(l4[14:], 64240)
+		pseudo := make([]byte, 12, 12+len(l4))
+		s, d := o.Sources.As4(), o.VIP.As4()
+		copy(pseudo[0:], s[:])
+		copy(pseudo[4:], d[:])
+		pseudo[9] = proto
+		binary.BigEndian.PutUint16(pseudo[10:], uint16(len(l4)))
+		binary.BigEndian.PutUint16(l4[16:], packet.Checksum(append(pseudo, l4...)))
+	}
+	ip := packet.IPv4(o.Sources, o.VIP, proto, 0, 64, nil, l4)
 	fr := packet.Ethernet([6]byte(o.DstMAC), [6]byte(o.SrcMAC), 0, packet.EtherIPv4, ip)
 	return append(fr, make([]byte, genFrame-len(fr))...)
 }
@@ -323,7 +352,7 @@ func (f *SYNFlood) Run(ctx context.Context, d time.Duration) (FloodResult, error
 	return res, nil
 }
 
-// Frame returns the frame the generator makes for SYN i (run once, not
+// Frame returns the frame the generator makes for packet i (run once, not
 // live), for checking.
 func (f *SYNFlood) Frame(i uint64) ([]byte, error) {
 	if err := f.objs.GenSeq.Set(i); err != nil {

@@ -21,8 +21,8 @@ const (
 	// MinConntrackEntries and MaxConntrackEntries bound conntrack_entries.
 	MinConntrackEntries = 1024
 	MaxConntrackEntries = 1 << 26
-	// MaxFloodSynRate bounds node.flood_syn_rate (new SYN flows per second
-	// per CPU).
+	// MaxFloodSynRate bounds node.flood_syn_rate and
+	// node.flood_new_flow_rate (new flows per second per CPU).
 	MaxFloodSynRate = 1 << 30
 	// DefaultICMPEchoRate is node.icmp_echo_rate when absent: echo requests
 	// to a VIP address each CPU answers per second.
@@ -113,6 +113,12 @@ type Node struct {
 	// SYN flood cannot evict established connections.
 	// 0: no limit.
 	FloodSynRate uint32
+	// FloodNewFlowRate is the same for the other new flows (TCP whose
+	// first packet is not a SYN, UDP): beyond it they are forwarded
+	// untracked and not looked for in other CPUs' slices, so an ACK or UDP
+	// flood of random tuples cannot evict established connections either.
+	// 0: FloodSynRate.
+	FloodNewFlowRate uint32
 	// ICMPEchoRate is how many ICMP/ICMPv6 echo requests to a VIP address
 	// each CPU answers per second; over it they are dropped.
 	// 0: never answered. Default DefaultICMPEchoRate.

@@ -407,3 +407,34 @@ services:
 		t.Fatalf("defaults %+v", d.Node)
 	}
 }
+
+// TestFloodRates: node.flood_syn_rate and node.flood_new_flow_rate are
+// read (absent: 0), bounded and written back.
+func TestFloodRates(t *testing.T) {
+	for _, tc := range []struct {
+		yaml     string
+		syn, new uint32
+	}{
+		{"node: {name: n1, interface: eth0}\n", 0, 0},
+		{"node: {name: n1, interface: eth0, flood_syn_rate: 1000}\n", 1000, 0},
+		{"node: {name: n1, interface: eth0, flood_syn_rate: 1000, flood_new_flow_rate: 5000}\n", 1000, 5000},
+	} {
+		c, err := Parse([]byte(tc.yaml), "t.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Node.FloodSynRate != tc.syn || c.Node.FloodNewFlowRate != tc.new {
+			t.Fatalf("%q: rates %d, %d; want %d, %d", tc.yaml, c.Node.FloodSynRate, c.Node.FloodNewFlowRate, tc.syn, tc.new)
+		}
+		roundTrip(t, c)
+	}
+	_, err := Parse([]byte("node: {name: n1, interface: eth0, flood_new_flow_rate: 2000000000}\n"), "t.yaml")
+	if err == nil || !strings.Contains(err.Error(), "node.flood_new_flow_rate") {
+		t.Fatalf("rate over the maximum: %v", err)
+	}
+	c := &Config{}
+	c.Node.FloodNewFlowRate = MaxFloodSynRate + 1
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "node.flood_new_flow_rate") {
+		t.Fatalf("hand-built rate over the maximum: %v", err)
+	}
+}

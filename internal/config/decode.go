@@ -615,7 +615,7 @@ func (d *decoder) node(n *ynode) Node {
 		},
 	}
 	f := d.fields(n, path, "name", "interface", "address", "address6", "gateway_mac",
-		"xdp_mode", "conntrack_entries", "timeouts", "flood_syn_rate", "icmp_echo_rate",
+		"xdp_mode", "conntrack_entries", "timeouts", "flood_syn_rate", "flood_new_flow_rate", "icmp_echo_rate",
 		"fragment_pool", "fragment_table_entries", "trace_rate")
 	if f == nil {
 		return nd
@@ -623,6 +623,11 @@ func (d *decoder) node(n *ynode) Node {
 	if v := f.get("flood_syn_rate"); v != nil {
 		if u, ok := d.uint(v, join(path, "flood_syn_rate"), MaxFloodSynRate); ok {
 			nd.FloodSynRate = uint32(u)
+		}
+	}
+	if v := f.get("flood_new_flow_rate"); v != nil {
+		if u, ok := d.uint(v, join(path, "flood_new_flow_rate"), MaxFloodSynRate); ok {
+			nd.FloodNewFlowRate = uint32(u)
 		}
 	}
 	if v := f.get("fragment_pool"); v != nil {

@@ -39,6 +39,9 @@ func (c *Config) Marshal() ([]byte, error) {
 	if n.FloodSynRate != 0 {
 		node.Content = append(node.Content, str("flood_syn_rate"), integer(uint64(n.FloodSynRate)))
 	}
+	if n.FloodNewFlowRate != 0 {
+		node.Content = append(node.Content, str("flood_new_flow_rate"), integer(uint64(n.FloodNewFlowRate)))
+	}
 	// Always written: absent means the default, not 0.
 	node.Content = append(node.Content, str("icmp_echo_rate"), integer(uint64(n.ICMPEchoRate)))
 	if len(n.FragmentPool) > 0 {

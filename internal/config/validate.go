@@ -94,6 +94,11 @@ func validateNode(n *Node, c *collector) {
 	if !enumValid(xdpModeNames, n.XDPMode) {
 		c.errf("node.xdp_mode", ErrInvalid, "%s is not one of %s", n.XDPMode, enumList(xdpModeNames))
 	}
+	for name, r := range map[string]uint32{"flood_syn_rate": n.FloodSynRate, "flood_new_flow_rate": n.FloodNewFlowRate} {
+		if r > MaxFloodSynRate {
+			c.errf("node."+name, ErrInvalid, "%d is out of range 0..%d", r, MaxFloodSynRate)
+		}
+	}
 	if r := n.ICMPEchoRate; r > MaxICMPEchoRate {
 		c.errf("node.icmp_echo_rate", ErrInvalid, "%d is out of range 0..%d", r, MaxICMPEchoRate)
 	}

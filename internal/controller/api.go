@@ -467,7 +467,9 @@ func (a *API) ConntrackDump(ctx context.Context, f api.ConntrackFilter) (api.Con
 	return out, err
 }
 
-// Explain runs a crafted packet through the live program.
+// Explain runs a crafted packet through the live program as a self-check
+// probe (datapath.Explain): read only, and the conntrack result and drop
+// reason are the program's own answer for that packet.
 func (a *API) Explain(ctx context.Context, p api.ExplainPacket) (api.Explanation, error) {
 	c0, err0 := a.ctlr()
 	if err0 != nil {
@@ -484,54 +486,57 @@ func (a *API) Explain(ctx context.Context, p api.ExplainPacket) (api.Explanation
 		Proto: uint8(p.Proto), TCPFlags: flags}
 	var ex api.Explanation
 	err := c0.call(ctx, func() error {
-		c := c0
-		before, _ := c.dp.Stats()
-		verdict, out, err := c.dp.RunPacket(f.Frame())
+		r, err := c0.dp.Explain(f)
 		if err != nil {
 			return err
 		}
-		after, _ := c.dp.Stats()
-		ex.Action, ex.Frame = verdict, out
-		switch {
-		case after["ct_hit"] > before["ct_hit"]:
-			ex.Conntrack = api.CTHit
-		case after["ct_remote_hit"] > before["ct_remote_hit"]:
-			ex.Conntrack = api.CTRemoteHit
-		case after["ct_reselect"] > before["ct_reselect"]:
-			ex.Conntrack = api.CTReselect
-		case after["ct_miss"] > before["ct_miss"]:
-			ex.Conntrack = api.CTMiss
-		default:
-			ex.Conntrack = api.CTNotLookedUp
-		}
-		var svcID uint32
-		for _, s := range c.desired.Services {
-			if s.VIP == p.Dst.Addr() && uint8(s.Proto) == uint8(p.Proto) && (s.Port == p.Dst.Port() || s.Port == 0) {
-				if svc := c.state.Services[state.VIPKey{Addr: s.VIP, Port: s.Port, Proto: uint8(s.Proto)}]; svc != nil {
-					ex.Service, svcID = s.Name, svc.SvcID
-					if s.Port != 0 {
-						break
-					}
-				}
-			}
-		}
-		for name, v := range after {
-			if v > before[name] && (len(name) > 5 && name[:5] == "drop_" || len(name) > 5 && name[:5] == "pass_") {
-				ex.Reason = name
-			}
-		}
-		if tun, err := packet.ParseTunnel(out); err == nil && (verdict == datapath.XDPTX || verdict == datapath.XDPRedirect) {
-			ex.Backend, ex.Encap = tun.Backend, tun.Kind
-			for id, r := range c.state.Reals.All() {
-				if r.SvcID == svcID && r.Addr == tun.Backend {
-					ex.RealID = id
-				}
-			}
-			ex.Reason = "forwarded to a backend of " + ex.Service + " (the packet went through the live program and is counted)"
-		}
+		ex = c0.explanation(p, r)
 		return nil
 	})
 	return ex, err
+}
+
+// explainCT maps the program's answer to the API's.
+var explainCT = map[datapath.ProbeCT]api.CTResult{
+	datapath.ProbeCTHit: api.CTHit, datapath.ProbeCTRemoteHit: api.CTRemoteHit,
+	datapath.ProbeCTMiss: api.CTMiss, datapath.ProbeCTReselect: api.CTReselect,
+}
+
+// explanation describes what the program did with the explained packet p.
+func (c *Controller) explanation(p api.ExplainPacket, r datapath.Explained) api.Explanation {
+	ex := api.Explanation{Action: r.Verdict, Frame: r.Frame, Conntrack: api.CTNotLookedUp, Reason: r.Reason}
+	if ct, ok := explainCT[r.CT]; ok && r.Answered {
+		ex.Conntrack = ct
+	}
+	switch {
+	case !r.Answered && r.Verdict == datapath.XDPPass:
+		ex.Reason = "pass_not_vip"
+	case r.Answered && r.Reason == "" && r.Verdict == datapath.XDPDrop:
+		// the answer is written at selection; the rest is not in it
+		ex.Reason = "dropped after selection, at encapsulation or next hop (drop_too_big, drop_no_nexthop, drop_no_source or drop_encap)"
+	}
+	var svcID uint32
+	for _, s := range c.desired.Services {
+		if s.VIP == p.Dst.Addr() && uint8(s.Proto) == uint8(p.Proto) && (s.Port == p.Dst.Port() || s.Port == 0) {
+			if svc := c.state.Services[state.VIPKey{Addr: s.VIP, Port: s.Port, Proto: uint8(s.Proto)}]; svc != nil {
+				ex.Service, svcID = s.Name, svc.SvcID
+				if s.Port != 0 {
+					break
+				}
+			}
+		}
+	}
+	if tun, err := packet.ParseTunnel(r.Frame); err == nil && (r.Verdict == datapath.XDPTX || r.Verdict == datapath.XDPRedirect) {
+		ex.Backend, ex.Encap = tun.Backend, tun.Kind
+		for id, real := range c.state.Reals.All() {
+			if real.SvcID == svcID && real.Addr == tun.Backend {
+				ex.RealID = id
+			}
+		}
+		ex.Reason = "forwarded to a backend of " + ex.Service +
+			" (read only: no conntrack entry written, counted in selfcheck_probe only)"
+	}
+	return ex
 }
 
 // NodeDrain starts a BGP graceful shutdown; it returns once the VIPs are

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"net/netip"
 	"slices"
 
@@ -16,9 +17,12 @@ func nodeState(desired *config.Desired, nh NextHops) state.Node {
 		Addr4: n.Address, Addr6: n.Address6,
 		GatewayMAC:   n.GatewayMAC,
 		FloodSynRate: n.FloodSynRate,
-		ICMPEchoRate: n.ICMPEchoRate,
-		Fragments:    fragPool(n, nh),
-		TraceRate:    n.TraceRate,
+		// absent or 0: the SYN budget's rate, so a config that set only
+		// flood_syn_rate covers every kind of new flow
+		FloodNewFlowRate: cmp.Or(n.FloodNewFlowRate, n.FloodSynRate),
+		ICMPEchoRate:     n.ICMPEchoRate,
+		Fragments:        fragPool(n, nh),
+		TraceRate:        n.TraceRate,
 		Timeouts: state.Timeouts{
 			TCPSyn: n.Timeouts.TCPSyn, TCP: n.Timeouts.TCP,
 			TCPFin: n.Timeouts.TCPFin, UDP: n.Timeouts.UDP,

@@ -241,8 +241,12 @@ func TestPlanNodeRates(t *testing.T) {
 	}
 	yaml := strings.Replace(baseConfig, `address6: "fd00::11"}`, `address6: "fd00::11", icmp_echo_rate: 0, flood_syn_rate: 777}`, 1)
 	st := mustPlan(t, yaml, nil)
-	if st.Node.ICMPEchoRate != 0 || st.Node.FloodSynRate != 777 {
-		t.Fatalf("node %+v: want icmp_echo_rate 0, flood_syn_rate 777", st.Node)
+	if st.Node.ICMPEchoRate != 0 || st.Node.FloodSynRate != 777 || st.Node.FloodNewFlowRate != 777 {
+		t.Fatalf("node %+v: want icmp_echo_rate 0, flood_syn_rate 777 and the other new flows' rate the same", st.Node)
+	}
+	yaml = strings.Replace(baseConfig, `address6: "fd00::11"}`, `address6: "fd00::11", flood_syn_rate: 777, flood_new_flow_rate: 5000}`, 1)
+	if st := mustPlan(t, yaml, nil); st.Node.FloodSynRate != 777 || st.Node.FloodNewFlowRate != 5000 {
+		t.Fatalf("node %+v: want flood_syn_rate 777, flood_new_flow_rate 5000", st.Node)
 	}
 }
 

@@ -248,7 +248,7 @@ output
   gre proto 0x0800
   ipv4 192.0.2.1 > 10.0.0.100 proto tcp ttl 64 len 40
   tcp 4000 > 80 [S.] seq 1000
-(the packet went through the live program: it was counted and, if new, tracked)`)
+(read only: run through the live program as a self-check probe; no conntrack entry written, no service or backend counter moved)`)
 	if out := e.ok("explain", "[2001:db8::9]:1", "[2001:db8::100]:53", "udp", "--hex"); !strings.Contains(out, "udp 1 > 53 len 8") || !strings.Contains(out, "00000000  ") {
 		t.Fatalf("v6 with hex:\n%s", out)
 	}

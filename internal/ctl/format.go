@@ -454,6 +454,6 @@ func (c *CLI) printExplain(r *pb.ExplainResponse, hexDump bool) error {
 	if hexDump && len(r.Frame) > 0 {
 		fmt.Fprint(c.Out, hex.Dump(r.Frame))
 	}
-	fmt.Fprintln(c.Out, "(the packet went through the live program: it was counted and, if new, tracked)")
+	fmt.Fprintln(c.Out, "(read only: run through the live program as a self-check probe; no conntrack entry written, no service or backend counter moved)")
 	return nil
 }

@@ -131,10 +131,8 @@ func nodeInfo(n state.Node, ifmac net.HardwareAddr) (xlbNodeInfo, error) {
 	ni.TimeoutTcp = Ticks(n.Timeouts.TCP)
 	ni.TimeoutTcpFin = Ticks(n.Timeouts.TCPFin)
 	ni.TimeoutUdp = Ticks(n.Timeouts.UDP)
-	if n.FloodSynRate > 0 {
-		// The limit applies per conntrack tick (2^28 ns).
-		ni.FloodSynLimit = uint32(max(1, uint64(n.FloodSynRate)<<ctTickShift/uint64(time.Second)))
-	}
+	ni.FloodSynLimit = floodLimit(n.FloodSynRate)
+	ni.FloodNewLimit = floodLimit(n.FloodNewFlowRate)
 	ni.IcmpEchoRate = n.ICMPEchoRate
 	ni.TraceRate = n.TraceRate
 	return ni, nil
@@ -152,9 +150,8 @@ func nodeFromInfo(ni xlbNodeInfo) state.Node {
 		n.GatewayMAC = bytes.Clone(ni.GwMac[:])
 	}
 	tick := time.Duration(1) << ctTickShift
-	if ni.FloodSynLimit > 0 {
-		n.FloodSynRate = uint32(uint64(ni.FloodSynLimit) * uint64(time.Second) >> ctTickShift)
-	}
+	n.FloodSynRate = floodRate(ni.FloodSynLimit)
+	n.FloodNewFlowRate = floodRate(ni.FloodNewLimit)
 	n.ICMPEchoRate = ni.IcmpEchoRate
 	n.TraceRate = ni.TraceRate
 	n.Timeouts = state.Timeouts{
@@ -162,4 +159,18 @@ func nodeFromInfo(ni xlbNodeInfo) state.Node {
 		TCPFin: time.Duration(ni.TimeoutTcpFin) * tick, UDP: time.Duration(ni.TimeoutUdp) * tick,
 	}
 	return n
+}
+
+// floodLimit is a flood rate (new flows per second per CPU, 0: no limit)
+// as the program's limit per conntrack tick (2^28 ns).
+func floodLimit(rate uint32) uint32 {
+	if rate == 0 {
+		return 0
+	}
+	return uint32(max(1, uint64(rate)<<ctTickShift/uint64(time.Second)))
+}
+
+// floodRate is floodLimit's inverse (rounded down).
+func floodRate(limit uint32) uint32 {
+	return uint32(uint64(limit) * uint64(time.Second) >> ctTickShift)
 }

@@ -51,7 +51,7 @@ var pinnedMapPolicy = map[string]struct {
 	"xlb_stats":      {policyRecreate, "the global counters"},
 	"xlb_svc_stats":  {policyRecreate, "the per-service counters"},
 	"xlb_real_stats": {policyRecreate, "the per-backend counters"},
-	"xlb_flood":      {policyRecreate, "the SYN flood defence state"},
+	"xlb_flood":      {policyRecreate, "the flood defence state"},
 	"xlb_icmp_rl":    {policyRecreate, "the ICMP echo rate-limit state"},
 	"xlb_trace_rl":   {policyRecreate, "the packet tracer's rate-limit state"},
 	"xlb_trace_ring": {policyRecreate, "tracer records on their way to xlbd"},

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net/netip"
-	"runtime"
 	"testing"
 
 	"github.com/xlbproject/xlb/internal/maglev"
@@ -284,25 +283,21 @@ func TestICMPErrorFollowsFlow(t *testing.T) {
 	}
 }
 
-// pinCPU keeps the calling goroutine on one CPU, so per-CPU state (the
-// echo token bucket) is one bucket.
+// pinCPU keeps the calling goroutine on one CPU (the first it may use),
+// so per-CPU state (the echo token bucket) is one bucket.
 func pinCPU(t *testing.T) {
-	runtime.LockOSThread()
-	t.Cleanup(runtime.UnlockOSThread)
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
 		t.Fatal(err)
 	}
-	orig := set
 	cpu := 0
 	for ; cpu < 1024 && !set.IsSet(cpu); cpu++ {
 	}
-	set.Zero()
-	set.Set(cpu)
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
+	restore, err := pinThread(cpu)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { unix.SchedSetaffinity(0, &orig) })
+	t.Cleanup(restore)
 }
 
 func TestICMPEchoReply(t *testing.T) {

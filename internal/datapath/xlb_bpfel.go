@@ -90,7 +90,7 @@ type xlbNodeInfo struct {
 	FloodSynLimit uint32
 	IcmpEchoRate  uint32
 	TraceRate     uint32
-	Pad           uint32
+	FloodNewLimit uint32
 	_             [4]byte
 	ProbeCookie   uint64
 }
@@ -219,6 +219,14 @@ const (
 	xlbXlbFamilyXLB_AF_INET6 xlbXlbFamily = 6
 )
 
+type xlbXlbFloodKind uint32
+
+const (
+	xlbXlbFloodKindXLB_FLOOD_SYN  xlbXlbFloodKind = 0
+	xlbXlbFloodKindXLB_FLOOD_NEW  xlbXlbFloodKind = 1
+	xlbXlbFloodKindXLB_FLOOD__MAX xlbXlbFloodKind = 2
+)
+
 type xlbXlbFragEventKind uint32
 
 const (
@@ -244,6 +252,17 @@ const (
 	xlbXlbNodeFlagsXLB_NODE_F_ADDR4   xlbXlbNodeFlags = 1
 	xlbXlbNodeFlagsXLB_NODE_F_ADDR6   xlbXlbNodeFlags = 2
 	xlbXlbNodeFlagsXLB_NODE_F_GATEWAY xlbXlbNodeFlags = 4
+)
+
+type xlbXlbProbeCt uint32
+
+const (
+	xlbXlbProbeCtXLB_PROBE_CT_NONE       xlbXlbProbeCt = 0
+	xlbXlbProbeCtXLB_PROBE_CT_HIT        xlbXlbProbeCt = 1
+	xlbXlbProbeCtXLB_PROBE_CT_REMOTE_HIT xlbXlbProbeCt = 2
+	xlbXlbProbeCtXLB_PROBE_CT_MISS       xlbXlbProbeCt = 3
+	xlbXlbProbeCtXLB_PROBE_CT_RESELECT   xlbXlbProbeCt = 4
+	xlbXlbProbeCtTRACE_PROBE_ANSWERED    xlbXlbProbeCt = 65
 )
 
 type xlbXlbRealFlags uint32
@@ -361,10 +380,12 @@ const (
 	xlbVarXlbAnchorCtState       = "xlb_anchor_ct_state"
 	xlbVarXlbAnchorEncap         = "xlb_anchor_encap"
 	xlbVarXlbAnchorFamily        = "xlb_anchor_family"
+	xlbVarXlbAnchorFloodKind     = "xlb_anchor_flood_kind"
 	xlbVarXlbAnchorFragEvent     = "xlb_anchor_frag_event"
 	xlbVarXlbAnchorFragEventKind = "xlb_anchor_frag_event_kind"
 	xlbVarXlbAnchorFragState     = "xlb_anchor_frag_state"
 	xlbVarXlbAnchorNodeFlags     = "xlb_anchor_node_flags"
+	xlbVarXlbAnchorProbeCt       = "xlb_anchor_probe_ct"
 	xlbVarXlbAnchorRealFlags     = "xlb_anchor_real_flags"
 	xlbVarXlbAnchorStat          = "xlb_anchor_stat"
 	xlbVarXlbAnchorTraceConst    = "xlb_anchor_trace_const"
@@ -457,10 +478,12 @@ type xlbVariableSpecs struct {
 	XlbAnchorCtState       *ebpf.VariableSpec `ebpf:"xlb_anchor_ct_state"`
 	XlbAnchorEncap         *ebpf.VariableSpec `ebpf:"xlb_anchor_encap"`
 	XlbAnchorFamily        *ebpf.VariableSpec `ebpf:"xlb_anchor_family"`
+	XlbAnchorFloodKind     *ebpf.VariableSpec `ebpf:"xlb_anchor_flood_kind"`
 	XlbAnchorFragEvent     *ebpf.VariableSpec `ebpf:"xlb_anchor_frag_event"`
 	XlbAnchorFragEventKind *ebpf.VariableSpec `ebpf:"xlb_anchor_frag_event_kind"`
 	XlbAnchorFragState     *ebpf.VariableSpec `ebpf:"xlb_anchor_frag_state"`
 	XlbAnchorNodeFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_node_flags"`
+	XlbAnchorProbeCt       *ebpf.VariableSpec `ebpf:"xlb_anchor_probe_ct"`
 	XlbAnchorRealFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_flags"`
 	XlbAnchorStat          *ebpf.VariableSpec `ebpf:"xlb_anchor_stat"`
 	XlbAnchorTraceConst    *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_const"`
@@ -549,10 +572,12 @@ type xlbVariables struct {
 	XlbAnchorCtState       *ebpf.Variable `ebpf:"xlb_anchor_ct_state"`
 	XlbAnchorEncap         *ebpf.Variable `ebpf:"xlb_anchor_encap"`
 	XlbAnchorFamily        *ebpf.Variable `ebpf:"xlb_anchor_family"`
+	XlbAnchorFloodKind     *ebpf.Variable `ebpf:"xlb_anchor_flood_kind"`
 	XlbAnchorFragEvent     *ebpf.Variable `ebpf:"xlb_anchor_frag_event"`
 	XlbAnchorFragEventKind *ebpf.Variable `ebpf:"xlb_anchor_frag_event_kind"`
 	XlbAnchorFragState     *ebpf.Variable `ebpf:"xlb_anchor_frag_state"`
 	XlbAnchorNodeFlags     *ebpf.Variable `ebpf:"xlb_anchor_node_flags"`
+	XlbAnchorProbeCt       *ebpf.Variable `ebpf:"xlb_anchor_probe_ct"`
 	XlbAnchorRealFlags     *ebpf.Variable `ebpf:"xlb_anchor_real_flags"`
 	XlbAnchorStat          *ebpf.Variable `ebpf:"xlb_anchor_stat"`
 	XlbAnchorTraceConst    *ebpf.Variable `ebpf:"xlb_anchor_trace_const"`

@@ -44,10 +44,12 @@ const (
 	xlbvariantVarXlbAnchorCtState       = "xlb_anchor_ct_state"
 	xlbvariantVarXlbAnchorEncap         = "xlb_anchor_encap"
 	xlbvariantVarXlbAnchorFamily        = "xlb_anchor_family"
+	xlbvariantVarXlbAnchorFloodKind     = "xlb_anchor_flood_kind"
 	xlbvariantVarXlbAnchorFragEvent     = "xlb_anchor_frag_event"
 	xlbvariantVarXlbAnchorFragEventKind = "xlb_anchor_frag_event_kind"
 	xlbvariantVarXlbAnchorFragState     = "xlb_anchor_frag_state"
 	xlbvariantVarXlbAnchorNodeFlags     = "xlb_anchor_node_flags"
+	xlbvariantVarXlbAnchorProbeCt       = "xlb_anchor_probe_ct"
 	xlbvariantVarXlbAnchorRealFlags     = "xlb_anchor_real_flags"
 	xlbvariantVarXlbAnchorStat          = "xlb_anchor_stat"
 	xlbvariantVarXlbAnchorTraceConst    = "xlb_anchor_trace_const"
@@ -141,10 +143,12 @@ type xlbvariantVariableSpecs struct {
 	XlbAnchorCtState       *ebpf.VariableSpec `ebpf:"xlb_anchor_ct_state"`
 	XlbAnchorEncap         *ebpf.VariableSpec `ebpf:"xlb_anchor_encap"`
 	XlbAnchorFamily        *ebpf.VariableSpec `ebpf:"xlb_anchor_family"`
+	XlbAnchorFloodKind     *ebpf.VariableSpec `ebpf:"xlb_anchor_flood_kind"`
 	XlbAnchorFragEvent     *ebpf.VariableSpec `ebpf:"xlb_anchor_frag_event"`
 	XlbAnchorFragEventKind *ebpf.VariableSpec `ebpf:"xlb_anchor_frag_event_kind"`
 	XlbAnchorFragState     *ebpf.VariableSpec `ebpf:"xlb_anchor_frag_state"`
 	XlbAnchorNodeFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_node_flags"`
+	XlbAnchorProbeCt       *ebpf.VariableSpec `ebpf:"xlb_anchor_probe_ct"`
 	XlbAnchorRealFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_flags"`
 	XlbAnchorStat          *ebpf.VariableSpec `ebpf:"xlb_anchor_stat"`
 	XlbAnchorTraceConst    *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_const"`
@@ -234,10 +238,12 @@ type xlbvariantVariables struct {
 	XlbAnchorCtState       *ebpf.Variable `ebpf:"xlb_anchor_ct_state"`
 	XlbAnchorEncap         *ebpf.Variable `ebpf:"xlb_anchor_encap"`
 	XlbAnchorFamily        *ebpf.Variable `ebpf:"xlb_anchor_family"`
+	XlbAnchorFloodKind     *ebpf.Variable `ebpf:"xlb_anchor_flood_kind"`
 	XlbAnchorFragEvent     *ebpf.Variable `ebpf:"xlb_anchor_frag_event"`
 	XlbAnchorFragEventKind *ebpf.Variable `ebpf:"xlb_anchor_frag_event_kind"`
 	XlbAnchorFragState     *ebpf.Variable `ebpf:"xlb_anchor_frag_state"`
 	XlbAnchorNodeFlags     *ebpf.Variable `ebpf:"xlb_anchor_node_flags"`
+	XlbAnchorProbeCt       *ebpf.Variable `ebpf:"xlb_anchor_probe_ct"`
 	XlbAnchorRealFlags     *ebpf.Variable `ebpf:"xlb_anchor_real_flags"`
 	XlbAnchorStat          *ebpf.Variable `ebpf:"xlb_anchor_stat"`
 	XlbAnchorTraceConst    *ebpf.Variable `ebpf:"xlb_anchor_trace_const"`

@@ -120,6 +120,9 @@ type Node struct {
 	Timeouts     Timeouts
 	// FloodSynRate: new SYN flows per second each CPU tracks (0: no limit).
 	FloodSynRate uint32
+	// FloodNewFlowRate: the other new flows (TCP without SYN, UDP) per
+	// second each CPU tracks (0: no limit).
+	FloodNewFlowRate uint32
 	// ICMPEchoRate: echo requests to a VIP address each CPU answers per
 	// second (0: never answered; over the rate: dropped).
 	ICMPEchoRate uint32
@@ -132,7 +135,8 @@ type Node struct {
 // Equal reports whether n and o are the same settings.
 func (n *Node) Equal(o *Node) bool {
 	return n.Addr4 == o.Addr4 && n.Addr6 == o.Addr6 && slices.Equal(n.GatewayMAC, o.GatewayMAC) &&
-		n.Timeouts == o.Timeouts && n.FloodSynRate == o.FloodSynRate && n.ICMPEchoRate == o.ICMPEchoRate &&
+		n.Timeouts == o.Timeouts && n.FloodSynRate == o.FloodSynRate &&
+		n.FloodNewFlowRate == o.FloodNewFlowRate && n.ICMPEchoRate == o.ICMPEchoRate &&
 		n.TraceRate == o.TraceRate && n.Fragments.Equal(&o.Fragments)
 }
 

@@ -82,6 +82,7 @@ static __always_inline int lru_select_backend(const struct pkt *p, const struct 
 	struct lru_val nv = {};
 	struct lru_val *e;
 	struct real_info *r;
+	int rc;
 
 	if (bench_ct == BENCH_CT_LRU) {
 		__builtin_memcpy(k.src, p->src, 16);
@@ -109,13 +110,9 @@ static __always_inline int lru_select_backend(const struct pkt *p, const struct 
 	}
 	stats_count(XLB_STAT_CT_MISS);
 
-	sel->rid = select_maglev(v, h);
-	if (!sel->rid)
-		return XLB_STAT_DROP_NO_BACKEND;
-	r = bpf_map_lookup_elem(&xlb_reals, &sel->rid);
-	if (!r || r->svc_id != v->svc_id || !(r->flags & XLB_REAL_F_ACTIVE))
-		return XLB_STAT_DROP_NO_BACKEND;
-	sel->real = r;
+	rc = select_maglev_real(v, h, sel);
+	if (rc)
+		return rc;
 	sel->new_flow = 1;
 	if (bench_ct == BENCH_CT_LRU) {
 		nv.rid = sel->rid;

@@ -97,7 +97,8 @@ static __always_inline __u16 csum_apply(__u16 check, __u32 d)
  * source address and port) for the source address and port flow_fields
  * wrote, so that a receiving stack accepts the frame (the forwarder does
  * not need it; a backend does). Needs a template of IPv4 without options
- * and TCP, and no stamp (the payload is not covered). */
+ * and TCP, or UDP without a checksum (0), and no stamp (the payload is not
+ * covered). */
 static __always_inline void csum_fix(__u8 *data)
 {
 	__u16 *o = (__u16 *)(gen_tmpl + GEN_OFF_SADDR), *n = (__u16 *)(data + GEN_OFF_SADDR);
@@ -105,6 +106,8 @@ static __always_inline void csum_fix(__u8 *data)
 	__u16 *ip = (__u16 *)(data + GEN_OFF_IPCSUM), *tcp = (__u16 *)(data + GEN_OFF_TCPCSUM);
 
 	*ip = csum_apply(*ip, d);
+	if (gen_tmpl[14 + 9] != 6)
+		return; /* UDP: the template's checksum is 0 (none) */
 	d += (__u16)~*(__u16 *)(gen_tmpl + GEN_OFF_SPORT) + *(__u16 *)(data + GEN_OFF_SPORT);
 	*tcp = csum_apply(*tcp, d);
 }
