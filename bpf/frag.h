@@ -26,7 +26,9 @@
  *     frames), which now forwards them by the table.
  *
  * Only services with `fragments: true` (XLB_VIP_F_FRAGMENTS) take
- * fragments; for the rest they are dropped (drop_fragment). */
+ * fragments; for the rest they are dropped (drop_fragment). Except the
+ * pieces of a datagram this node fragmented itself (toobig.h): an entry
+ * XLB_FRAG_LOCAL sends them to its real, never redirected. */
 #pragma once
 
 #include <linux/bpf.h>
@@ -245,7 +247,7 @@ static __always_inline int frag_first_l4(struct xdp_md *ctx, struct pkt *p)
 	return parse_l4(data + off, data_end, end, p) == PARSE_OK;
 }
 
-static __always_inline void frag_make_key(const struct pkt *p, struct frag_key *k)
+static __always_inline void frag_make_key(const struct pkt *p, __u32 id, struct frag_key *k)
 {
 	__builtin_memcpy(k->src, p->src, 16);
 	__builtin_memcpy(k->dst, p->dst, 16);
@@ -253,7 +255,7 @@ static __always_inline void frag_make_key(const struct pkt *p, struct frag_key *
 		__builtin_memset(k->src + 4, 0, 12);
 		__builtin_memset(k->dst + 4, 0, 12);
 	}
-	k->id = p->frag_id;
+	k->id = id;
 	k->family = p->family;
 	k->proto = p->proto;
 }
@@ -268,8 +270,11 @@ static __always_inline void frag_release(const struct frag_key *k)
 	stats_count(XLB_STAT_FRAG_RELEASE);
 }
 
-/* frag_hold copies the frame to xlbd and drops it here. */
-static __always_inline int frag_hold(struct xdp_md *ctx, const struct frag_key *k)
+/* frag_copy sends xlbd a record of kind with the frame (HOLD, FRAGMENT;
+ * arg goes in the record's pad). 0, or -1 when the frame is larger than
+ * the buffer or the ring is full. */
+static __always_inline int frag_copy(struct xdp_md *ctx, const struct frag_key *k, __u32 kind,
+				     __u32 arg)
 {
 	__u32 zero = 0;
 	struct frag_hold_buf *b = bpf_map_lookup_elem(&xlb_frag_buf, &zero);
@@ -277,22 +282,51 @@ static __always_inline int frag_hold(struct xdp_md *ctx, const struct frag_key *
 
 	asm volatile("" : "+r"(len)); /* compared as 64 bits: "R4 min value is negative" */
 
-	if (!b || len < ETH_HLEN || len > XLB_FRAG_HOLD_MAX) {
-		stats_count(XLB_STAT_FRAG_HOLD_FAIL);
-		return XDP_DROP;
-	}
-	b->ev.kind = XLB_FRAG_EV_HOLD;
+	if (!b || len < ETH_HLEN || len > XLB_FRAG_HOLD_MAX)
+		return -1;
+	b->ev.kind = kind;
 	b->ev.len = len;
 	b->ev.ifindex = ctx->ingress_ifindex;
-	b->ev.pad = 0;
+	b->ev.pad = arg;
 	b->ev.key = *k;
 	if (bpf_xdp_load_bytes(ctx, 0, b->data, len) ||
-	    bpf_ringbuf_output(&xlb_frag_ring, b, sizeof(b->ev) + len, 0)) {
-		stats_count(XLB_STAT_FRAG_HOLD_FAIL);
-		return XDP_DROP;
-	}
-	stats_count(XLB_STAT_FRAG_HELD);
+	    bpf_ringbuf_output(&xlb_frag_ring, b, sizeof(b->ev) + len, 0))
+		return -1;
+	return 0;
+}
+
+/* frag_hold copies the frame to xlbd and drops it here. */
+static __always_inline int frag_hold(struct xdp_md *ctx, const struct frag_key *k)
+{
+	stats_count(frag_copy(ctx, k, XLB_FRAG_EV_HOLD, 0) ? XLB_STAT_FRAG_HOLD_FAIL : XLB_STAT_FRAG_HELD);
 	return XDP_DROP;
+}
+
+/* How long a piece of a datagram this node fragments (toobig.h) follows
+ * its XLB_FRAG_LOCAL entry: xlbd re-injects the pieces at once. */
+#define FRAG_LOCAL_NS (2ULL * 1000000000ULL)
+
+/* frag_local: a piece of a datagram this node fragmented itself
+ * (XLB_FRAG_LOCAL entry, recent) goes to the recorded real: returns 1 and
+ * sets t; else 0. */
+static __always_inline int frag_local(const struct frag_key *k, struct frag_target *t)
+{
+	struct frag_entry *e = bpf_map_lookup_elem(&xlb_frags, k);
+	struct real_info *r;
+	__u32 rid;
+
+	if (!e || e->state != XLB_FRAG_LOCAL || bpf_ktime_get_coarse_ns() - e->ts_ns > FRAG_LOCAL_NS)
+		return 0;
+	rid = e->rid;
+	r = bpf_map_lookup_elem(&xlb_reals, &rid);
+	if (!r || r->svc_id != e->svc_id || !(r->flags & XLB_REAL_F_ACTIVE))
+		return 0;
+	t->r = r;
+	t->h = e->hash;
+	t->svc = e->svc_id;
+	t->rid = rid;
+	t->encap = e->encap;
+	return 1;
 }
 
 /* frag_first: the first fragment chooses the backend as the unfragmented
@@ -420,14 +454,21 @@ static __always_inline int frag_handle(struct xdp_md *ctx, struct pkt *p, __u32 
 										   XLB_STAT_DROP_FRAGMENT);
 		return XDP_DROP;
 	}
+	n = bpf_map_lookup_elem(&xlb_node, &zero);
+	if (!n) {
+		stats_count(XLB_STAT_DROP_INTERNAL);
+		return XDP_DROP;
+	}
+	frag_make_key(p, p->frag_id, &k);
+	if (!from_peer && frag_local(&k, &t))
+		return frag_send(ctx, p, n, &t);
 	if (!(p->proto == IPPROTO_TCP && (fl & XLB_VADDR_F_FRAG_TCP)) &&
 	    !(p->proto == IPPROTO_UDP && (fl & XLB_VADDR_F_FRAG_UDP))) {
 		stats_count(XLB_STAT_DROP_FRAGMENT);
 		return XDP_DROP;
 	}
 	c = bpf_map_lookup_elem(&xlb_frag_conf, &zero);
-	n = bpf_map_lookup_elem(&xlb_node, &zero);
-	if (!c || !n) {
+	if (!c) {
 		stats_count(XLB_STAT_DROP_INTERNAL);
 		return XDP_DROP;
 	}
@@ -447,7 +488,6 @@ static __always_inline int frag_handle(struct xdp_md *ctx, struct pkt *p, __u32 
 		}
 	}
 	if (!t.redirect) {
-		frag_make_key(p, &k);
 		rc = p->frag_off == 0 ? frag_first(ctx, p, n, &k, &t) : frag_later(ctx, c, &k, &t);
 		if (rc < 0)
 			return XDP_DROP;

@@ -14,11 +14,12 @@ func nodeState(desired *config.Desired, nh NextHops) state.Node {
 	n := desired.Node
 	return state.Node{
 		Addr4: n.Address, Addr6: n.Address6,
-		GatewayMAC:   n.GatewayMAC,
-		FloodSynRate: n.FloodSynRate,
-		ICMPEchoRate: n.ICMPEchoRate,
-		Fragments:    fragPool(n, nh),
-		TraceRate:    n.TraceRate,
+		GatewayMAC:     n.GatewayMAC,
+		FloodSynRate:   n.FloodSynRate,
+		ICMPEchoRate:   n.ICMPEchoRate,
+		ICMPTooBigRate: n.ICMPTooBigRate,
+		Fragments:      fragPool(n, nh),
+		TraceRate:      n.TraceRate,
 		Timeouts: state.Timeouts{
 			TCPSyn: n.Timeouts.TCPSyn, TCP: n.Timeouts.TCP,
 			TCPFin: n.Timeouts.TCPFin, UDP: n.Timeouts.UDP,

@@ -136,6 +136,7 @@ func nodeInfo(n state.Node, ifmac net.HardwareAddr) (xlbNodeInfo, error) {
 		ni.FloodSynLimit = uint32(max(1, uint64(n.FloodSynRate)<<ctTickShift/uint64(time.Second)))
 	}
 	ni.IcmpEchoRate = n.ICMPEchoRate
+	ni.IcmpTooBigRate = n.ICMPTooBigRate
 	ni.TraceRate = n.TraceRate
 	return ni, nil
 }
@@ -156,6 +157,7 @@ func nodeFromInfo(ni xlbNodeInfo) state.Node {
 		n.FloodSynRate = uint32(uint64(ni.FloodSynLimit) * uint64(time.Second) >> ctTickShift)
 	}
 	n.ICMPEchoRate = ni.IcmpEchoRate
+	n.ICMPTooBigRate = ni.IcmpTooBigRate
 	n.TraceRate = ni.TraceRate
 	n.Timeouts = state.Timeouts{
 		TCPSyn: time.Duration(ni.TimeoutTcpSyn) * tick, TCP: time.Duration(ni.TimeoutTcp) * tick,

@@ -54,6 +54,7 @@ var pinnedMapPolicy = map[string]struct {
 	"xlb_flood":      {policyRecreate, "the SYN flood defence state"},
 	"xlb_icmp_rl":    {policyRecreate, "the ICMP echo rate-limit state"},
 	"xlb_trace_rl":   {policyRecreate, "the packet tracer's rate-limit state"},
+	"xlb_too_big_rl": {policyRecreate, "the ICMP too-big rate-limit state"},
 	"xlb_trace_ring": {policyRecreate, "tracer records on their way to xlbd"},
 	"xlb_frag_conf":  {policyRefuse, "the fragment settings"},
 	"xlb_frag_peers": {policyRefuse, "the fragment pool's next hops"},
