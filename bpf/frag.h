@@ -44,6 +44,7 @@
 #include "encap.h"
 #include "nexthop.h"
 #include "stats.h"
+#include "toobig.h"
 
 /* First 16 bits of a redirect's GRE header: recursion control 1 (the low
  * three bits of the first byte, RFC 1701), no other flag, version 0. */
@@ -80,51 +81,6 @@ struct frag_target {
 	__u8 encap;
 	__u8 redirect;
 };
-
-/* frag_send counts a fragment of a service (not a redirect) and sends it
- * to its target (as xlb_send does for whole datagrams); a redirect gets
- * GRE with recursion control set. */
-static __always_inline int frag_send(struct xdp_md *ctx, const struct pkt *p,
-				     const struct node_info *n, const struct frag_target *t)
-{
-	const struct real_info *r = t->r;
-	__u16 ip_len = r->family == XLB_AF_INET ? IPV4_HLEN : IPV6_HLEN;
-	__u16 outer = ip_len + (t->encap == XLB_ENCAP_GRE ? GRE_HLEN : 0);
-	int rc;
-
-	if (!t->redirect) {
-		stats_add(&xlb_svc_stats, t->svc, p->l3_len, t->new_flow);
-		stats_add(&xlb_real_stats, t->rid, p->l3_len, t->new_flow);
-	}
-	/* bounded here, in the register encap_push goes on to use: "R3
-	 * offset is outside of the packet" otherwise */
-	if (p->l3_off < ETH_HLEN || p->l3_off > ETH_HLEN + 2 * VLAN_HLEN) {
-		stats_count(XLB_STAT_DROP_INTERNAL);
-		return XDP_DROP;
-	}
-	rc = encap_push(ctx, p, r, t->encap, n, t->h);
-	if (rc) {
-		stats_count(rc);
-		return XDP_DROP;
-	}
-	if (t->redirect) {
-		void *data = (void *)(long)ctx->data;
-		void *data_end = (void *)(long)ctx->data_end;
-		__u32 off = p->l3_off + ip_len;
-
-		if (off > ETH_HLEN + 2 * VLAN_HLEN + IPV6_HLEN)
-			return XDP_DROP;
-		__be16 *gre = data + off;
-
-		if ((void *)(gre + 1) > data_end) {
-			stats_count(XLB_STAT_DROP_INTERNAL);
-			return XDP_DROP;
-		}
-		*gre = bpf_htons(FRAG_GRE_FLAGS);
-		stats_count(XLB_STAT_FRAG_REDIRECT);
-	}
-	return nexthop_forward(ctx, r, n, outer + p->l3_len, 0);
-}
 
 /* frag_parse reads a fragment's IP header at p->l3_off (family set): the
  * addresses, protocol, lengths, id and offset; l4_off is what follows the
@@ -329,6 +285,100 @@ static __always_inline int frag_local(const struct frag_key *k, struct frag_targ
 	return 1;
 }
 
+/* frag_hand_off: an IPv4 datagram or fragment too big for its real's
+ * egress (toobig.h): the decision e goes to the fragment table under k as
+ * XLB_FRAG_LOCAL, the frame to xlbd, which fragments it into pieces of at
+ * most mtu bytes and runs them through the program (frag_local sends
+ * them). The packet is dropped here. */
+static __always_inline int frag_hand_off(struct xdp_md *ctx, const struct frag_key *k,
+					 struct frag_entry *e, __u32 mtu)
+{
+	e->ts_ns = bpf_ktime_get_coarse_ns();
+	e->state = XLB_FRAG_LOCAL;
+	if (bpf_map_update_elem(&xlb_frags, k, e, BPF_ANY) ||
+	    frag_copy(ctx, k, XLB_FRAG_EV_FRAGMENT, mtu)) {
+		stats_count(XLB_STAT_TOO_BIG_FRAGMENT_FAIL);
+		return XDP_DROP;
+	}
+	stats_count(XLB_STAT_TOO_BIG_FRAGMENT);
+	return XDP_DROP;
+}
+
+/* frag_too_big: fragment p for target t does not fit the egress once
+ * encapsulated: IPv4 is fragmented further by xlbd; IPv6 from the network
+ * gets the ICMPv6 error (the answer XLB_L4_TOO_BIG | MTU, for the caller);
+ * a redirected one is dropped (drop_too_big). */
+static __always_inline int frag_too_big(struct xdp_md *ctx, const struct pkt *p,
+					const struct frag_target *t, __u16 outer, __u32 from_peer)
+{
+	__u32 mtu = toobig_client_mtu(p, t->r, outer);
+	struct frag_entry e = {};
+	struct frag_key k = {};
+
+	if (p->family == XLB_AF_INET) {
+		frag_make_key(p, p->frag_id, &k);
+		e.hash = t->h;
+		e.rid = t->rid;
+		e.svc_id = t->svc;
+		e.encap = t->encap;
+		return frag_hand_off(ctx, &k, &e, mtu);
+	}
+	if (from_peer) {
+		stats_count(XLB_STAT_DROP_TOO_BIG);
+		return XDP_DROP;
+	}
+	return XLB_L4_TOO_BIG | mtu;
+}
+
+/* frag_send counts a fragment of a service (not a redirect) and sends it
+ * to its target (as xlb_send does for whole datagrams); a redirect gets
+ * GRE with recursion control set. */
+static __always_inline int frag_send(struct xdp_md *ctx, const struct pkt *p,
+				     const struct node_info *n, const struct frag_target *t,
+				     __u32 from_peer)
+{
+	const struct real_info *r = t->r;
+	__u16 ip_len = r->family == XLB_AF_INET ? IPV4_HLEN : IPV6_HLEN;
+	__u16 outer = ip_len + (t->encap == XLB_ENCAP_GRE ? GRE_HLEN : 0);
+	int rc;
+
+	if (!t->redirect && !toobig_fits(p, r, outer))
+		return frag_too_big(ctx, p, t, outer, from_peer);
+
+	if (!t->redirect) {
+		stats_add(&xlb_svc_stats, t->svc, p->l3_len, t->new_flow);
+		stats_add(&xlb_real_stats, t->rid, p->l3_len, t->new_flow);
+	}
+	/* bounded here, in the register encap_push goes on to use: "R3
+	 * offset is outside of the packet" otherwise */
+	if (p->l3_off < ETH_HLEN || p->l3_off > ETH_HLEN + 2 * VLAN_HLEN) {
+		stats_count(XLB_STAT_DROP_INTERNAL);
+		return XDP_DROP;
+	}
+	rc = encap_push(ctx, p, r, t->encap, n, t->h);
+	if (rc) {
+		stats_count(rc);
+		return XDP_DROP;
+	}
+	if (t->redirect) {
+		void *data = (void *)(long)ctx->data;
+		void *data_end = (void *)(long)ctx->data_end;
+		__u32 off = p->l3_off + ip_len;
+
+		if (off > ETH_HLEN + 2 * VLAN_HLEN + IPV6_HLEN)
+			return XDP_DROP;
+		__be16 *gre = data + off;
+
+		if ((void *)(gre + 1) > data_end) {
+			stats_count(XLB_STAT_DROP_INTERNAL);
+			return XDP_DROP;
+		}
+		*gre = bpf_htons(FRAG_GRE_FLAGS);
+		stats_count(XLB_STAT_FRAG_REDIRECT);
+	}
+	return nexthop_forward(ctx, r, n, outer + p->l3_len, 0);
+}
+
 /* frag_first: the first fragment chooses the backend as the unfragmented
  * flow would and records it. */
 static __always_inline int frag_first(struct xdp_md *ctx, struct pkt *p,
@@ -461,7 +511,7 @@ static __always_inline int frag_handle(struct xdp_md *ctx, struct pkt *p, __u32 
 	}
 	frag_make_key(p, p->frag_id, &k);
 	if (!from_peer && frag_local(&k, &t))
-		return frag_send(ctx, p, n, &t);
+		return frag_send(ctx, p, n, &t, 0);
 	if (!(p->proto == IPPROTO_TCP && (fl & XLB_VADDR_F_FRAG_TCP)) &&
 	    !(p->proto == IPPROTO_UDP && (fl & XLB_VADDR_F_FRAG_UDP))) {
 		stats_count(XLB_STAT_DROP_FRAGMENT);
@@ -496,7 +546,7 @@ static __always_inline int frag_handle(struct xdp_md *ctx, struct pkt *p, __u32 
 			return XDP_DROP;
 		}
 	}
-	return frag_send(ctx, p, n, &t);
+	return frag_send(ctx, p, n, &t, from_peer);
 }
 
 /* frag_gre_ours tells whether p (PARSE_OTHER_PROTO, proto GRE) is a

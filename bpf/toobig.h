@@ -18,7 +18,9 @@
  *    frame goes to xlbd over the fragment ring (XLB_FRAG_EV_FRAGMENT) and
  *    the flow's decision is recorded in the fragment table (state
  *    XLB_FRAG_LOCAL); xlbd splits the inner datagram and runs each piece
- *    through the program, which sends it by that entry (frag.h). */
+ *    through the program, which sends it by that entry (frag.h,
+ *    frag_hand_off). The same holds for IPv4 fragments that no longer
+ *    fit (fragments of a fragment); IPv6 fragments get the ICMPv6 error. */
 #pragma once
 
 #include <linux/bpf.h>
@@ -29,10 +31,9 @@
 #include "consts.h"
 #include "csum.h"
 #include "encap.h"
-#include "frag.h"
+#include "frag_maps.h"
 #include "icmp.h"
 #include "parse.h"
-#include "select.h"
 #include "types.h"
 
 #define TOOBIG_V4_HDRS (IPV4_HLEN + ICMP_HLEN)
@@ -63,12 +64,14 @@ static __always_inline __u32 toobig_client_mtu(const struct pkt *p, const struct
 	__u32 m = r->mtu > outer ? r->mtu - outer : 0;
 	__u32 floor = p->family == XLB_AF_INET ? TOOBIG_V4_MIN_MTU : TOOBIG_V6_MIN_MTU;
 
+	if (m > 0xffff)
+		m = 0xffff;
 	return m < floor ? floor : m;
 }
 
 /* toobig_may_fragment: an IPv4 datagram without DF (parse.h accepted it
- * whole, so it is not a fragment). */
-static __always_inline int toobig_may_fragment(struct xdp_md *ctx, const struct pkt *p)
+ * whole, so it is not a fragment); *id is its identification. */
+static __always_inline int toobig_may_fragment(struct xdp_md *ctx, const struct pkt *p, __be16 *id)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -80,42 +83,8 @@ static __always_inline int toobig_may_fragment(struct xdp_md *ctx, const struct 
 	ip = data + l3;
 	if ((void *)(ip + 1) > data_end)
 		return 0;
+	*id = ip->id;
 	return !(ip->frag_off & bpf_htons(IP_DF));
-}
-
-/* toobig_fragment records the flow's decision for the datagram's pieces
- * and hands the frame to xlbd (XLB_FRAG_EV_FRAGMENT); the packet itself
- * is dropped here. */
-static __always_inline int toobig_fragment(struct xdp_md *ctx, const struct pkt *p,
-					   const struct selection *sel, __u32 svc_id,
-					   __u8 encap, __u64 h, __u32 mtu)
-{
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	struct frag_entry e = {};
-	struct frag_key k = {};
-	__u32 l3 = p->l3_off;
-	struct iphdr *ip;
-
-	if (l3 > ETH_HLEN + 2 * VLAN_HLEN)
-		return XDP_DROP;
-	ip = data + l3;
-	if ((void *)(ip + 1) > data_end)
-		return XDP_DROP;
-	frag_make_key(p, ip->id, &k);
-	e.ts_ns = bpf_ktime_get_coarse_ns();
-	e.hash = h;
-	e.rid = sel->rid;
-	e.svc_id = svc_id;
-	e.state = XLB_FRAG_LOCAL;
-	e.encap = encap;
-	if (bpf_map_update_elem(&xlb_frags, &k, &e, BPF_ANY) ||
-	    frag_copy(ctx, &k, XLB_FRAG_EV_FRAGMENT, mtu)) {
-		stats_count(XLB_STAT_TOO_BIG_FRAGMENT_FAIL);
-		return XDP_DROP;
-	}
-	stats_count(XLB_STAT_TOO_BIG_FRAGMENT);
-	return XDP_DROP;
 }
 
 /* toobig_quote_sum: the one's complement sum (32-bit partial) of the

@@ -15,8 +15,8 @@
 #include "stats.h"
 #include "icmp.h"
 #include "icmp_echo.h"
-#include "frag.h"
 #include "toobig.h"
+#include "frag.h"
 #include "trace.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -49,14 +49,20 @@ static __always_inline int xlb_send_too_big(struct xdp_md *ctx, const struct pkt
 					    __u8 encap, __u16 outer, __u64 h)
 {
 	__u32 mtu = toobig_client_mtu(p, sel->real, outer);
+	struct frag_entry e = {};
+	struct frag_key k = {};
+	__be16 id;
 
-	if (mtu > 0xffff)
-		mtu = 0xffff;
 	if (sel->hit)
 		stats_count(XLB_STAT_CT_HIT);
-	if (toobig_may_fragment(ctx, p))
-		return toobig_fragment(ctx, p, sel, v->svc_id, encap, h, mtu);
-	return XLB_L4_TOO_BIG | mtu;
+	if (!toobig_may_fragment(ctx, p, &id))
+		return XLB_L4_TOO_BIG | mtu;
+	frag_make_key(p, id, &k);
+	e.hash = h;
+	e.rid = sel->rid;
+	e.svc_id = v->svc_id;
+	e.encap = encap;
+	return frag_hand_off(ctx, &k, &e, mtu);
 }
 
 /* xlb_send counts a packet of service v (unless it is a self-check probe)
@@ -285,13 +291,16 @@ static __always_inline int xlb_unparsed(struct xdp_md *ctx, struct pkt *p, int r
 		if (p->proto == IPPROTO_GRE) {
 			rc = xlb_frag_gre(ctx, p);
 			if (rc == FRAG_GRE_DECAPPED)
-				return xlb_verdict(xlb_frag(ctx, p, 1));
+				return xlb_verdict(xlb_frag(ctx, p, 1)); /* never XLB_L4_TOO_BIG */
 			return xlb_verdict(rc);
 		}
 		stats_count(XLB_STAT_PASS_OTHER_PROTO);
 		return XDP_PASS;
 	case PARSE_FRAGMENT:
-		return xlb_verdict(xlb_frag(ctx, p, 0));
+		rc = xlb_frag(ctx, p, 0);
+		if (rc & XLB_L4_TOO_BIG) /* an IPv6 fragment too big (frag.h) */
+			rc = xlb_too_big(ctx, p, rc & 0xffff);
+		return xlb_verdict(rc);
 	default: /* PARSE_BAD_L3, PARSE_BAD_L4 */
 		if (p->have_dst && select_is_vip_addr(p)) {
 			stats_count(XLB_STAT_DROP_MALFORMED);
