@@ -258,6 +258,23 @@ static __always_inline int frag_hold(struct xdp_md *ctx, const struct frag_key *
 	return XDP_DROP;
 }
 
+/* frag_entry_target sets t to the real of table entry e: 1, or 0 when
+ * that real is gone (left its service or inactive). */
+static __always_inline int frag_entry_target(const struct frag_entry *e, struct frag_target *t)
+{
+	__u32 rid = e->rid;
+	struct real_info *r = bpf_map_lookup_elem(&xlb_reals, &rid);
+
+	if (!r || r->svc_id != e->svc_id || !(r->flags & XLB_REAL_F_ACTIVE))
+		return 0;
+	t->r = r;
+	t->h = e->hash;
+	t->svc = e->svc_id;
+	t->rid = rid;
+	t->encap = e->encap;
+	return 1;
+}
+
 /* How long a piece of a datagram this node fragments (toobig.h) follows
  * its XLB_FRAG_LOCAL entry: xlbd re-injects the pieces at once. */
 #define FRAG_LOCAL_NS (2ULL * 1000000000ULL)
@@ -268,21 +285,10 @@ static __always_inline int frag_hold(struct xdp_md *ctx, const struct frag_key *
 static __always_inline int frag_local(const struct frag_key *k, struct frag_target *t)
 {
 	struct frag_entry *e = bpf_map_lookup_elem(&xlb_frags, k);
-	struct real_info *r;
-	__u32 rid;
 
 	if (!e || e->state != XLB_FRAG_LOCAL || bpf_ktime_get_coarse_ns() - e->ts_ns > FRAG_LOCAL_NS)
 		return 0;
-	rid = e->rid;
-	r = bpf_map_lookup_elem(&xlb_reals, &rid);
-	if (!r || r->svc_id != e->svc_id || !(r->flags & XLB_REAL_F_ACTIVE))
-		return 0;
-	t->r = r;
-	t->h = e->hash;
-	t->svc = e->svc_id;
-	t->rid = rid;
-	t->encap = e->encap;
-	return 1;
+	return frag_entry_target(e, t);
 }
 
 /* frag_hand_off: an IPv4 datagram or fragment too big for its real's
@@ -458,17 +464,9 @@ static __always_inline int frag_later(struct xdp_md *ctx, const struct frag_conf
 			return -1;
 		}
 	}
-	__u32 rid = e->rid;
-	struct real_info *r = bpf_map_lookup_elem(&xlb_reals, &rid);
-
-	if (!r || r->svc_id != e->svc_id || !(r->flags & XLB_REAL_F_ACTIVE))
+	if (!frag_entry_target(e, t))
 		return XLB_STAT_DROP_NO_BACKEND;
 	stats_count(XLB_STAT_FRAG_FORWARD);
-	t->r = r;
-	t->h = e->hash;
-	t->svc = e->svc_id;
-	t->rid = rid;
-	t->encap = e->encap;
 	return 0;
 }
 

@@ -129,6 +129,7 @@ func TestPlainMTU(t *testing.T) {
 		}
 		return s
 	}
+	waitNextHops(t, pinned)
 	rcv := &fragReceiver{got: map[string][]received{}}
 	for _, b := range l.Backends {
 		rcv.listen(t, b, vip4)
@@ -138,6 +139,9 @@ func TestPlainMTU(t *testing.T) {
 	// UDP first: a path MTU learnt from the TCP test would make the
 	// client's fragments small enough.
 	checkFragmentedUDP(t, ctx, l, rcv, vip4)
+	if out, err := xlbctl(ctx, l, "stats"); err == nil {
+		t.Logf("xlbctl stats (holder): %s", strings.Join(regexp.MustCompile(`(?m)^frag_(needed|inject)\S*\s+\d+`).FindAllString(out, -1), "; "))
+	}
 	s := stats()
 	t.Logf("UDP: too_big_fragment %d, too_big_fragment_fail %d, drop_too_big %d, drop_fragment %d",
 		s["too_big_fragment"], s["too_big_fragment_fail"], s["drop_too_big"], s["drop_fragment"])
@@ -156,6 +160,43 @@ func TestPlainMTU(t *testing.T) {
 	if s["icmp_too_big_sent"] < 2 || s["drop_too_big"] != 0 {
 		t.Errorf("icmp_too_big_sent %d (want >= 2: one per family), drop_too_big %d (want 0)", s["icmp_too_big_sent"], s["drop_too_big"])
 	}
+}
+
+// waitNextHops waits until xlbd has resolved every real's next hop: only
+// then is the MTU checked before encapsulation (without, the FIB lookup
+// drops too-big packets: drop_too_big).
+func waitNextHops(t *testing.T, p *datapath.Pinned) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		svcs, err := p.Services()
+		if err != nil {
+			t.Fatal(err)
+		}
+		missing := 0
+		for _, sv := range svcs {
+			for _, r := range sv.Reals {
+				if r.Real.NextHop.MTU == 0 {
+					missing++
+				}
+			}
+		}
+		if missing == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d reals without a resolved next hop after 10 s", missing)
+		}
+	}
+}
+
+// xlbctl runs xlbctl against node 0's API socket.
+func xlbctl(ctx context.Context, l *lab.Lab, args ...string) (string, error) {
+	bin, err := l.Binary("xlbctl")
+	if err != nil {
+		return "", err
+	}
+	out, err := l.Nodes[0].Run(ctx, append([]string{bin, "--socket", l.APISocket(0)}, args...)...)
+	return string(out), err
 }
 
 // checkFragmentedUDP sends 300 datagrams of 2-8 KB over 10 sockets from
