@@ -12,6 +12,16 @@ static __always_inline __u16 csum_fold(__u32 sum)
 	return (__u16)~sum;
 }
 
+/* csum_fold64: the checksum field of a sum of 32-bit words (as loaded). */
+static __always_inline __u16 csum_fold64(__u64 sum)
+{
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (__u16)~sum;
+}
+
 /* csum_ipv4_words is the checksum of a 20-byte header given as its five
  * 32-bit words (little-endian loads of the wire bytes, check = 0), summed
  * from registers instead of being read back from the packet. The sum is in
@@ -20,11 +30,5 @@ static __always_inline __u16 csum_fold(__u32 sum)
  * 2^16 = 2^32 = 1 (mod 2^16 - 1). */
 static __always_inline __u16 csum_ipv4_words(__u32 w0, __u32 w1, __u32 w2, __u32 w3, __u32 w4)
 {
-	__u64 sum = (__u64)w0 + w1 + w2 + w3 + w4;
-
-	sum = (sum & 0xffffffff) + (sum >> 32);
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	return (__u16)~sum;
+	return csum_fold64((__u64)w0 + w1 + w2 + w3 + w4);
 }

@@ -26,7 +26,9 @@
  *     frames), which now forwards them by the table.
  *
  * Only services with `fragments: true` (XLB_VIP_F_FRAGMENTS) take
- * fragments; for the rest they are dropped (drop_fragment). */
+ * fragments; for the rest they are dropped (drop_fragment). Except the
+ * pieces of a datagram this node fragmented itself (toobig.h): an entry
+ * XLB_FRAG_LOCAL sends them to its real, never redirected. */
 #pragma once
 
 #include <linux/bpf.h>
@@ -42,6 +44,7 @@
 #include "encap.h"
 #include "nexthop.h"
 #include "stats.h"
+#include "toobig.h"
 
 /* First 16 bits of a redirect's GRE header: recursion control 1 (the low
  * three bits of the first byte, RFC 1701), no other flag, version 0. */
@@ -78,51 +81,6 @@ struct frag_target {
 	__u8 encap;
 	__u8 redirect;
 };
-
-/* frag_send counts a fragment of a service (not a redirect) and sends it
- * to its target (as xlb_send does for whole datagrams); a redirect gets
- * GRE with recursion control set. */
-static __always_inline int frag_send(struct xdp_md *ctx, const struct pkt *p,
-				     const struct node_info *n, const struct frag_target *t)
-{
-	const struct real_info *r = t->r;
-	__u16 ip_len = r->family == XLB_AF_INET ? IPV4_HLEN : IPV6_HLEN;
-	__u16 outer = ip_len + (t->encap == XLB_ENCAP_GRE ? GRE_HLEN : 0);
-	int rc;
-
-	if (!t->redirect) {
-		stats_add(&xlb_svc_stats, t->svc, p->l3_len, t->new_flow);
-		stats_add(&xlb_real_stats, t->rid, p->l3_len, t->new_flow);
-	}
-	/* bounded here, in the register encap_push goes on to use: "R3
-	 * offset is outside of the packet" otherwise */
-	if (p->l3_off < ETH_HLEN || p->l3_off > ETH_HLEN + 2 * VLAN_HLEN) {
-		stats_count(XLB_STAT_DROP_INTERNAL);
-		return XDP_DROP;
-	}
-	rc = encap_push(ctx, p, r, t->encap, n, t->h);
-	if (rc) {
-		stats_count(rc);
-		return XDP_DROP;
-	}
-	if (t->redirect) {
-		void *data = (void *)(long)ctx->data;
-		void *data_end = (void *)(long)ctx->data_end;
-		__u32 off = p->l3_off + ip_len;
-
-		if (off > ETH_HLEN + 2 * VLAN_HLEN + IPV6_HLEN)
-			return XDP_DROP;
-		__be16 *gre = data + off;
-
-		if ((void *)(gre + 1) > data_end) {
-			stats_count(XLB_STAT_DROP_INTERNAL);
-			return XDP_DROP;
-		}
-		*gre = bpf_htons(FRAG_GRE_FLAGS);
-		stats_count(XLB_STAT_FRAG_REDIRECT);
-	}
-	return nexthop_forward(ctx, r, n, outer + p->l3_len, 0);
-}
 
 /* frag_parse reads a fragment's IP header at p->l3_off (family set): the
  * addresses, protocol, lengths, id and offset; l4_off is what follows the
@@ -245,7 +203,7 @@ static __always_inline int frag_first_l4(struct xdp_md *ctx, struct pkt *p)
 	return parse_l4(data + off, data_end, end, p) == PARSE_OK;
 }
 
-static __always_inline void frag_make_key(const struct pkt *p, struct frag_key *k)
+static __always_inline void frag_make_key(const struct pkt *p, __u32 id, struct frag_key *k)
 {
 	__builtin_memcpy(k->src, p->src, 16);
 	__builtin_memcpy(k->dst, p->dst, 16);
@@ -253,7 +211,7 @@ static __always_inline void frag_make_key(const struct pkt *p, struct frag_key *
 		__builtin_memset(k->src + 4, 0, 12);
 		__builtin_memset(k->dst + 4, 0, 12);
 	}
-	k->id = p->frag_id;
+	k->id = id;
 	k->family = p->family;
 	k->proto = p->proto;
 }
@@ -268,8 +226,11 @@ static __always_inline void frag_release(const struct frag_key *k)
 	stats_count(XLB_STAT_FRAG_RELEASE);
 }
 
-/* frag_hold copies the frame to xlbd and drops it here. */
-static __always_inline int frag_hold(struct xdp_md *ctx, const struct frag_key *k)
+/* frag_copy sends xlbd a record of kind with the frame (HOLD, FRAGMENT;
+ * arg goes in the record's pad). 0, or -1 when the frame is larger than
+ * the buffer or the ring is full. */
+static __always_inline int frag_copy(struct xdp_md *ctx, const struct frag_key *k, __u32 kind,
+				     __u32 arg)
 {
 	__u32 zero = 0;
 	struct frag_hold_buf *b = bpf_map_lookup_elem(&xlb_frag_buf, &zero);
@@ -277,22 +238,151 @@ static __always_inline int frag_hold(struct xdp_md *ctx, const struct frag_key *
 
 	asm volatile("" : "+r"(len)); /* compared as 64 bits: "R4 min value is negative" */
 
-	if (!b || len < ETH_HLEN || len > XLB_FRAG_HOLD_MAX) {
-		stats_count(XLB_STAT_FRAG_HOLD_FAIL);
-		return XDP_DROP;
-	}
-	b->ev.kind = XLB_FRAG_EV_HOLD;
+	if (!b || len < ETH_HLEN || len > XLB_FRAG_HOLD_MAX)
+		return -1;
+	b->ev.kind = kind;
 	b->ev.len = len;
 	b->ev.ifindex = ctx->ingress_ifindex;
-	b->ev.pad = 0;
+	b->ev.pad = arg;
 	b->ev.key = *k;
 	if (bpf_xdp_load_bytes(ctx, 0, b->data, len) ||
-	    bpf_ringbuf_output(&xlb_frag_ring, b, sizeof(b->ev) + len, 0)) {
-		stats_count(XLB_STAT_FRAG_HOLD_FAIL);
+	    bpf_ringbuf_output(&xlb_frag_ring, b, sizeof(b->ev) + len, 0))
+		return -1;
+	return 0;
+}
+
+/* frag_hold copies the frame to xlbd and drops it here. */
+static __always_inline int frag_hold(struct xdp_md *ctx, const struct frag_key *k)
+{
+	stats_count(frag_copy(ctx, k, XLB_FRAG_EV_HOLD, 0) ? XLB_STAT_FRAG_HOLD_FAIL : XLB_STAT_FRAG_HELD);
+	return XDP_DROP;
+}
+
+/* frag_entry_target sets t to the real of table entry e: 1, or 0 when
+ * that real is gone (left its service or inactive). */
+static __always_inline int frag_entry_target(const struct frag_entry *e, struct frag_target *t)
+{
+	__u32 rid = e->rid;
+	struct real_info *r = bpf_map_lookup_elem(&xlb_reals, &rid);
+
+	if (!r || r->svc_id != e->svc_id || !(r->flags & XLB_REAL_F_ACTIVE))
+		return 0;
+	t->r = r;
+	t->h = e->hash;
+	t->svc = e->svc_id;
+	t->rid = rid;
+	t->encap = e->encap;
+	return 1;
+}
+
+/* How long a piece of a datagram this node fragments (toobig.h) follows
+ * its XLB_FRAG_LOCAL entry: xlbd re-injects the pieces at once. */
+#define FRAG_LOCAL_NS (2ULL * 1000000000ULL)
+
+/* frag_local: a piece of a datagram this node fragmented itself
+ * (XLB_FRAG_LOCAL entry, recent) goes to the recorded real: returns 1 and
+ * sets t; else 0. */
+static __always_inline int frag_local(const struct frag_key *k, struct frag_target *t)
+{
+	struct frag_entry *e = bpf_map_lookup_elem(&xlb_frags, k);
+
+	if (!e || e->state != XLB_FRAG_LOCAL || bpf_ktime_get_coarse_ns() - e->ts_ns > FRAG_LOCAL_NS)
+		return 0;
+	return frag_entry_target(e, t);
+}
+
+/* frag_hand_off: an IPv4 datagram or fragment too big for its real's
+ * egress (toobig.h): the decision e goes to the fragment table under k as
+ * XLB_FRAG_LOCAL, the frame to xlbd, which fragments it into pieces of at
+ * most mtu bytes and runs them through the program (frag_local sends
+ * them). The packet is dropped here. */
+static __always_inline int frag_hand_off(struct xdp_md *ctx, const struct frag_key *k,
+					 struct frag_entry *e, __u32 mtu)
+{
+	e->ts_ns = bpf_ktime_get_coarse_ns();
+	e->state = XLB_FRAG_LOCAL;
+	if (bpf_map_update_elem(&xlb_frags, k, e, BPF_ANY) ||
+	    frag_copy(ctx, k, XLB_FRAG_EV_FRAGMENT, mtu)) {
+		stats_count(XLB_STAT_TOO_BIG_FRAGMENT_FAIL);
 		return XDP_DROP;
 	}
-	stats_count(XLB_STAT_FRAG_HELD);
+	stats_count(XLB_STAT_TOO_BIG_FRAGMENT);
 	return XDP_DROP;
+}
+
+/* frag_too_big: fragment p for target t does not fit the egress once
+ * encapsulated: IPv4 is fragmented further by xlbd; IPv6 from the network
+ * gets the ICMPv6 error (the answer XLB_L4_TOO_BIG | MTU, for the caller);
+ * a redirected one is dropped (drop_too_big). */
+static __always_inline int frag_too_big(struct xdp_md *ctx, const struct pkt *p,
+					const struct frag_target *t, __u16 outer, __u32 from_peer)
+{
+	__u32 mtu = toobig_client_mtu(p, t->r, outer);
+	struct frag_entry e = {};
+	struct frag_key k = {};
+
+	if (p->family == XLB_AF_INET) {
+		frag_make_key(p, p->frag_id, &k);
+		e.hash = t->h;
+		e.rid = t->rid;
+		e.svc_id = t->svc;
+		e.encap = t->encap;
+		return frag_hand_off(ctx, &k, &e, mtu);
+	}
+	if (from_peer) {
+		stats_count(XLB_STAT_DROP_TOO_BIG);
+		return XDP_DROP;
+	}
+	return XLB_L4_TOO_BIG | mtu;
+}
+
+/* frag_send counts a fragment of a service (not a redirect) and sends it
+ * to its target (as xlb_send does for whole datagrams); a redirect gets
+ * GRE with recursion control set. */
+static __always_inline int frag_send(struct xdp_md *ctx, const struct pkt *p,
+				     const struct node_info *n, const struct frag_target *t,
+				     __u32 from_peer)
+{
+	const struct real_info *r = t->r;
+	__u16 ip_len = r->family == XLB_AF_INET ? IPV4_HLEN : IPV6_HLEN;
+	__u16 outer = ip_len + (t->encap == XLB_ENCAP_GRE ? GRE_HLEN : 0);
+	int rc;
+
+	if (!t->redirect && !toobig_fits(p, r, outer))
+		return frag_too_big(ctx, p, t, outer, from_peer);
+
+	if (!t->redirect) {
+		stats_add(&xlb_svc_stats, t->svc, p->l3_len, t->new_flow);
+		stats_add(&xlb_real_stats, t->rid, p->l3_len, t->new_flow);
+	}
+	/* bounded here, in the register encap_push goes on to use: "R3
+	 * offset is outside of the packet" otherwise */
+	if (p->l3_off < ETH_HLEN || p->l3_off > ETH_HLEN + 2 * VLAN_HLEN) {
+		stats_count(XLB_STAT_DROP_INTERNAL);
+		return XDP_DROP;
+	}
+	rc = encap_push(ctx, p, r, t->encap, n, t->h);
+	if (rc) {
+		stats_count(rc);
+		return XDP_DROP;
+	}
+	if (t->redirect) {
+		void *data = (void *)(long)ctx->data;
+		void *data_end = (void *)(long)ctx->data_end;
+		__u32 off = p->l3_off + ip_len;
+
+		if (off > ETH_HLEN + 2 * VLAN_HLEN + IPV6_HLEN)
+			return XDP_DROP;
+		__be16 *gre = data + off;
+
+		if ((void *)(gre + 1) > data_end) {
+			stats_count(XLB_STAT_DROP_INTERNAL);
+			return XDP_DROP;
+		}
+		*gre = bpf_htons(FRAG_GRE_FLAGS);
+		stats_count(XLB_STAT_FRAG_REDIRECT);
+	}
+	return nexthop_forward(ctx, r, n, outer + p->l3_len, 0);
 }
 
 /* frag_first: the first fragment chooses the backend as the unfragmented
@@ -374,17 +464,9 @@ static __always_inline int frag_later(struct xdp_md *ctx, const struct frag_conf
 			return -1;
 		}
 	}
-	__u32 rid = e->rid;
-	struct real_info *r = bpf_map_lookup_elem(&xlb_reals, &rid);
-
-	if (!r || r->svc_id != e->svc_id || !(r->flags & XLB_REAL_F_ACTIVE))
+	if (!frag_entry_target(e, t))
 		return XLB_STAT_DROP_NO_BACKEND;
 	stats_count(XLB_STAT_FRAG_FORWARD);
-	t->r = r;
-	t->h = e->hash;
-	t->svc = e->svc_id;
-	t->rid = rid;
-	t->encap = e->encap;
 	return 0;
 }
 
@@ -420,14 +502,21 @@ static __always_inline int frag_handle(struct xdp_md *ctx, struct pkt *p, __u32 
 										   XLB_STAT_DROP_FRAGMENT);
 		return XDP_DROP;
 	}
+	n = bpf_map_lookup_elem(&xlb_node, &zero);
+	if (!n) {
+		stats_count(XLB_STAT_DROP_INTERNAL);
+		return XDP_DROP;
+	}
+	frag_make_key(p, p->frag_id, &k);
+	if (!from_peer && frag_local(&k, &t))
+		return frag_send(ctx, p, n, &t, 0);
 	if (!(p->proto == IPPROTO_TCP && (fl & XLB_VADDR_F_FRAG_TCP)) &&
 	    !(p->proto == IPPROTO_UDP && (fl & XLB_VADDR_F_FRAG_UDP))) {
 		stats_count(XLB_STAT_DROP_FRAGMENT);
 		return XDP_DROP;
 	}
 	c = bpf_map_lookup_elem(&xlb_frag_conf, &zero);
-	n = bpf_map_lookup_elem(&xlb_node, &zero);
-	if (!c || !n) {
+	if (!c) {
 		stats_count(XLB_STAT_DROP_INTERNAL);
 		return XDP_DROP;
 	}
@@ -447,7 +536,6 @@ static __always_inline int frag_handle(struct xdp_md *ctx, struct pkt *p, __u32 
 		}
 	}
 	if (!t.redirect) {
-		frag_make_key(p, &k);
 		rc = p->frag_off == 0 ? frag_first(ctx, p, n, &k, &t) : frag_later(ctx, c, &k, &t);
 		if (rc < 0)
 			return XDP_DROP;
@@ -456,7 +544,7 @@ static __always_inline int frag_handle(struct xdp_md *ctx, struct pkt *p, __u32 
 			return XDP_DROP;
 		}
 	}
-	return frag_send(ctx, p, n, &t);
+	return frag_send(ctx, p, n, &t, from_peer);
 }
 
 /* frag_gre_ours tells whether p (PARSE_OTHER_PROTO, proto GRE) is a

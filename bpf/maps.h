@@ -127,6 +127,14 @@ struct {
 	__uint(max_entries, 1);
 } xlb_icmp_rl SEC(".maps");
 
+/* 0 -> ICMP too-big token bucket, per CPU (same layout as the echo one). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct icmp_rl_state);
+	__uint(max_entries, 1);
+} xlb_too_big_rl SEC(".maps");
+
 /* 0 -> packet tracer token bucket, per CPU (same layout as the ICMP one). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* ratelimit.h: the per-CPU token bucket of the ICMP echo replies and the
+/* ratelimit.h: the per-CPU token bucket of the ICMP echo replies, the ICMP
+ * too-big errors (toobig.h) and the
  * packet tracer's records (struct icmp_rl_state in types.h). */
 #pragma once
 

@@ -117,6 +117,14 @@ struct node_info {
 	/* Self-check probes carry this value in their marker (trace.h); 0:
 	 * no packet is taken for a probe. Random, set by the control plane. */
 	__u64 probe_cookie;
+	/* ICMP fragmentation-needed / ICMPv6 packet-too-big each CPU sends
+	 * per second for VIP packets that do not fit the egress MTU once
+	 * encapsulated (bpf/toobig.h; token bucket, burst of one second's
+	 * worth). 0: never sent (the packets are dropped). Fields after
+	 * probe_cookie were appended: a pinned node map of an older, shorter
+	 * layout is migrated (internal/datapath/compat.go). */
+	__u32 icmp_too_big_rate;
+	__u32 pad;
 };
 
 /* xlb_icmp_rl value (per CPU): the echo-reply token bucket. credit is in
@@ -189,6 +197,10 @@ enum xlb_stat {
 	XLB_STAT_TRACE_LOST,        /* traced packet, ring buffer full: no record */
 	XLB_STAT_TRACE_INVALID,     /* marker magic with a bad version/family/port/cookie: ordinary packet */
 	XLB_STAT_SELFCHECK_PROBE,   /* self-check probe: read-only selection, not in service/real counters */
+	XLB_STAT_ICMP_TOO_BIG_SENT, /* too big once encapsulated (IPv4 DF, IPv6): ICMP frag-needed / packet-too-big sent to the client (XDP_TX) */
+	XLB_STAT_ICMP_TOO_BIG_LIMITED, /* the same over node.icmp_too_big_rate (or rate 0): dropped, nothing sent */
+	XLB_STAT_TOO_BIG_FRAGMENT,  /* too big once encapsulated, IPv4 without DF: handed to xlbd to be fragmented, dropped here */
+	XLB_STAT_TOO_BIG_FRAGMENT_FAIL, /* the same, but the ring buffer was full or the frame too large: dropped */
 	XLB_STAT__MAX,
 };
 
@@ -216,6 +228,10 @@ struct frag_key {
 enum xlb_frag_state {
 	XLB_FRAG_WAITING = 1, /* later fragments are held, the first has not come */
 	XLB_FRAG_DECIDED = 2, /* the first fragment chose rid */
+	/* This node fragments the datagram itself (too big once encapsulated,
+	 * IPv4 without DF: bpf/toobig.h); its pieces, re-injected by xlbd,
+	 * follow rid whatever the service's fragment settings. */
+	XLB_FRAG_LOCAL = 3,
 };
 
 struct frag_entry {
@@ -235,13 +251,17 @@ struct frag_entry {
 enum xlb_frag_event_kind {
 	XLB_FRAG_EV_HOLD = 1,
 	XLB_FRAG_EV_RELEASE = 2,
+	/* A whole IPv4 datagram without DF (the frame follows, as for HOLD)
+	 * too big once encapsulated: xlbd fragments it into pieces whose IP
+	 * length is at most pad and runs each through the program. */
+	XLB_FRAG_EV_FRAGMENT = 3,
 };
 
 struct frag_event {
 	__u32 kind; /* enum xlb_frag_event_kind */
 	__u32 len;
 	__u32 ifindex; /* ingress interface */
-	__u32 pad;
+	__u32 pad;     /* FRAGMENT: the pieces' largest IP length; else 0 */
 	struct frag_key key;
 };
 
@@ -373,7 +393,7 @@ struct vip_ent {
 XLB_ABI_SIZE(vip_key, 20);
 XLB_ABI_SIZE(vip_info, 16);
 XLB_ABI_SIZE(real_info, 44);
-XLB_ABI_SIZE(node_info, 72);
+XLB_ABI_SIZE(node_info, 80);
 XLB_ABI_SIZE(icmp_rl_state, 16);
 XLB_ABI_SIZE(flood_state, 16);
 XLB_ABI_SIZE(xlb_counters, 24);

@@ -15,6 +15,7 @@
 #include "stats.h"
 #include "icmp.h"
 #include "icmp_echo.h"
+#include "toobig.h"
 #include "frag.h"
 #include "trace.h"
 
@@ -40,14 +41,49 @@ const enum xlb_trace_const *xlb_anchor_trace_const __attribute__((unused));
 const enum xlb_probe_ct *xlb_anchor_probe_ct __attribute__((unused));
 const enum xlb_flood_kind *xlb_anchor_flood_kind __attribute__((unused));
 
+/* xlb_send_too_big: p does not fit its real's egress once encapsulated
+ * (toobig.h). IPv4 without DF goes to xlbd to be fragmented (dropped
+ * here); otherwise the answer XLB_L4_TOO_BIG | MTU asks xlb_forward for
+ * the ICMP error. The flow's conntrack entry stays, so the client's
+ * smaller retries keep the backend. */
+static __always_inline int xlb_send_too_big(struct xdp_md *ctx, const struct pkt *p,
+					    const struct vip_info *v, const struct selection *sel,
+					    __u8 encap, __u16 outer, __u64 h)
+{
+	__u32 mtu = toobig_client_mtu(p, sel->real, outer);
+	struct frag_entry e = {};
+	struct frag_key k = {};
+	__be16 id;
+
+	if (sel->hit)
+		stats_count(XLB_STAT_CT_HIT);
+	if (!toobig_may_fragment(ctx, p, &id))
+		return XLB_L4_TOO_BIG | mtu;
+	frag_make_key(p, id, &k);
+	e.hash = h;
+	e.rid = sel->rid;
+	e.svc_id = v->svc_id;
+	e.encap = encap;
+	return frag_hand_off(ctx, &k, &e, mtu);
+}
+
 /* xlb_send counts a packet of service v (unless it is a self-check probe)
  * and sends it to the selected real: p is the IP datagram carried whole, h
- * the hash of the flow it belongs to. */
+ * the hash of the flow it belongs to. too_big: a packet that does not fit
+ * the real's egress MTU once encapsulated gets xlb_send_too_big (client
+ * packets only: never an ICMP error about an ICMP error); otherwise it is
+ * dropped (drop_too_big). */
 static __always_inline int xlb_send(struct xdp_md *ctx, const struct pkt *p,
 				    const struct vip_info *v, const struct node_info *n,
 				    const struct selection *sel, __u64 h, int probe,
-				    int trace)
+				    int trace, int too_big)
 {
+	__u8 encap = sel->real->encap ? sel->real->encap : v->encap;
+	__u16 outer = (sel->real->family == XLB_AF_INET ? IPV4_HLEN : IPV6_HLEN) +
+		      (encap == XLB_ENCAP_GRE ? GRE_HLEN : 0);
+
+	if (too_big && !toobig_fits(p, sel->real, outer))
+		return xlb_send_too_big(ctx, p, v, sel, encap, outer, h);
 	if (probe) {
 		stats_count(XLB_STAT_SELFCHECK_PROBE);
 	} else {
@@ -55,9 +91,6 @@ static __always_inline int xlb_send(struct xdp_md *ctx, const struct pkt *p,
 		stats_add(&xlb_real_stats, sel->rid, p->l3_len, sel->new_flow);
 	}
 
-	__u8 encap = sel->real->encap ? sel->real->encap : v->encap;
-	__u16 outer = (sel->real->family == XLB_AF_INET ? IPV4_HLEN : IPV6_HLEN) +
-		      (encap == XLB_ENCAP_GRE ? GRE_HLEN : 0);
 	int rc = encap_push(ctx, p, sel->real, encap, n, h);
 
 	if (rc) {
@@ -131,7 +164,7 @@ __attribute__((noinline)) int xlb_icmp(struct xdp_md *ctx, const struct pkt *p)
 	stats_count(kind == ICMP_K_FRAG_NEEDED ? XLB_STAT_ICMP_FRAG_NEEDED :
 		    kind == ICMP_K_UNREACH     ? XLB_STAT_ICMP_UNREACH :
 						 XLB_STAT_ICMP_TIME_EXCEEDED);
-	return xlb_send(ctx, p, v, n, &sel, h, 0, 0);
+	return xlb_send(ctx, p, v, n, &sel, h, 0, 0, 0);
 }
 
 /* xlb_frag: a fragment (bpf/frag.h): redirected to its pool
@@ -206,11 +239,37 @@ __attribute__((noinline)) int xlb_probe(struct xdp_md *ctx, const struct pkt *p)
 		stats_count(rc);
 		return XDP_DROP;
 	}
-	return xlb_send(ctx, p, v, n, &sel, h, 1, 0);
+	return xlb_send(ctx, p, v, n, &sel, h, 1, 0, 0);
 }
 
 /* xlb_l4's answer for a self-check probe (not an XDP action). */
 #define XLB_L4_PROBE 0x100
+
+/* xlb_too_big: a client's packet too big once encapsulated, IPv4 with DF
+ * or IPv6 (toobig.h): within node.icmp_too_big_rate it becomes the ICMP
+ * error advertising mtu, sent back out of the ingress; over it, dropped.
+ * A global function, called from xlb_forward (stack depth). */
+__attribute__((noinline)) int xlb_too_big(struct xdp_md *ctx, const struct pkt *p, __u32 mtu)
+{
+	struct node_info *n;
+	__u32 zero = 0;
+
+	n = bpf_map_lookup_elem(&xlb_node, &zero);
+	if (!p || !n) {
+		stats_count(XLB_STAT_DROP_INTERNAL);
+		return XDP_DROP;
+	}
+	if (!rl_allow(&xlb_too_big_rl, n->icmp_too_big_rate)) {
+		stats_count(XLB_STAT_ICMP_TOO_BIG_LIMITED);
+		return XDP_DROP;
+	}
+	if (toobig_icmp(ctx, p, mtu)) {
+		stats_count(XLB_STAT_DROP_INTERNAL);
+		return XDP_DROP;
+	}
+	stats_count(XLB_STAT_ICMP_TOO_BIG_SENT);
+	return XDP_TX;
+}
 
 /* A verdict from a global function, as the verifier cannot see its range. */
 static __always_inline int xlb_verdict(int rc)
@@ -235,13 +294,16 @@ static __always_inline int xlb_unparsed(struct xdp_md *ctx, struct pkt *p, int r
 		if (p->proto == IPPROTO_GRE) {
 			rc = xlb_frag_gre(ctx, p);
 			if (rc == FRAG_GRE_DECAPPED)
-				return xlb_verdict(xlb_frag(ctx, p, 1));
+				return xlb_verdict(xlb_frag(ctx, p, 1)); /* never XLB_L4_TOO_BIG */
 			return xlb_verdict(rc);
 		}
 		stats_count(XLB_STAT_PASS_OTHER_PROTO);
 		return XDP_PASS;
 	case PARSE_FRAGMENT:
-		return xlb_verdict(xlb_frag(ctx, p, 0));
+		rc = xlb_frag(ctx, p, 0);
+		if (rc & XLB_L4_TOO_BIG) /* an IPv6 fragment too big (frag.h) */
+			rc = xlb_too_big(ctx, p, rc & 0xffff);
+		return xlb_verdict(rc);
 	default: /* PARSE_BAD_L3, PARSE_BAD_L4 */
 		if (p->have_dst && select_is_vip_addr(p)) {
 			stats_count(XLB_STAT_DROP_MALFORMED);
@@ -291,7 +353,7 @@ __attribute__((noinline)) int xlb_l4(struct xdp_md *ctx, const struct pkt *p)
 			xlb_trace(ctx, p, mark, 0, trace_info(XDP_DROP, rc, &sel));
 		return XDP_DROP;
 	}
-	return xlb_send(ctx, p, v, n, &sel, h, 0, 1);
+	return xlb_send(ctx, p, v, n, &sel, h, 0, 1, 1);
 }
 
 SEC("xdp")
@@ -304,7 +366,7 @@ int xlb_forward(struct xdp_md *ctx)
 	if (rc != PARSE_OK)
 		return xlb_unparsed(ctx, &p, rc);
 	rc = xlb_l4(ctx, &p);
-	if (rc == XLB_L4_PROBE)
-		rc = xlb_probe(ctx, &p);
+	if (rc > XDP_REDIRECT) /* not an XDP action: calls kept out of xlb_l4 (stack depth) */
+		rc = rc == XLB_L4_PROBE ? xlb_probe(ctx, &p) : xlb_too_big(ctx, &p, rc & 0xffff);
 	return xlb_verdict(rc);
 }

@@ -51,8 +51,12 @@ const (
 	DefaultBackends = 3
 	DefaultLANMTU   = 1600
 	ClientMTU       = 1500
-	MaxNodes        = 89  // node i is .11+i
-	MaxBackends     = 150 // backend i is .101+i
+	// PlainMTU as Config.LANMTU makes the plain network of an untuned
+	// site: 1500 bytes everywhere, so a full-size client packet no longer
+	// fits once xlb encapsulates it (docs/ARCHITECTURE.md, "MTU").
+	PlainMTU    = ClientMTU
+	MaxNodes    = 89  // node i is .11+i
+	MaxBackends = 150 // backend i is .101+i
 )
 
 // Role is what a lab host does.
@@ -90,8 +94,11 @@ type Config struct {
 	Backends int // default DefaultBackends
 	// VIPs are configured on every backend's loopback and routed by the
 	// router (see Routing). Default DefaultVIPs.
-	VIPs    []netip.Addr
-	LANMTU  int // default DefaultLANMTU
+	VIPs []netip.Addr
+	// LANMTU is the MTU between the router, nodes and backends: default
+	// DefaultLANMTU (room for the encapsulation of a client's 1500-byte
+	// packet), PlainMTU for a plain 1500-byte network.
+	LANMTU  int
 	Routing VIPRouting
 	// BinDir holds xlbd and xlb-decap. Default: FindBinDir at first use.
 	BinDir string

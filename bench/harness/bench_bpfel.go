@@ -76,23 +76,25 @@ type benchLruVal struct {
 }
 
 type benchNodeInfo struct {
-	_             structs.HostLayout
-	Addr4         [4]uint8
-	Addr6         [16]uint8
-	GwMac         [6]uint8
-	IfMac         [6]uint8
-	Flags         uint16
-	TimeoutTcpSyn uint16
-	TimeoutTcp    uint16
-	TimeoutTcpFin uint16
-	TimeoutUdp    uint16
-	_             [2]byte
-	FloodSynLimit uint32
-	IcmpEchoRate  uint32
-	TraceRate     uint32
-	FloodNewLimit uint32
-	_             [4]byte
-	ProbeCookie   uint64
+	_              structs.HostLayout
+	Addr4          [4]uint8
+	Addr6          [16]uint8
+	GwMac          [6]uint8
+	IfMac          [6]uint8
+	Flags          uint16
+	TimeoutTcpSyn  uint16
+	TimeoutTcp     uint16
+	TimeoutTcpFin  uint16
+	TimeoutUdp     uint16
+	_              [2]byte
+	FloodSynLimit  uint32
+	IcmpEchoRate   uint32
+	TraceRate      uint32
+	FloodNewLimit  uint32
+	_              [4]byte
+	ProbeCookie    uint64
+	IcmpTooBigRate uint32
+	Pad            uint32
 }
 
 type benchRealInfo struct {
@@ -147,52 +149,56 @@ type benchXlbCounters struct {
 
 type benchXlbGlobal struct {
 	_     structs.HostLayout
-	Count [39]uint64
+	Count [43]uint64
 }
 
 type benchXlbStat uint32
 
 const (
-	benchXlbStatXLB_STAT_PASS_NOT_IP        benchXlbStat = 0
-	benchXlbStatXLB_STAT_PASS_NOT_VIP       benchXlbStat = 1
-	benchXlbStatXLB_STAT_PASS_BAD_L3        benchXlbStat = 2
-	benchXlbStatXLB_STAT_PASS_OTHER_PROTO   benchXlbStat = 3
-	benchXlbStatXLB_STAT_FORWARD_TX         benchXlbStat = 4
-	benchXlbStatXLB_STAT_FORWARD_REDIRECT   benchXlbStat = 5
-	benchXlbStatXLB_STAT_CT_HIT             benchXlbStat = 6
-	benchXlbStatXLB_STAT_CT_REMOTE_HIT      benchXlbStat = 7
-	benchXlbStatXLB_STAT_CT_MISS            benchXlbStat = 8
-	benchXlbStatXLB_STAT_CT_RESELECT        benchXlbStat = 9
-	benchXlbStatXLB_STAT_NEXTHOP_FALLBACK   benchXlbStat = 10
-	benchXlbStatXLB_STAT_DROP_MALFORMED     benchXlbStat = 11
-	benchXlbStatXLB_STAT_DROP_FRAGMENT      benchXlbStat = 12
-	benchXlbStatXLB_STAT_DROP_NO_BACKEND    benchXlbStat = 13
-	benchXlbStatXLB_STAT_DROP_NO_NEXTHOP    benchXlbStat = 14
-	benchXlbStatXLB_STAT_DROP_TOO_BIG       benchXlbStat = 15
-	benchXlbStatXLB_STAT_DROP_NO_SOURCE     benchXlbStat = 16
-	benchXlbStatXLB_STAT_DROP_ENCAP         benchXlbStat = 17
-	benchXlbStatXLB_STAT_DROP_INTERNAL      benchXlbStat = 18
-	benchXlbStatXLB_STAT_FLOOD_ACTIVATIONS  benchXlbStat = 19
-	benchXlbStatXLB_STAT_FLOOD_UNTRACKED    benchXlbStat = 20
-	benchXlbStatXLB_STAT_ICMP_FRAG_NEEDED   benchXlbStat = 21
-	benchXlbStatXLB_STAT_ICMP_UNREACH       benchXlbStat = 22
-	benchXlbStatXLB_STAT_ICMP_TIME_EXCEEDED benchXlbStat = 23
-	benchXlbStatXLB_STAT_ICMP_ECHO_REPLY    benchXlbStat = 24
-	benchXlbStatXLB_STAT_ICMP_ECHO_LIMITED  benchXlbStat = 25
-	benchXlbStatXLB_STAT_ICMP_PASS          benchXlbStat = 26
-	benchXlbStatXLB_STAT_FRAG_REDIRECT      benchXlbStat = 27
-	benchXlbStatXLB_STAT_FRAG_FROM_PEER     benchXlbStat = 28
-	benchXlbStatXLB_STAT_FRAG_FIRST         benchXlbStat = 29
-	benchXlbStatXLB_STAT_FRAG_FORWARD       benchXlbStat = 30
-	benchXlbStatXLB_STAT_FRAG_HELD          benchXlbStat = 31
-	benchXlbStatXLB_STAT_FRAG_HOLD_FAIL     benchXlbStat = 32
-	benchXlbStatXLB_STAT_FRAG_RELEASE       benchXlbStat = 33
-	benchXlbStatXLB_STAT_TRACE_EMITTED      benchXlbStat = 34
-	benchXlbStatXLB_STAT_TRACE_LIMITED      benchXlbStat = 35
-	benchXlbStatXLB_STAT_TRACE_LOST         benchXlbStat = 36
-	benchXlbStatXLB_STAT_TRACE_INVALID      benchXlbStat = 37
-	benchXlbStatXLB_STAT_SELFCHECK_PROBE    benchXlbStat = 38
-	benchXlbStatXLB_STAT__MAX               benchXlbStat = 39
+	benchXlbStatXLB_STAT_PASS_NOT_IP           benchXlbStat = 0
+	benchXlbStatXLB_STAT_PASS_NOT_VIP          benchXlbStat = 1
+	benchXlbStatXLB_STAT_PASS_BAD_L3           benchXlbStat = 2
+	benchXlbStatXLB_STAT_PASS_OTHER_PROTO      benchXlbStat = 3
+	benchXlbStatXLB_STAT_FORWARD_TX            benchXlbStat = 4
+	benchXlbStatXLB_STAT_FORWARD_REDIRECT      benchXlbStat = 5
+	benchXlbStatXLB_STAT_CT_HIT                benchXlbStat = 6
+	benchXlbStatXLB_STAT_CT_REMOTE_HIT         benchXlbStat = 7
+	benchXlbStatXLB_STAT_CT_MISS               benchXlbStat = 8
+	benchXlbStatXLB_STAT_CT_RESELECT           benchXlbStat = 9
+	benchXlbStatXLB_STAT_NEXTHOP_FALLBACK      benchXlbStat = 10
+	benchXlbStatXLB_STAT_DROP_MALFORMED        benchXlbStat = 11
+	benchXlbStatXLB_STAT_DROP_FRAGMENT         benchXlbStat = 12
+	benchXlbStatXLB_STAT_DROP_NO_BACKEND       benchXlbStat = 13
+	benchXlbStatXLB_STAT_DROP_NO_NEXTHOP       benchXlbStat = 14
+	benchXlbStatXLB_STAT_DROP_TOO_BIG          benchXlbStat = 15
+	benchXlbStatXLB_STAT_DROP_NO_SOURCE        benchXlbStat = 16
+	benchXlbStatXLB_STAT_DROP_ENCAP            benchXlbStat = 17
+	benchXlbStatXLB_STAT_DROP_INTERNAL         benchXlbStat = 18
+	benchXlbStatXLB_STAT_FLOOD_ACTIVATIONS     benchXlbStat = 19
+	benchXlbStatXLB_STAT_FLOOD_UNTRACKED       benchXlbStat = 20
+	benchXlbStatXLB_STAT_ICMP_FRAG_NEEDED      benchXlbStat = 21
+	benchXlbStatXLB_STAT_ICMP_UNREACH          benchXlbStat = 22
+	benchXlbStatXLB_STAT_ICMP_TIME_EXCEEDED    benchXlbStat = 23
+	benchXlbStatXLB_STAT_ICMP_ECHO_REPLY       benchXlbStat = 24
+	benchXlbStatXLB_STAT_ICMP_ECHO_LIMITED     benchXlbStat = 25
+	benchXlbStatXLB_STAT_ICMP_PASS             benchXlbStat = 26
+	benchXlbStatXLB_STAT_FRAG_REDIRECT         benchXlbStat = 27
+	benchXlbStatXLB_STAT_FRAG_FROM_PEER        benchXlbStat = 28
+	benchXlbStatXLB_STAT_FRAG_FIRST            benchXlbStat = 29
+	benchXlbStatXLB_STAT_FRAG_FORWARD          benchXlbStat = 30
+	benchXlbStatXLB_STAT_FRAG_HELD             benchXlbStat = 31
+	benchXlbStatXLB_STAT_FRAG_HOLD_FAIL        benchXlbStat = 32
+	benchXlbStatXLB_STAT_FRAG_RELEASE          benchXlbStat = 33
+	benchXlbStatXLB_STAT_TRACE_EMITTED         benchXlbStat = 34
+	benchXlbStatXLB_STAT_TRACE_LIMITED         benchXlbStat = 35
+	benchXlbStatXLB_STAT_TRACE_LOST            benchXlbStat = 36
+	benchXlbStatXLB_STAT_TRACE_INVALID         benchXlbStat = 37
+	benchXlbStatXLB_STAT_SELFCHECK_PROBE       benchXlbStat = 38
+	benchXlbStatXLB_STAT_ICMP_TOO_BIG_SENT     benchXlbStat = 39
+	benchXlbStatXLB_STAT_ICMP_TOO_BIG_LIMITED  benchXlbStat = 40
+	benchXlbStatXLB_STAT_TOO_BIG_FRAGMENT      benchXlbStat = 41
+	benchXlbStatXLB_STAT_TOO_BIG_FRAGMENT_FAIL benchXlbStat = 42
+	benchXlbStatXLB_STAT__MAX                  benchXlbStat = 43
 )
 
 // Names of all BPF objects in the ELF.
@@ -210,6 +216,7 @@ const (
 	benchMapXlbStats            = "xlb_stats"
 	benchMapXlbSvcStats         = "xlb_svc_stats"
 	benchMapXlbTables           = "xlb_tables"
+	benchMapXlbTooBigRl         = "xlb_too_big_rl"
 	benchMapXlbTraceRing        = "xlb_trace_ring"
 	benchMapXlbTraceRl          = "xlb_trace_rl"
 	benchMapXlbVipAddrs         = "xlb_vip_addrs"
@@ -300,6 +307,7 @@ type benchMapSpecs struct {
 	XlbStats     *ebpf.MapSpec `ebpf:"xlb_stats"`
 	XlbSvcStats  *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
 	XlbTables    *ebpf.MapSpec `ebpf:"xlb_tables"`
+	XlbTooBigRl  *ebpf.MapSpec `ebpf:"xlb_too_big_rl"`
 	XlbTraceRing *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
 	XlbTraceRl   *ebpf.MapSpec `ebpf:"xlb_trace_rl"`
 	XlbVipAddrs  *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
@@ -362,6 +370,7 @@ type benchMaps struct {
 	XlbStats     *ebpf.Map `ebpf:"xlb_stats"`
 	XlbSvcStats  *ebpf.Map `ebpf:"xlb_svc_stats"`
 	XlbTables    *ebpf.Map `ebpf:"xlb_tables"`
+	XlbTooBigRl  *ebpf.Map `ebpf:"xlb_too_big_rl"`
 	XlbTraceRing *ebpf.Map `ebpf:"xlb_trace_ring"`
 	XlbTraceRl   *ebpf.Map `ebpf:"xlb_trace_rl"`
 	XlbVipAddrs  *ebpf.Map `ebpf:"xlb_vip_addrs"`
@@ -383,6 +392,7 @@ func (m *benchMaps) Close() error {
 		m.XlbStats,
 		m.XlbSvcStats,
 		m.XlbTables,
+		m.XlbTooBigRl,
 		m.XlbTraceRing,
 		m.XlbTraceRl,
 		m.XlbVipAddrs,

@@ -29,6 +29,11 @@ const (
 	DefaultICMPEchoRate = 100
 	// MaxICMPEchoRate bounds node.icmp_echo_rate.
 	MaxICMPEchoRate = 1 << 24
+	// DefaultICMPTooBigRate is node.icmp_too_big_rate when absent: ICMP
+	// frag-needed / packet-too-big each CPU sends per second.
+	DefaultICMPTooBigRate = 1000
+	// MaxICMPTooBigRate bounds node.icmp_too_big_rate.
+	MaxICMPTooBigRate = 1 << 24
 	// MaxFragmentPool bounds node.fragment_pool (LB nodes).
 	MaxFragmentPool = 64
 	// DefaultFragmentTableEntries is node.fragment_table_entries when
@@ -123,6 +128,12 @@ type Node struct {
 	// each CPU answers per second; over it they are dropped.
 	// 0: never answered. Default DefaultICMPEchoRate.
 	ICMPEchoRate uint32
+	// ICMPTooBigRate is how many ICMP fragmentation-needed / ICMPv6
+	// packet-too-big errors each CPU sends per second to clients whose
+	// packets (IPv4 with DF, IPv6) do not fit the backend's egress MTU once
+	// encapsulated; over it those packets are dropped. 0: never sent.
+	// Default DefaultICMPTooBigRate.
+	ICMPTooBigRate uint32
 	// TraceRate is how many packet tracer records each CPU
 	// emits per second; marked packets beyond it are forwarded without a
 	// record. 0: tracer off. Default DefaultTraceRate.

@@ -39,6 +39,7 @@ func TestLoadFull(t *testing.T) {
 			XDPMode:              XDPModeNative,
 			ConntrackEntries:     2048,
 			ICMPEchoRate:         20,
+			ICMPTooBigRate:       DefaultICMPTooBigRate,
 			FragmentTableEntries: DefaultFragmentTableEntries,
 			TraceRate:            5,
 			Timeouts: Timeouts{
@@ -133,6 +134,7 @@ func TestDefaults(t *testing.T) {
 		{"node.xdp_mode", n.XDPMode, XDPModeAuto},
 		{"node.conntrack_entries", n.ConntrackEntries, uint32(1048576)},
 		{"node.icmp_echo_rate", n.ICMPEchoRate, uint32(DefaultICMPEchoRate)},
+		{"node.icmp_too_big_rate", n.ICMPTooBigRate, uint32(DefaultICMPTooBigRate)},
 		{"node.trace_rate", n.TraceRate, uint32(DefaultTraceRate)},
 		{"node.timeouts.tcp", n.Timeouts.TCP, 15 * time.Minute},
 		{"node.timeouts.tcp_syn", n.Timeouts.TCPSyn, 60 * time.Second},

@@ -605,6 +605,7 @@ func (d *decoder) node(n *ynode) Node {
 		XDPMode:              XDPModeAuto,
 		ConntrackEntries:     DefaultConntrackEntries,
 		ICMPEchoRate:         DefaultICMPEchoRate,
+		ICMPTooBigRate:       DefaultICMPTooBigRate,
 		FragmentTableEntries: DefaultFragmentTableEntries,
 		TraceRate:            DefaultTraceRate,
 		Timeouts: Timeouts{
@@ -616,7 +617,7 @@ func (d *decoder) node(n *ynode) Node {
 	}
 	f := d.fields(n, path, "name", "interface", "address", "address6", "gateway_mac",
 		"xdp_mode", "conntrack_entries", "timeouts", "flood_syn_rate", "flood_new_flow_rate", "icmp_echo_rate",
-		"fragment_pool", "fragment_table_entries", "trace_rate")
+		"icmp_too_big_rate", "fragment_pool", "fragment_table_entries", "trace_rate")
 	if f == nil {
 		return nd
 	}
@@ -646,6 +647,11 @@ func (d *decoder) node(n *ynode) Node {
 	if v := f.get("icmp_echo_rate"); v != nil {
 		if u, ok := d.uint(v, join(path, "icmp_echo_rate"), MaxICMPEchoRate); ok {
 			nd.ICMPEchoRate = uint32(u)
+		}
+	}
+	if v := f.get("icmp_too_big_rate"); v != nil {
+		if u, ok := d.uint(v, join(path, "icmp_too_big_rate"), MaxICMPTooBigRate); ok {
+			nd.ICMPTooBigRate = uint32(u)
 		}
 	}
 	if v := f.get("trace_rate"); v != nil {

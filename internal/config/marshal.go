@@ -43,7 +43,8 @@ func (c *Config) Marshal() ([]byte, error) {
 		node.Content = append(node.Content, str("flood_new_flow_rate"), integer(uint64(n.FloodNewFlowRate)))
 	}
 	// Always written: absent means the default, not 0.
-	node.Content = append(node.Content, str("icmp_echo_rate"), integer(uint64(n.ICMPEchoRate)))
+	node.Content = append(node.Content, str("icmp_echo_rate"), integer(uint64(n.ICMPEchoRate)),
+		str("icmp_too_big_rate"), integer(uint64(n.ICMPTooBigRate)))
 	if len(n.FragmentPool) > 0 {
 		addrs := make([]string, len(n.FragmentPool))
 		for i, a := range n.FragmentPool {

@@ -148,6 +148,8 @@ func TestReject(t *testing.T) {
 			[]string{`c.yaml:3: node.icmp_echo_rate: 16777217 is out of range 0..16777216`}},
 		{"trace rate too large", "node:\n  interface: eth0\n  trace_rate: 1048577\n", ErrInvalid,
 			[]string{`c.yaml:3: node.trace_rate: 1048577 is out of range 0..1048576`}},
+		{"icmp too-big rate too large", "node:\n  interface: eth0\n  icmp_too_big_rate: 16777217\n", ErrInvalid,
+			[]string{`c.yaml:3: node.icmp_too_big_rate: 16777217 is out of range 0..16777216`}},
 		{"icmp echo rate negative", "node:\n  interface: eth0\n  icmp_echo_rate: -1\n", ErrInvalid,
 			[]string{`c.yaml:3: node.icmp_echo_rate: -1 is out of range 0..16777216`}},
 		{"conntrack too small", "node:\n  interface: eth0\n  conntrack_entries: 1000\n", ErrInvalid,

@@ -102,6 +102,9 @@ func validateNode(n *Node, c *collector) {
 	if r := n.ICMPEchoRate; r > MaxICMPEchoRate {
 		c.errf("node.icmp_echo_rate", ErrInvalid, "%d is out of range 0..%d", r, MaxICMPEchoRate)
 	}
+	if r := n.ICMPTooBigRate; r > MaxICMPTooBigRate {
+		c.errf("node.icmp_too_big_rate", ErrInvalid, "%d is out of range 0..%d", r, MaxICMPTooBigRate)
+	}
 	validateFragmentPool(n, c)
 	if e := n.FragmentTableEntries; e < MinFragmentTableEntries || e > MaxFragmentTableEntries {
 		c.errf("node.fragment_table_entries", ErrInvalid, "%d is out of range %d..%d", e, MinFragmentTableEntries, MaxFragmentTableEntries)

@@ -21,6 +21,7 @@ func nodeState(desired *config.Desired, nh NextHops) state.Node {
 		// flood_syn_rate covers every kind of new flow
 		FloodNewFlowRate: cmp.Or(n.FloodNewFlowRate, n.FloodSynRate),
 		ICMPEchoRate:     n.ICMPEchoRate,
+		ICMPTooBigRate:   n.ICMPTooBigRate,
 		Fragments:        fragPool(n, nh),
 		TraceRate:        n.TraceRate,
 		Timeouts: state.Timeouts{

@@ -134,6 +134,7 @@ func nodeInfo(n state.Node, ifmac net.HardwareAddr) (xlbNodeInfo, error) {
 	ni.FloodSynLimit = floodLimit(n.FloodSynRate)
 	ni.FloodNewLimit = floodLimit(n.FloodNewFlowRate)
 	ni.IcmpEchoRate = n.ICMPEchoRate
+	ni.IcmpTooBigRate = n.ICMPTooBigRate
 	ni.TraceRate = n.TraceRate
 	return ni, nil
 }
@@ -153,6 +154,7 @@ func nodeFromInfo(ni xlbNodeInfo) state.Node {
 	n.FloodSynRate = floodRate(ni.FloodSynLimit)
 	n.FloodNewFlowRate = floodRate(ni.FloodNewLimit)
 	n.ICMPEchoRate = ni.IcmpEchoRate
+	n.ICMPTooBigRate = ni.IcmpTooBigRate
 	n.TraceRate = ni.TraceRate
 	n.Timeouts = state.Timeouts{
 		TCPSyn: time.Duration(ni.TimeoutTcpSyn) * tick, TCP: time.Duration(ni.TimeoutTcp) * tick,

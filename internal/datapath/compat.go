@@ -32,6 +32,12 @@ const (
 	// map replaces the pin once the new program runs; counters restart at
 	// zero (a Prometheus counter reset) and a warning says so.
 	policyRecreate
+	// policyMigrate: a single-entry settings array whose value only grew at
+	// its end (new fields append; 0 means off). A new map gets the pinned
+	// value's bytes, zero-extended, before the new program runs, and
+	// replaces the pin like a recreated map; the commit that follows fills
+	// the new fields. Any other change is refused.
+	policyMigrate
 )
 
 // pinnedMapPolicy is the policy and the content of each pinned map. A map
@@ -47,13 +53,14 @@ var pinnedMapPolicy = map[string]struct {
 	"xlb_vip_ents":   {policyRefuse, "the forwarder's entries of the committed services"},
 	"xlb_tables":     {policyRefuse, "the committed Maglev tables"},
 	"xlb_reals":      {policyRefuse, "the committed backends, whose ids the tracked connections hold"},
-	"xlb_node":       {policyRefuse, "the node settings"},
+	"xlb_node":       {policyMigrate, "the node settings"},
 	"xlb_stats":      {policyRecreate, "the global counters"},
 	"xlb_svc_stats":  {policyRecreate, "the per-service counters"},
 	"xlb_real_stats": {policyRecreate, "the per-backend counters"},
 	"xlb_flood":      {policyRecreate, "the flood defence state"},
 	"xlb_icmp_rl":    {policyRecreate, "the ICMP echo rate-limit state"},
 	"xlb_trace_rl":   {policyRecreate, "the packet tracer's rate-limit state"},
+	"xlb_too_big_rl": {policyRecreate, "the ICMP too-big rate-limit state"},
 	"xlb_trace_ring": {policyRecreate, "tracer records on their way to xlbd"},
 	"xlb_frag_conf":  {policyRefuse, "the fragment settings"},
 	"xlb_frag_peers": {policyRefuse, "the fragment pool's next hops"},
@@ -156,6 +163,10 @@ func checkPinned(spec *ebpf.CollectionSpec, pinDir string, discardCT bool, log *
 			log.Warn("pinned map does not fit this build: starting it empty", "map", name,
 				"holds", pol.holds, "pinned", pinned.String(), "wanted", wanted.String())
 			recreate = append(recreate, name)
+		case known && pol.policy == policyMigrate && grewAtEnd(pinned, wanted):
+			log.Info("pinned map of an older layout: its content is carried into the new one", "map", name,
+				"holds", pol.holds, "pinned", pinned.String(), "wanted", wanted.String())
+			recreate = append(recreate, name)
 		default:
 			refused = append(refused, &IncompatibleMapError{Name: name, Path: path, Pinned: pinned, Wanted: wanted,
 				Holds: pol.holds, Conntrack: pol.policy == policyConntrack})
@@ -165,6 +176,49 @@ func checkPinned(spec *ebpf.CollectionSpec, pinDir string, discardCT bool, log *
 		return nil, errors.Join(refused...)
 	}
 	return recreate, nil
+}
+
+// grewAtEnd reports whether wanted is pinned with a longer value and
+// nothing else changed.
+func grewAtEnd(pinned, wanted MapLayout) bool {
+	p := pinned
+	p.ValueSize = wanted.ValueSize
+	return p == wanted && pinned.ValueSize < wanted.ValueSize
+}
+
+// migrate copies the entries of each migrated map's pin into the new map
+// (values zero-extended), before the new program runs.
+func (d *Datapath) migrate() error {
+	for _, name := range d.recreated {
+		if pinnedMapPolicy[name].policy != policyMigrate {
+			continue
+		}
+		if err := migrateMap(filepath.Join(d.opts.PinDir, name), d.mapByName(name)); err != nil {
+			return fmt.Errorf("carry %s into its new layout: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// migrateMap copies every entry of the array pinned at path into m.
+func migrateMap(path string, m *ebpf.Map) error {
+	old, err := ebpf.LoadPinnedMap(path, nil)
+	if err != nil {
+		return err
+	}
+	defer old.Close()
+	val := make([]byte, old.ValueSize())
+	for k := range min(old.MaxEntries(), m.MaxEntries()) {
+		if err := old.Lookup(k, &val); err != nil {
+			return err
+		}
+		wide := make([]byte, m.ValueSize())
+		copy(wide, val)
+		if err := m.Put(k, wide); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // mapByName returns the loaded map of that name (ebpf struct tag).
@@ -194,6 +248,10 @@ func (d *Datapath) pinRecreated() error {
 		}
 		if err := m.Pin(path); err != nil {
 			return fmt.Errorf("pin the new %s: %w", name, err)
+		}
+		if pinnedMapPolicy[name].policy == policyMigrate {
+			d.log.Info("replaced a pinned map of an older layout with its migrated copy", "map", name)
+			continue
 		}
 		d.log.Warn("replaced an incompatible pinned map with an empty one", "map", name, "holds", pinnedMapPolicy[name].holds)
 	}

@@ -243,3 +243,55 @@ func TestIncompatibleCountersRecreated(t *testing.T) {
 		t.Fatalf("the tracked flow after the recreation: verdict %d, counters %v", ret, stats)
 	}
 }
+
+// TestNodeSettingsMigrated: a pinned node map of an older, shorter layout
+// (a build before fields were appended to node_info) is carried into the
+// new layout: its bytes kept (the probe cookie and every setting), the
+// appended fields zero until the next commit; a node map whose value
+// shrank is refused.
+func TestNodeSettingsMigrated(t *testing.T) {
+	o := compatOptions(t)
+	want := wantedLayout(t, o, "xlb_node")
+	old := want
+	old.ValueSize -= 8
+	pinWrong(t, o.PinDir, "xlb_node", old)
+	m, err := ebpf.LoadPinnedMap(filepath.Join(o.PinDir, "xlb_node"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	val := make([]byte, old.ValueSize)
+	for i := range val {
+		val[i] = byte(i + 1)
+	}
+	if err := m.Put(uint32(0), val); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	d, err := Load(o)
+	if err != nil {
+		t.Fatalf("load over an older node map: %v", err)
+	}
+	defer d.Close()
+	if got := pinnedLayout(t, o.PinDir, "xlb_node"); got != want {
+		t.Fatalf("xlb_node pinned as %s, want %s", got, want)
+	}
+	got := make([]byte, want.ValueSize)
+	if err := d.objs.XlbNode.Lookup(uint32(0), &got); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got[:old.ValueSize], val) || slices.ContainsFunc(got[old.ValueSize:], func(b byte) bool { return b != 0 }) {
+		t.Fatalf("migrated value % x, want % x then zeros", got, val)
+	}
+	if d.probeCookie != d.cur.node.ProbeCookie || d.probeCookie == 0 {
+		t.Fatal("the probe cookie was not kept")
+	}
+
+	o2 := compatOptions(t)
+	longer := want
+	longer.ValueSize += 8
+	pinWrong(t, o2.PinDir, "xlb_node", longer)
+	var ie *IncompatibleMapError
+	if _, err := Load(o2); !errors.As(err, &ie) || ie.Name != "xlb_node" {
+		t.Fatalf("load over a longer node map: %v", err)
+	}
+}

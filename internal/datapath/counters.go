@@ -45,7 +45,7 @@ func (d *Datapath) Stats() (map[string]uint64, error) {
 	}
 	if h := d.holder.Load(); h != nil {
 		s := h.Stats()
-		for i, v := range []uint64{s.Received, s.Released, s.Expired, s.Overflow, s.InjectErrors} {
+		for i, v := range []uint64{s.Received, s.Released, s.Expired, s.Overflow, s.InjectErrors, s.Fragmented, s.Pieces, s.FragmentErrs} {
 			out[HolderStatNames[i]] = v
 		}
 	}
@@ -54,8 +54,10 @@ func (d *Datapath) Stats() (map[string]uint64, error) {
 
 // HolderStatNames name the FragHolder's counters in Stats: HOLD records
 // read, frames released (re-injected), expired, dropped over the bounds,
-// re-injections that failed.
-var HolderStatNames = []string{"frag_hold_received", "frag_released", "frag_expired", "frag_hold_overflow", "frag_inject_errors"}
+// re-injections that failed; too-big datagrams fragmented, their pieces
+// re-injected, FRAGMENT records that could not be split.
+var HolderStatNames = []string{"frag_hold_received", "frag_released", "frag_expired", "frag_hold_overflow", "frag_inject_errors",
+	"frag_needed_fragmented", "frag_needed_pieces", "frag_needed_errors"}
 
 func readStats(m *ebpf.Map) (map[string]uint64, error) {
 	var per []xlbXlbGlobal

@@ -276,6 +276,10 @@ func load(o Options) (*Datapath, error) {
 		}
 		return nil, fmt.Errorf("load forwarder: %w", err)
 	}
+	if err := d.migrate(); err != nil {
+		d.Close()
+		return nil, err
+	}
 	if err := d.loadApplied(); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("read pinned state: %w", err)

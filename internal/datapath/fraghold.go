@@ -42,6 +42,11 @@ type FragHoldStats struct {
 	Expired      uint64 // frames dropped: no first fragment within Hold
 	Overflow     uint64 // frames dropped: over MaxFrames or MaxBytes
 	InjectErrors uint64 // re-injections that failed
+	// FRAGMENT records (bpf/toobig.h): IPv4 datagrams without DF too big
+	// for their backend's egress once encapsulated.
+	Fragmented   uint64 // datagrams split and their pieces re-injected
+	Pieces       uint64 // pieces re-injected
+	FragmentErrs uint64 // records that could not be split (bad frame, MTU too small)
 	Frames       int    // held now
 	Bytes        int    // held now
 }
@@ -55,7 +60,8 @@ type heldFrame struct {
 // FragHolder reads the forwarder's fragment ring buffer: it holds the
 // frames of datagrams whose first fragment has not come, bounded and
 // expiring, and re-injects them when the program reports the first
-// fragment's decision.
+// fragment's decision; and it fragments the datagrams the program hands
+// it as too big (fragneeded.go), re-injecting the pieces.
 type FragHolder struct {
 	opts     FragHoldOptions
 	rd       *ringbuf.Reader
@@ -151,6 +157,10 @@ func (h *FragHolder) handle(b []byte, now time.Time) {
 			h.st.Bytes -= len(f.frame)
 			h.inject(f.frame, f.ifindex)
 		}
+	case uint32(xlbXlbFragEventKindXLB_FRAG_EV_FRAGMENT):
+		if int(ev.Len) <= len(b)-fragEventSize {
+			h.fragment(b[fragEventSize:fragEventSize+int(ev.Len)], int(ev.Pad), ev.Ifindex)
+		}
 	case uint32(xlbXlbFragEventKindXLB_FRAG_EV_HOLD):
 		if int(ev.Len) > len(b)-fragEventSize {
 			return
@@ -180,6 +190,24 @@ func (h *FragHolder) inject(frame []byte, ifindex uint32) {
 		return
 	}
 	h.st.Released++
+}
+
+// fragment splits a FRAGMENT record's frame into pieces of at most
+// maxIP bytes and re-injects each; runs with h.mu held.
+func (h *FragHolder) fragment(frame []byte, maxIP int, ifindex uint32) {
+	pieces, err := splitFrame(frame, maxIP)
+	if err != nil {
+		h.st.FragmentErrs++
+		return
+	}
+	h.st.Fragmented++
+	for _, p := range pieces {
+		if err := h.opts.Inject(p, ifindex); err != nil {
+			h.st.InjectErrors++
+			continue
+		}
+		h.st.Pieces++
+	}
 }
 
 func (h *FragHolder) expire(now time.Time) {

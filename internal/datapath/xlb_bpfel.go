@@ -76,23 +76,25 @@ type xlbIcmpRlState struct {
 }
 
 type xlbNodeInfo struct {
-	_             structs.HostLayout
-	Addr4         [4]uint8
-	Addr6         [16]uint8
-	GwMac         [6]uint8
-	IfMac         [6]uint8
-	Flags         uint16
-	TimeoutTcpSyn uint16
-	TimeoutTcp    uint16
-	TimeoutTcpFin uint16
-	TimeoutUdp    uint16
-	_             [2]byte
-	FloodSynLimit uint32
-	IcmpEchoRate  uint32
-	TraceRate     uint32
-	FloodNewLimit uint32
-	_             [4]byte
-	ProbeCookie   uint64
+	_              structs.HostLayout
+	Addr4          [4]uint8
+	Addr6          [16]uint8
+	GwMac          [6]uint8
+	IfMac          [6]uint8
+	Flags          uint16
+	TimeoutTcpSyn  uint16
+	TimeoutTcp     uint16
+	TimeoutTcpFin  uint16
+	TimeoutUdp     uint16
+	_              [2]byte
+	FloodSynLimit  uint32
+	IcmpEchoRate   uint32
+	TraceRate      uint32
+	FloodNewLimit  uint32
+	_              [4]byte
+	ProbeCookie    uint64
+	IcmpTooBigRate uint32
+	Pad            uint32
 }
 
 type xlbRealInfo struct {
@@ -230,8 +232,9 @@ const (
 type xlbXlbFragEventKind uint32
 
 const (
-	xlbXlbFragEventKindXLB_FRAG_EV_HOLD    xlbXlbFragEventKind = 1
-	xlbXlbFragEventKindXLB_FRAG_EV_RELEASE xlbXlbFragEventKind = 2
+	xlbXlbFragEventKindXLB_FRAG_EV_HOLD     xlbXlbFragEventKind = 1
+	xlbXlbFragEventKindXLB_FRAG_EV_RELEASE  xlbXlbFragEventKind = 2
+	xlbXlbFragEventKindXLB_FRAG_EV_FRAGMENT xlbXlbFragEventKind = 3
 )
 
 type xlbXlbFragState uint32
@@ -239,11 +242,12 @@ type xlbXlbFragState uint32
 const (
 	xlbXlbFragStateXLB_FRAG_WAITING xlbXlbFragState = 1
 	xlbXlbFragStateXLB_FRAG_DECIDED xlbXlbFragState = 2
+	xlbXlbFragStateXLB_FRAG_LOCAL   xlbXlbFragState = 3
 )
 
 type xlbXlbGlobal struct {
 	_     structs.HostLayout
-	Count [39]uint64
+	Count [43]uint64
 }
 
 type xlbXlbNodeFlags uint32
@@ -275,46 +279,50 @@ const (
 type xlbXlbStat uint32
 
 const (
-	xlbXlbStatXLB_STAT_PASS_NOT_IP        xlbXlbStat = 0
-	xlbXlbStatXLB_STAT_PASS_NOT_VIP       xlbXlbStat = 1
-	xlbXlbStatXLB_STAT_PASS_BAD_L3        xlbXlbStat = 2
-	xlbXlbStatXLB_STAT_PASS_OTHER_PROTO   xlbXlbStat = 3
-	xlbXlbStatXLB_STAT_FORWARD_TX         xlbXlbStat = 4
-	xlbXlbStatXLB_STAT_FORWARD_REDIRECT   xlbXlbStat = 5
-	xlbXlbStatXLB_STAT_CT_HIT             xlbXlbStat = 6
-	xlbXlbStatXLB_STAT_CT_REMOTE_HIT      xlbXlbStat = 7
-	xlbXlbStatXLB_STAT_CT_MISS            xlbXlbStat = 8
-	xlbXlbStatXLB_STAT_CT_RESELECT        xlbXlbStat = 9
-	xlbXlbStatXLB_STAT_NEXTHOP_FALLBACK   xlbXlbStat = 10
-	xlbXlbStatXLB_STAT_DROP_MALFORMED     xlbXlbStat = 11
-	xlbXlbStatXLB_STAT_DROP_FRAGMENT      xlbXlbStat = 12
-	xlbXlbStatXLB_STAT_DROP_NO_BACKEND    xlbXlbStat = 13
-	xlbXlbStatXLB_STAT_DROP_NO_NEXTHOP    xlbXlbStat = 14
-	xlbXlbStatXLB_STAT_DROP_TOO_BIG       xlbXlbStat = 15
-	xlbXlbStatXLB_STAT_DROP_NO_SOURCE     xlbXlbStat = 16
-	xlbXlbStatXLB_STAT_DROP_ENCAP         xlbXlbStat = 17
-	xlbXlbStatXLB_STAT_DROP_INTERNAL      xlbXlbStat = 18
-	xlbXlbStatXLB_STAT_FLOOD_ACTIVATIONS  xlbXlbStat = 19
-	xlbXlbStatXLB_STAT_FLOOD_UNTRACKED    xlbXlbStat = 20
-	xlbXlbStatXLB_STAT_ICMP_FRAG_NEEDED   xlbXlbStat = 21
-	xlbXlbStatXLB_STAT_ICMP_UNREACH       xlbXlbStat = 22
-	xlbXlbStatXLB_STAT_ICMP_TIME_EXCEEDED xlbXlbStat = 23
-	xlbXlbStatXLB_STAT_ICMP_ECHO_REPLY    xlbXlbStat = 24
-	xlbXlbStatXLB_STAT_ICMP_ECHO_LIMITED  xlbXlbStat = 25
-	xlbXlbStatXLB_STAT_ICMP_PASS          xlbXlbStat = 26
-	xlbXlbStatXLB_STAT_FRAG_REDIRECT      xlbXlbStat = 27
-	xlbXlbStatXLB_STAT_FRAG_FROM_PEER     xlbXlbStat = 28
-	xlbXlbStatXLB_STAT_FRAG_FIRST         xlbXlbStat = 29
-	xlbXlbStatXLB_STAT_FRAG_FORWARD       xlbXlbStat = 30
-	xlbXlbStatXLB_STAT_FRAG_HELD          xlbXlbStat = 31
-	xlbXlbStatXLB_STAT_FRAG_HOLD_FAIL     xlbXlbStat = 32
-	xlbXlbStatXLB_STAT_FRAG_RELEASE       xlbXlbStat = 33
-	xlbXlbStatXLB_STAT_TRACE_EMITTED      xlbXlbStat = 34
-	xlbXlbStatXLB_STAT_TRACE_LIMITED      xlbXlbStat = 35
-	xlbXlbStatXLB_STAT_TRACE_LOST         xlbXlbStat = 36
-	xlbXlbStatXLB_STAT_TRACE_INVALID      xlbXlbStat = 37
-	xlbXlbStatXLB_STAT_SELFCHECK_PROBE    xlbXlbStat = 38
-	xlbXlbStatXLB_STAT__MAX               xlbXlbStat = 39
+	xlbXlbStatXLB_STAT_PASS_NOT_IP           xlbXlbStat = 0
+	xlbXlbStatXLB_STAT_PASS_NOT_VIP          xlbXlbStat = 1
+	xlbXlbStatXLB_STAT_PASS_BAD_L3           xlbXlbStat = 2
+	xlbXlbStatXLB_STAT_PASS_OTHER_PROTO      xlbXlbStat = 3
+	xlbXlbStatXLB_STAT_FORWARD_TX            xlbXlbStat = 4
+	xlbXlbStatXLB_STAT_FORWARD_REDIRECT      xlbXlbStat = 5
+	xlbXlbStatXLB_STAT_CT_HIT                xlbXlbStat = 6
+	xlbXlbStatXLB_STAT_CT_REMOTE_HIT         xlbXlbStat = 7
+	xlbXlbStatXLB_STAT_CT_MISS               xlbXlbStat = 8
+	xlbXlbStatXLB_STAT_CT_RESELECT           xlbXlbStat = 9
+	xlbXlbStatXLB_STAT_NEXTHOP_FALLBACK      xlbXlbStat = 10
+	xlbXlbStatXLB_STAT_DROP_MALFORMED        xlbXlbStat = 11
+	xlbXlbStatXLB_STAT_DROP_FRAGMENT         xlbXlbStat = 12
+	xlbXlbStatXLB_STAT_DROP_NO_BACKEND       xlbXlbStat = 13
+	xlbXlbStatXLB_STAT_DROP_NO_NEXTHOP       xlbXlbStat = 14
+	xlbXlbStatXLB_STAT_DROP_TOO_BIG          xlbXlbStat = 15
+	xlbXlbStatXLB_STAT_DROP_NO_SOURCE        xlbXlbStat = 16
+	xlbXlbStatXLB_STAT_DROP_ENCAP            xlbXlbStat = 17
+	xlbXlbStatXLB_STAT_DROP_INTERNAL         xlbXlbStat = 18
+	xlbXlbStatXLB_STAT_FLOOD_ACTIVATIONS     xlbXlbStat = 19
+	xlbXlbStatXLB_STAT_FLOOD_UNTRACKED       xlbXlbStat = 20
+	xlbXlbStatXLB_STAT_ICMP_FRAG_NEEDED      xlbXlbStat = 21
+	xlbXlbStatXLB_STAT_ICMP_UNREACH          xlbXlbStat = 22
+	xlbXlbStatXLB_STAT_ICMP_TIME_EXCEEDED    xlbXlbStat = 23
+	xlbXlbStatXLB_STAT_ICMP_ECHO_REPLY       xlbXlbStat = 24
+	xlbXlbStatXLB_STAT_ICMP_ECHO_LIMITED     xlbXlbStat = 25
+	xlbXlbStatXLB_STAT_ICMP_PASS             xlbXlbStat = 26
+	xlbXlbStatXLB_STAT_FRAG_REDIRECT         xlbXlbStat = 27
+	xlbXlbStatXLB_STAT_FRAG_FROM_PEER        xlbXlbStat = 28
+	xlbXlbStatXLB_STAT_FRAG_FIRST            xlbXlbStat = 29
+	xlbXlbStatXLB_STAT_FRAG_FORWARD          xlbXlbStat = 30
+	xlbXlbStatXLB_STAT_FRAG_HELD             xlbXlbStat = 31
+	xlbXlbStatXLB_STAT_FRAG_HOLD_FAIL        xlbXlbStat = 32
+	xlbXlbStatXLB_STAT_FRAG_RELEASE          xlbXlbStat = 33
+	xlbXlbStatXLB_STAT_TRACE_EMITTED         xlbXlbStat = 34
+	xlbXlbStatXLB_STAT_TRACE_LIMITED         xlbXlbStat = 35
+	xlbXlbStatXLB_STAT_TRACE_LOST            xlbXlbStat = 36
+	xlbXlbStatXLB_STAT_TRACE_INVALID         xlbXlbStat = 37
+	xlbXlbStatXLB_STAT_SELFCHECK_PROBE       xlbXlbStat = 38
+	xlbXlbStatXLB_STAT_ICMP_TOO_BIG_SENT     xlbXlbStat = 39
+	xlbXlbStatXLB_STAT_ICMP_TOO_BIG_LIMITED  xlbXlbStat = 40
+	xlbXlbStatXLB_STAT_TOO_BIG_FRAGMENT      xlbXlbStat = 41
+	xlbXlbStatXLB_STAT_TOO_BIG_FRAGMENT_FAIL xlbXlbStat = 42
+	xlbXlbStatXLB_STAT__MAX                  xlbXlbStat = 43
 )
 
 type xlbXlbTraceConst uint32
@@ -366,6 +374,7 @@ const (
 	xlbMapXlbStats               = "xlb_stats"
 	xlbMapXlbSvcStats            = "xlb_svc_stats"
 	xlbMapXlbTables              = "xlb_tables"
+	xlbMapXlbTooBigRl            = "xlb_too_big_rl"
 	xlbMapXlbTraceRing           = "xlb_trace_ring"
 	xlbMapXlbTraceRl             = "xlb_trace_rl"
 	xlbMapXlbVipAddrs            = "xlb_vip_addrs"
@@ -459,6 +468,7 @@ type xlbMapSpecs struct {
 	XlbStats     *ebpf.MapSpec `ebpf:"xlb_stats"`
 	XlbSvcStats  *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
 	XlbTables    *ebpf.MapSpec `ebpf:"xlb_tables"`
+	XlbTooBigRl  *ebpf.MapSpec `ebpf:"xlb_too_big_rl"`
 	XlbTraceRing *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
 	XlbTraceRl   *ebpf.MapSpec `ebpf:"xlb_trace_rl"`
 	XlbVipAddrs  *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
@@ -528,6 +538,7 @@ type xlbMaps struct {
 	XlbStats     *ebpf.Map `ebpf:"xlb_stats"`
 	XlbSvcStats  *ebpf.Map `ebpf:"xlb_svc_stats"`
 	XlbTables    *ebpf.Map `ebpf:"xlb_tables"`
+	XlbTooBigRl  *ebpf.Map `ebpf:"xlb_too_big_rl"`
 	XlbTraceRing *ebpf.Map `ebpf:"xlb_trace_ring"`
 	XlbTraceRl   *ebpf.Map `ebpf:"xlb_trace_rl"`
 	XlbVipAddrs  *ebpf.Map `ebpf:"xlb_vip_addrs"`
@@ -552,6 +563,7 @@ func (m *xlbMaps) Close() error {
 		m.XlbStats,
 		m.XlbSvcStats,
 		m.XlbTables,
+		m.XlbTooBigRl,
 		m.XlbTraceRing,
 		m.XlbTraceRl,
 		m.XlbVipAddrs,

@@ -30,6 +30,7 @@ const (
 	xlbvariantMapXlbStats               = "xlb_stats"
 	xlbvariantMapXlbSvcStats            = "xlb_svc_stats"
 	xlbvariantMapXlbTables              = "xlb_tables"
+	xlbvariantMapXlbTooBigRl            = "xlb_too_big_rl"
 	xlbvariantMapXlbTraceRing           = "xlb_trace_ring"
 	xlbvariantMapXlbTraceRl             = "xlb_trace_rl"
 	xlbvariantMapXlbVipAddrs            = "xlb_vip_addrs"
@@ -124,6 +125,7 @@ type xlbvariantMapSpecs struct {
 	XlbStats     *ebpf.MapSpec `ebpf:"xlb_stats"`
 	XlbSvcStats  *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
 	XlbTables    *ebpf.MapSpec `ebpf:"xlb_tables"`
+	XlbTooBigRl  *ebpf.MapSpec `ebpf:"xlb_too_big_rl"`
 	XlbTraceRing *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
 	XlbTraceRl   *ebpf.MapSpec `ebpf:"xlb_trace_rl"`
 	XlbVipAddrs  *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
@@ -194,6 +196,7 @@ type xlbvariantMaps struct {
 	XlbStats     *ebpf.Map `ebpf:"xlb_stats"`
 	XlbSvcStats  *ebpf.Map `ebpf:"xlb_svc_stats"`
 	XlbTables    *ebpf.Map `ebpf:"xlb_tables"`
+	XlbTooBigRl  *ebpf.Map `ebpf:"xlb_too_big_rl"`
 	XlbTraceRing *ebpf.Map `ebpf:"xlb_trace_ring"`
 	XlbTraceRl   *ebpf.Map `ebpf:"xlb_trace_rl"`
 	XlbVipAddrs  *ebpf.Map `ebpf:"xlb_vip_addrs"`
@@ -218,6 +221,7 @@ func (m *xlbvariantMaps) Close() error {
 		m.XlbStats,
 		m.XlbSvcStats,
 		m.XlbTables,
+		m.XlbTooBigRl,
 		m.XlbTraceRing,
 		m.XlbTraceRl,
 		m.XlbVipAddrs,

@@ -126,6 +126,9 @@ type Node struct {
 	// ICMPEchoRate: echo requests to a VIP address each CPU answers per
 	// second (0: never answered; over the rate: dropped).
 	ICMPEchoRate uint32
+	// ICMPTooBigRate: ICMP frag-needed / packet-too-big each CPU sends per
+	// second for client packets too big once encapsulated (0: none sent).
+	ICMPTooBigRate uint32
 	// Fragments is the LB pool fragments are redirected over.
 	Fragments FragPool
 	// TraceRate: packet tracer records each CPU emits per second (0: off).
@@ -137,6 +140,7 @@ func (n *Node) Equal(o *Node) bool {
 	return n.Addr4 == o.Addr4 && n.Addr6 == o.Addr6 && slices.Equal(n.GatewayMAC, o.GatewayMAC) &&
 		n.Timeouts == o.Timeouts && n.FloodSynRate == o.FloodSynRate &&
 		n.FloodNewFlowRate == o.FloodNewFlowRate && n.ICMPEchoRate == o.ICMPEchoRate &&
+		n.ICMPTooBigRate == o.ICMPTooBigRate &&
 		n.TraceRate == o.TraceRate && n.Fragments.Equal(&o.Fragments)
 }
 
