@@ -19,9 +19,9 @@ import (
 	"github.com/xlbproject/xlb/internal/state"
 )
 
-// Runtime backend overrides (xlbctl drain/undrain/weight): kept in memory
-// on top of the config, across reloads and applies, until reset, until the
-// backend leaves the config, or until xlbd restarts.
+// Runtime backend overrides (xlbctl drain/undrain/weight): kept on top of
+// the config, across reloads, applies and restarts (operator.go keeps them
+// with the pins), until reset or until the backend leaves the config.
 type overrideKey struct {
 	service string // "" = every service with the address
 	addr    netip.Addr
@@ -117,7 +117,14 @@ type API struct {
 	pinDir  string
 	version string
 	speaker atomic.Pointer[bgp.Speaker]
+	// metricsAddr and metricsNote: where metrics are served, or why
+	// nowhere (set before Attach).
+	metricsAddr, metricsNote string
 }
+
+// SetMetrics records where the metrics are served ("" for nowhere) and
+// why not, for Status. Call it before Attach.
+func (a *API) SetMetrics(addr, note string) { a.metricsAddr, a.metricsNote = addr, note }
 
 // NewAPI returns the API of a controller attached later (Attach): the
 // socket can be opened before the data plane is touched, and answers
@@ -168,7 +175,8 @@ func (a *API) Status(ctx context.Context) (api.StatusInfo, error) {
 			SelfCheck: api.SelfCheck{OK: c.forwarderOK, LastError: c.info.lastCheckErr, CheckedAt: c.info.checkedAt, LastFailureAt: c.info.lastFailureAt},
 			Config: api.ConfigInfo{Source: c.info.source, CommittedAt: c.info.committedAt, Generation: c.info.generation,
 				Services: len(c.state.Services), Backends: c.state.Reals.Len()},
-			Conntrack: api.ConntrackOccupancy{Capacity: c.dp.CTCapacity()},
+			Conntrack:   api.ConntrackOccupancy{Capacity: c.dp.CTCapacity()},
+			MetricsAddr: a.metricsAddr, MetricsNote: a.metricsNote,
 		}
 		if c.cfg != nil {
 			st.Node = c.cfg.Node.Name

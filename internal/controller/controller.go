@@ -132,6 +132,9 @@ func (c *Controller) Commit(cfg *config.Config) error {
 		}
 	}
 	d := cfg.Desired()
+	if err := CheckInstances(c.dp.PinDir(), d); err != nil {
+		return err
+	}
 	if err := c.mon.Update(d.HealthTargets()); err != nil {
 		return fmt.Errorf("health checks: %w", err)
 	}
@@ -279,6 +282,10 @@ func immutable(old, new config.Node) error {
 		return fmt.Errorf("node.name %q -> %q: %w", old.Name, new.Name, ErrRestartRequired)
 	case old.Interface != new.Interface:
 		return fmt.Errorf("node.interface %q -> %q: %w", old.Interface, new.Interface, ErrRestartRequired)
+	case old.APISocket != new.APISocket:
+		return fmt.Errorf("node.api_socket %q -> %q: %w", old.APISocket, new.APISocket, ErrRestartRequired)
+	case old.MetricsAddr != new.MetricsAddr:
+		return fmt.Errorf("node.metrics_addr %q -> %q: %w", old.MetricsAddr, new.MetricsAddr, ErrRestartRequired)
 	case old.FragmentTableEntries != new.FragmentTableEntries:
 		return fmt.Errorf("node.fragment_table_entries %d -> %d: %w", old.FragmentTableEntries, new.FragmentTableEntries, ErrRestartRequired)
 	case old.ConntrackEntries != new.ConntrackEntries:

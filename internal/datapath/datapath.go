@@ -334,6 +334,9 @@ func (d *Datapath) attach() error {
 		d.opts.Interface, errors.Join(errs...), d.opts.Interface)
 }
 
+// PinDir is the instance's pin directory.
+func (d *Datapath) PinDir() string { return d.opts.PinDir }
+
 // Mode reports how the program is attached (for an adopted link, the
 // requested mode).
 func (d *Datapath) Mode() Mode { return d.mode }
