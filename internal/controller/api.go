@@ -69,6 +69,7 @@ func (c *Controller) pruneOverrides(d *config.Desired) {
 	for key := range c.overrides {
 		if len(c.refs(d, key)) == 0 {
 			delete(c.overrides, key)
+			c.log.Info("runtime override dropped: the backend is no longer in the config", "service", key.service, "address", key.addr)
 		}
 	}
 }
@@ -412,7 +413,10 @@ func (a *API) SetBackend(ctx context.Context, u api.BackendUpdate) ([]api.Backen
 				o.drain = &d
 			}
 		}
-		return c.apply(c.withOverrides(c.base), "backend override committed", "override")
+		if err := c.apply(c.withOverrides(c.base), "backend override committed", "override"); err != nil {
+			return err
+		}
+		return c.saveOperator()
 	})
 	return refs, err
 }
@@ -550,9 +554,11 @@ func (a *API) NodeDrain(ctx context.Context) (bool, error) {
 		return false, err0
 	}
 	changed := false
+	var saveErr error
 	err := c0.call(ctx, func() error {
 		changed = !c0.drained
 		c0.drained = true
+		saveErr = c0.saveOperator()
 		return nil
 	})
 	if err != nil {
@@ -563,7 +569,7 @@ func (a *API) NodeDrain(ctx context.Context) (bool, error) {
 	if err := c0.bgp.GracefulShutdown(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, bgp.ErrDrainAborted) {
 		return changed, err
 	}
-	return changed, nil
+	return changed, saveErr
 }
 
 // NodeUndrain announces again.
@@ -576,11 +582,12 @@ func (a *API) NodeUndrain(ctx context.Context) (bool, error) {
 	err := c0.call(ctx, func() error {
 		changed = c0.drained
 		c0.drained = false
+		saveErr := c0.saveOperator()
 		if err := c0.bgp.Undrain(); err != nil {
 			return err
 		}
 		c0.announce()
-		return nil
+		return saveErr
 	})
 	return changed, err
 }

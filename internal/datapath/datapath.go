@@ -91,6 +91,7 @@ type Datapath struct {
 	// (compat.go); their pins are replaced once the program runs.
 	recreated []string
 	holder    atomic.Pointer[FragHolder]
+	operator  *ebpf.Map // the operator's runtime state (operator.go)
 }
 
 func (o *Options) defaults() error {
@@ -280,6 +281,10 @@ func load(o Options) (*Datapath, error) {
 		d.Close()
 		return nil, fmt.Errorf("read pinned state: %w", err)
 	}
+	if d.operator, err = openOperator(o.PinDir, d.log.Warn); err != nil {
+		d.Close()
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -356,6 +361,9 @@ func (d *Datapath) Close() error {
 		errs = append(errs, d.link.Close())
 	}
 	d.vidx.close()
+	if d.operator != nil {
+		errs = append(errs, d.operator.Close())
+	}
 	errs = append(errs, d.objs.Close())
 	if d.placeholder != nil {
 		d.placeholder.close()
