@@ -244,7 +244,7 @@ func BackendAddr4(i int) netip.Addr { return lanAddr(LANNet4, 101+i) }
 // interface (Config.SecondIface): .200+i, ::200+i.
 func NodeSecondAddr4(i int) netip.Addr { return lanAddr(LANNet4, 200+i) }
 func NodeSecondAddr6(i int) netip.Addr { return lanAddr(LANNet6, 0x200+i) }
-func BackendAddr6(i int) netip.Addr { return lanAddr(LANNet6, 0x101+i) }
+func BackendAddr6(i int) netip.Addr    { return lanAddr(LANNet6, 0x101+i) }
 
 // lanAddr returns the address at offset n in p. IPv6 offsets are written as
 // hex so that the plan reads the same in both families: .11 and ::11.
