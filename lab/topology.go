@@ -105,6 +105,10 @@ type Config struct {
 	// Dir receives generated configs and process logs. Default: a new
 	// temporary directory, removed by Destroy.
 	Dir string
+	// SecondIface gives every node a second LAN interface, eth1, with the
+	// addresses NodeSecondAddr4/6 (a host running two xlb instances, one
+	// per interface). No VIP route uses it unless set (SetVIPRoutesVia).
+	SecondIface bool
 }
 
 // PrefixPattern matches the namespace names of labs with generated prefixes.
@@ -127,6 +131,15 @@ type Host struct {
 	Iface string
 	// Addr4 and Addr6 are the host's addresses: on the LAN for the router,
 	// nodes and backends; on the client net for the client.
+	Addr4, Addr6 netip.Addr
+	// Second is a node's second LAN interface (Config.SecondIface), nil
+	// without one.
+	Second *Port
+}
+
+// Port is a further LAN interface of a host with its addresses.
+type Port struct {
+	Iface        string
 	Addr4, Addr6 netip.Addr
 }
 
@@ -159,8 +172,9 @@ type Lab struct {
 	undo     []func() error // run in reverse by Destroy
 	servers  []*Servers
 	gone     bool
-	// xlbdConfig is the latest config each node's xlbd was started with.
-	xlbdConfig map[int]string
+	// xlbdConfig is the latest config each xlb instance (by node.name)
+	// was started with.
+	xlbdConfig map[string]string
 	// routerBIRD is the router's latest BIRD (StartBIRD), for diagnostics;
 	// birds the latest BIRD started in each host.
 	routerBIRD *BIRD
@@ -232,7 +246,12 @@ func (c Config) withDefaults() (Config, error) {
 func NodeAddr4(i int) netip.Addr    { return lanAddr(LANNet4, 11+i) }
 func NodeAddr6(i int) netip.Addr    { return lanAddr(LANNet6, 0x11+i) }
 func BackendAddr4(i int) netip.Addr { return lanAddr(LANNet4, 101+i) }
-func BackendAddr6(i int) netip.Addr { return lanAddr(LANNet6, 0x101+i) }
+
+// NodeSecondAddr4 and NodeSecondAddr6 are the addresses of node i's second
+// interface (Config.SecondIface): .200+i, ::200+i.
+func NodeSecondAddr4(i int) netip.Addr { return lanAddr(LANNet4, 200+i) }
+func NodeSecondAddr6(i int) netip.Addr { return lanAddr(LANNet6, 0x200+i) }
+func BackendAddr6(i int) netip.Addr    { return lanAddr(LANNet6, 0x101+i) }
 
 // lanAddr returns the address at offset n in p. IPv6 offsets are written as
 // hex so that the plan reads the same in both families: .11 and ::11.
@@ -299,6 +318,9 @@ func (l *Lab) build(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if l.cfg.SecondIface {
+			h.Second = &Port{Iface: "eth1", Addr4: NodeSecondAddr4(i), Addr6: NodeSecondAddr6(i)}
+		}
 		l.Nodes = append(l.Nodes, h)
 	}
 	for i := range l.cfg.Backends {
@@ -320,6 +342,9 @@ func (l *Lab) build(ctx context.Context) error {
 	}
 	for _, h := range l.Nodes {
 		if err := l.buildLANHost(h); err != nil {
+			return err
+		}
+		if err := l.buildSecondPort(h); err != nil {
 			return err
 		}
 	}
@@ -444,6 +469,9 @@ func (l *Lab) buildSwitch() error {
 // off on the switch side, and transmit checksum offload off on both ends.
 func (l *Lab) plugIntoLAN(h *Host, dev string) error {
 	port := h.Short
+	if h.Second != nil && dev == h.Second.Iface {
+		port += "b"
+	}
 	br, err := l.Switch.nl.LinkByName(bridgeName)
 	if err != nil {
 		return fmt.Errorf("bridge in %s: %w", l.Switch.Name, err)
@@ -585,6 +613,28 @@ func (l *Lab) buildLANHost(h *Host) error {
 		RouterLANAddr4, RouterLANAddr6)
 }
 
+// buildSecondPort plugs a node's second interface into the LAN. Both
+// interfaces are on the LAN subnet, so each answers ARP only for its own
+// addresses (else the router could send one's traffic to the other).
+func (l *Lab) buildSecondPort(h *Host) error {
+	p := h.Second
+	if p == nil {
+		return nil
+	}
+	if err := l.plugIntoLAN(h, p.Iface); err != nil {
+		return err
+	}
+	if err := setSysctls(h.NS,
+		"net.ipv4.conf.all.arp_ignore=1", "net.ipv4.conf.all.arp_announce=2",
+		"net.ipv4.conf."+p.Iface+".rp_filter=0",
+	); err != nil {
+		return err
+	}
+	return configure(h.NS, p.Iface,
+		[]netip.Prefix{netip.PrefixFrom(p.Addr4, LANNet4.Bits()), netip.PrefixFrom(p.Addr6, LANNet6.Bits())},
+		netip.Addr{}, netip.Addr{})
+}
+
 // buildBackend puts the VIPs on lo and keeps eth0 from ever answering ARP
 // for them (LVS direct-routing settings).
 func (l *Lab) buildBackend(h *Host) error {
@@ -654,6 +704,32 @@ func (l *Lab) Host(short string) *Host {
 // the next hops by 5-tuple (fib_multipath_hash_policy=1). With no host it
 // removes the routes.
 func (l *Lab) SetVIPRoutes(prefixes []netip.Prefix, via ...*Host) error {
+	gws := func(p netip.Prefix) []netip.Addr {
+		var out []netip.Addr
+		for _, h := range via {
+			out = append(out, h.Addr(p.Addr()))
+		}
+		return out
+	}
+	return l.setVIPRoutes(prefixes, gws)
+}
+
+// SetVIPRoutesVia is SetVIPRoutes with the next hops given by address
+// (those of the family of each prefix are used): e.g. a node's second
+// interface.
+func (l *Lab) SetVIPRoutesVia(prefixes []netip.Prefix, via ...netip.Addr) error {
+	return l.setVIPRoutes(prefixes, func(p netip.Prefix) []netip.Addr {
+		var out []netip.Addr
+		for _, a := range via {
+			if a.Is4() == p.Addr().Is4() {
+				out = append(out, a)
+			}
+		}
+		return out
+	})
+}
+
+func (l *Lab) setVIPRoutes(prefixes []netip.Prefix, gwsOf func(netip.Prefix) []netip.Addr) error {
 	r := l.Router
 	h, err := r.netlink()
 	if err != nil {
@@ -667,6 +743,7 @@ func (l *Lab) SetVIPRoutes(prefixes []netip.Prefix, via ...*Host) error {
 	for _, p := range prefixes {
 		p = p.Masked()
 		rt := &netlink.Route{Dst: ipNet(p), LinkIndex: idx}
+		via := gwsOf(p)
 		if len(via) == 0 {
 			if err := h.RouteDel(rt); err != nil && !errors.Is(err, unix.ESRCH) {
 				return fmt.Errorf("delete route %v in %s: %w", p, r.Name, err)
@@ -674,11 +751,11 @@ func (l *Lab) SetVIPRoutes(prefixes []netip.Prefix, via ...*Host) error {
 			continue
 		}
 		if len(via) == 1 {
-			rt.Gw = via[0].Addr(p.Addr()).AsSlice()
+			rt.Gw = via[0].AsSlice()
 		} else {
 			rt.LinkIndex = 0
-			for _, h := range via {
-				rt.MultiPath = append(rt.MultiPath, &netlink.NexthopInfo{LinkIndex: idx, Gw: h.Addr(p.Addr()).AsSlice()})
+			for _, a := range via {
+				rt.MultiPath = append(rt.MultiPath, &netlink.NexthopInfo{LinkIndex: idx, Gw: a.AsSlice()})
 			}
 		}
 		if err := h.RouteReplace(rt); err != nil {

@@ -1,5 +1,5 @@
 // Command xlbctl is the operator's client of xlbd's control API (gRPC on
-// /run/xlb/xlbd.sock, or TCP with mutual TLS): status, services and
+// /run/xlb/<node.name>.sock, or TCP with mutual TLS): status, services and
 // backends in ipvsadm-like tables, counters with rates, config apply with a
 // dry-run diff, backend drain and weight overrides, conntrack dump, packet
 // explain, node drain. `-o json` prints the API's messages. The commands

@@ -41,12 +41,12 @@ func main() {
 		cleanup  = flag.Bool("cleanup", false, "detach the forwarder of this instance, remove its pins, and exit")
 		check    = flag.Bool("check-config", false, "validate the config and exit")
 		logLevel = flag.String("log-level", "info", "debug | info | warn | error")
-		apiSock  = flag.String("api-socket", api.DefaultSocket, "gRPC API unix socket (mode 0600)")
+		apiSock  = flag.String("api-socket", "", "gRPC API unix socket, mode 0600 (default node.api_socket, else "+api.SocketDir+"/<node.name>.sock)")
 		apiTCP   = flag.String("api-tcp", "", "also serve the API on HOST:PORT, with mTLS only (needs --tls-cert, --tls-key, --tls-client-ca)")
 		tlsCert  = flag.String("tls-cert", "", "server certificate for --api-tcp")
 		tlsKey   = flag.String("tls-key", "", "server key for --api-tcp")
 		tlsCA    = flag.String("tls-client-ca", "", "CA that signs client certificates for --api-tcp")
-		metrics  = flag.String("metrics-addr", xmetrics.DefaultAddr, "Prometheus /metrics and /healthz HTTP address (\"\" to disable)")
+		metrics  = flag.String("metrics-addr", "", "Prometheus /metrics and /healthz HTTP address, \"\" or \"off\" to disable (default node.metrics_addr, else "+xmetrics.DefaultAddr+")")
 		discard  = flag.Bool("discard-conntrack", false, "if the pinned connection table does not fit this build or node.conntrack_entries, start with an empty one (tracked connections are re-balanced) instead of refusing")
 	)
 	flag.Parse()
@@ -88,7 +88,8 @@ func main() {
 		log.Info("forwarder detached and pins removed", "pin_dir", *pinDir)
 		return
 	}
-	srv := serveOpts{socket: *apiSock, tcp: *apiTCP, tls: api.TLSFiles{Cert: *tlsCert, Key: *tlsKey, CA: *tlsCA}, metrics: *metrics, discardCT: *discard}
+	srv := serveOpts{tcp: *apiTCP, tls: api.TLSFiles{Cert: *tlsCert, Key: *tlsKey, CA: *tlsCA}, discardCT: *discard}
+	srv.socket, srv.metrics, srv.metricsDefault = endpoints(cfg.Node, flagValue("api-socket", *apiSock), flagValue("metrics-addr", *metrics))
 	if err := run(log, cfg, *cfgPath, *pinDir, srv); err != nil {
 		log.Error("xlbd stopped", "error", err)
 		os.Exit(1)
@@ -111,8 +112,11 @@ func bgpConfig(b *config.BGP, restarting bool) bgp.Config {
 type serveOpts struct {
 	socket, tcp string
 	tls         api.TLSFiles
-	metrics     string
-	discardCT   bool
+	metrics     string // "" for none
+	// metricsDefault: metrics is the default address, not asked for, so a
+	// second instance finding it taken starts without metrics.
+	metricsDefault bool
+	discardCT      bool
 }
 
 func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts) error {
@@ -122,6 +126,11 @@ func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts
 	// before it touches the pinned data plane.
 	apiView, m, err := serve(ctx, log, cfg, pinDir, so)
 	if err != nil {
+		return err
+	}
+	// Another instance of this host forwarding one of our VIPs: refused
+	// before the data plane is touched.
+	if err := controller.CheckInstances(pinDir, cfg.Desired()); err != nil {
 		return err
 	}
 	dp, err := datapath.Open(datapath.Options{
@@ -178,15 +187,8 @@ func serve(ctx context.Context, log *slog.Logger, cfg *config.Config, pinDir str
 		return nil, nil, err
 	}
 	go server.Serve(ctx)
-	var m *xmetrics.Metrics
-	if so.metrics != "" {
-		m = xmetrics.New(apiView, xmetrics.Options{Addr: so.metrics, Log: log})
-		if err := m.Listen(); err != nil {
-			return nil, nil, fmt.Errorf("metrics: %w", err)
-		}
-		go m.Serve(ctx)
-	}
-	return apiView, m, nil
+	m, err := serveMetrics(ctx, log, apiView, so)
+	return apiView, m, err
 }
 
 // startRings starts the readers of the forwarder's ring buffers: held

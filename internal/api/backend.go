@@ -14,9 +14,6 @@ import (
 	"time"
 )
 
-// DefaultSocket is where xlbd listens and xlbctl connects by default.
-const DefaultSocket = "/run/xlb/xlbd.sock"
-
 // Backend is what the API server needs from the daemon. Its methods are
 // called concurrently, one goroutine per RPC; an implementation serialises
 // mutations itself (xlbd sends them to its reconcile loop). Errors are
@@ -55,10 +52,10 @@ type Backend interface {
 	// SetBackend sets (Weight, Drain) or clears (Reset) a runtime override
 	// of backend u.Address in service u.Service, or in every service that
 	// has it when u.Service is "". Exactly one of Weight, Drain and Reset
-	// is set (the server checks). Overrides live in memory on top of the
-	// config: they survive SIGHUP reloads and ApplyConfig, and end with a
-	// Reset, an ApplyConfig with ResetOverrides, the backend leaving the
-	// config, or a restart of xlbd. The change is committed before
+	// is set (the server checks). Overrides live on top of the config,
+	// kept with the pins: they survive SIGHUP reloads, ApplyConfig and
+	// restarts of xlbd, and end with a Reset, an ApplyConfig with
+	// ResetOverrides or the backend leaving the config. The change is committed before
 	// SetBackend returns. It returns the (service, backend) pairs affected;
 	// an error wrapping ErrNotFound when there are none.
 	SetBackend(ctx context.Context, u BackendUpdate) ([]BackendRef, error)
@@ -109,6 +106,9 @@ type StatusInfo struct {
 	Config    ConfigInfo
 	Conntrack ConntrackOccupancy
 	Overrides int // runtime backend overrides in effect
+	// MetricsAddr is where metrics are served ("" for nowhere, and then
+	// MetricsNote says why).
+	MetricsAddr, MetricsNote string
 }
 
 // SelfCheck is the forwarder's last self-check.

@@ -22,7 +22,7 @@ import (
 // DialOptions say how to reach xlbd: the unix socket (default), or TCP with
 // mutual TLS when TCP is set.
 type DialOptions struct {
-	Socket string // DefaultSocket when ""
+	Socket string // required unless TCP is set (FindSocket finds one)
 	TCP    string // host:port; needs TLS
 	TLS    TLSFiles
 	// ServerName overrides the name checked in the server's certificate
@@ -60,7 +60,7 @@ func Dial(o DialOptions) (*Client, error) {
 		network, address, c.target, c.tcp = "tcp", o.TCP, o.TCP, true
 	} else {
 		if o.Socket == "" {
-			o.Socket = DefaultSocket
+			return nil, errors.New("api: no socket path given")
 		}
 		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		network, address, c.target = "unix", o.Socket, o.Socket

@@ -42,8 +42,9 @@ func statusToPB(s StatusInfo) *pb.StatusResponse {
 			Source: s.Config.Source, CommittedAt: ts(s.Config.CommittedAt), Generation: s.Config.Generation,
 			Services: uint32(s.Config.Services), Backends: uint32(s.Config.Backends),
 		},
-		Conntrack: &pb.ConntrackOccupancy{Capacity: s.Conntrack.Capacity, InUse: s.Conntrack.InUse},
-		Overrides: uint32(s.Overrides),
+		Conntrack:   &pb.ConntrackOccupancy{Capacity: s.Conntrack.Capacity, InUse: s.Conntrack.InUse},
+		Overrides:   uint32(s.Overrides),
+		MetricsAddr: s.MetricsAddr, MetricsNote: s.MetricsNote,
 	}
 	for _, b := range s.BGP {
 		r.BgpSessions = append(r.BgpSessions, &pb.BGPSession{

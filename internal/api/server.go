@@ -28,7 +28,8 @@ import (
 
 // Options configure Listen.
 type Options struct {
-	// Socket is the unix socket path; DefaultSocket when "". Its directory
+	// Socket is the unix socket path (required; xlbd's default is
+	// SocketPath(node.name)). Its directory
 	// is created (0755) when missing; the socket is 0600.
 	Socket string
 	// TCP is an optional "host:port" for remote clients; "" for none. It
@@ -76,7 +77,7 @@ type Server struct {
 // ErrTLSRequired for TCP without TLS files, and when a file cannot be read.
 func Listen(b Backend, o Options) (*Server, error) {
 	if o.Socket == "" {
-		o.Socket = DefaultSocket
+		return nil, errors.New("api: no socket path given")
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()

@@ -348,6 +348,21 @@ func (s *Speaker) GracefulShutdown(ctx context.Context) error {
 	return s.enterLocked(drained, "bgp graceful shutdown: withdrawing all prefixes", len(s.announced))
 }
 
+// RestoreDrain marks the node drained before Start: a drain that outlived
+// an xlbd restart. Nothing is announced (no graceful-shutdown wait: the
+// routes were withdrawn before the restart) until Undrain. It returns
+// ErrStarted after Start.
+func (s *Speaker) RestoreDrain() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv != nil {
+		return ErrStarted
+	}
+	s.mode = drained
+	s.log.Info("bgp: the node stays drained across the restart (xlbctl node undrain to announce)")
+	return nil
+}
+
 // Undrain puts the node back in service: the desired prefixes are announced
 // again without the community. A GracefulShutdown still waiting returns
 // ErrDrainAborted. A no-op on a node in service.

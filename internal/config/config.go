@@ -100,6 +100,13 @@ type Node struct {
 	Name string
 	// Interface is the network interface the XDP program is attached to.
 	Interface string
+	// APISocket is the API's unix socket; "" means the default,
+	// /run/xlb/<name>.sock (xlbd's --api-socket overrides it).
+	APISocket string
+	// MetricsAddr is the metrics listener's HOST:PORT; "off" disables it;
+	// "" means the default 127.0.0.1:9469, skipped with a warning when
+	// another instance holds it (xlbd's --metrics-addr overrides it).
+	MetricsAddr string
 	// Address is the IPv4 source address of encapsulated packets sent to
 	// IPv4 backends; it is the zero Addr when no IPv4 backend is used.
 	Address netip.Addr

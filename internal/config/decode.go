@@ -615,7 +615,7 @@ func (d *decoder) node(n *ynode) Node {
 			UDP:    DefaultUDPTimeout,
 		},
 	}
-	f := d.fields(n, path, "name", "interface", "address", "address6", "gateway_mac",
+	f := d.fields(n, path, "name", "interface", "api_socket", "metrics_addr", "address", "address6", "gateway_mac",
 		"xdp_mode", "conntrack_entries", "timeouts", "flood_syn_rate", "flood_new_flow_rate", "icmp_echo_rate",
 		"icmp_too_big_rate", "fragment_pool", "fragment_table_entries", "trace_rate")
 	if f == nil {
@@ -671,6 +671,12 @@ func (d *decoder) node(n *ynode) Node {
 	}
 	if v := f.get("interface"); v != nil {
 		nd.Interface, _ = d.str(v, join(path, "interface"))
+	}
+	if v := f.get("api_socket"); v != nil {
+		nd.APISocket, _ = d.str(v, join(path, "api_socket"))
+	}
+	if v := f.get("metrics_addr"); v != nil {
+		nd.MetricsAddr, _ = d.str(v, join(path, "metrics_addr"))
 	}
 	if v := f.get("address"); v != nil {
 		nd.Address, _ = d.addr(v, join(path, "address"))

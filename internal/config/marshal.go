@@ -22,6 +22,12 @@ func (c *Config) Marshal() ([]byte, error) {
 		"udp", str(formatDuration(n.Timeouts.UDP)),
 	)
 	node := mapping("name", str(n.Name), "interface", str(n.Interface))
+	if n.APISocket != "" {
+		node.Content = append(node.Content, str("api_socket"), str(n.APISocket))
+	}
+	if n.MetricsAddr != "" {
+		node.Content = append(node.Content, str("metrics_addr"), str(n.MetricsAddr))
+	}
 	if n.Address.IsValid() {
 		node.Content = append(node.Content, str("address"), str(n.Address.String()))
 	}

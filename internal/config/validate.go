@@ -26,6 +26,7 @@ func (c *Config) Validate() error {
 // already reported are not reported again (see collector.failed).
 func validate(cfg *Config, c *collector) {
 	validateNode(&cfg.Node, c)
+	validateEndpoints(&cfg.Node, c)
 	checks := checkIndex(cfg.HealthChecks)
 	validateHealthChecks(cfg.HealthChecks, checks, c)
 	idx := poolIndex(cfg.Pools)

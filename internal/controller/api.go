@@ -19,9 +19,9 @@ import (
 	"github.com/xlbproject/xlb/internal/state"
 )
 
-// Runtime backend overrides (xlbctl drain/undrain/weight): kept in memory
-// on top of the config, across reloads and applies, until reset, until the
-// backend leaves the config, or until xlbd restarts.
+// Runtime backend overrides (xlbctl drain/undrain/weight): kept on top of
+// the config, across reloads, applies and restarts (operator.go keeps them
+// with the pins), until reset or until the backend leaves the config.
 type overrideKey struct {
 	service string // "" = every service with the address
 	addr    netip.Addr
@@ -69,6 +69,7 @@ func (c *Controller) pruneOverrides(d *config.Desired) {
 	for key := range c.overrides {
 		if len(c.refs(d, key)) == 0 {
 			delete(c.overrides, key)
+			c.log.Info("runtime override dropped: the backend is no longer in the config", "service", key.service, "address", key.addr)
 		}
 	}
 }
@@ -117,7 +118,14 @@ type API struct {
 	pinDir  string
 	version string
 	speaker atomic.Pointer[bgp.Speaker]
+	// metricsAddr and metricsNote: where metrics are served, or why
+	// nowhere (set before Attach).
+	metricsAddr, metricsNote string
 }
+
+// SetMetrics records where the metrics are served ("" for nowhere) and
+// why not, for Status. Call it before Attach.
+func (a *API) SetMetrics(addr, note string) { a.metricsAddr, a.metricsNote = addr, note }
 
 // NewAPI returns the API of a controller attached later (Attach): the
 // socket can be opened before the data plane is touched, and answers
@@ -168,7 +176,8 @@ func (a *API) Status(ctx context.Context) (api.StatusInfo, error) {
 			SelfCheck: api.SelfCheck{OK: c.forwarderOK, LastError: c.info.lastCheckErr, CheckedAt: c.info.checkedAt, LastFailureAt: c.info.lastFailureAt},
 			Config: api.ConfigInfo{Source: c.info.source, CommittedAt: c.info.committedAt, Generation: c.info.generation,
 				Services: len(c.state.Services), Backends: c.state.Reals.Len()},
-			Conntrack: api.ConntrackOccupancy{Capacity: c.dp.CTCapacity()},
+			Conntrack:   api.ConntrackOccupancy{Capacity: c.dp.CTCapacity()},
+			MetricsAddr: a.metricsAddr, MetricsNote: a.metricsNote,
 		}
 		if c.cfg != nil {
 			st.Node = c.cfg.Node.Name
@@ -404,7 +413,10 @@ func (a *API) SetBackend(ctx context.Context, u api.BackendUpdate) ([]api.Backen
 				o.drain = &d
 			}
 		}
-		return c.apply(c.withOverrides(c.base), "backend override committed", "override")
+		if err := c.apply(c.withOverrides(c.base), "backend override committed", "override"); err != nil {
+			return err
+		}
+		return c.saveOperator()
 	})
 	return refs, err
 }
@@ -547,9 +559,11 @@ func (a *API) NodeDrain(ctx context.Context) (bool, error) {
 		return false, err0
 	}
 	changed := false
+	var saveErr error
 	err := c0.call(ctx, func() error {
 		changed = !c0.drained
 		c0.drained = true
+		saveErr = c0.saveOperator()
 		return nil
 	})
 	if err != nil {
@@ -560,7 +574,7 @@ func (a *API) NodeDrain(ctx context.Context) (bool, error) {
 	if err := c0.bgp.GracefulShutdown(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, bgp.ErrDrainAborted) {
 		return changed, err
 	}
-	return changed, nil
+	return changed, saveErr
 }
 
 // NodeUndrain announces again.
@@ -573,11 +587,12 @@ func (a *API) NodeUndrain(ctx context.Context) (bool, error) {
 	err := c0.call(ctx, func() error {
 		changed = c0.drained
 		c0.drained = false
+		saveErr := c0.saveOperator()
 		if err := c0.bgp.Undrain(); err != nil {
 			return err
 		}
 		c0.announce()
-		return nil
+		return saveErr
 	})
 	return changed, err
 }

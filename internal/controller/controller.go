@@ -38,6 +38,9 @@ type Announcer interface {
 	GracefulShutdown(ctx context.Context) error
 	// Undrain ends a graceful shutdown: announcements resume.
 	Undrain() error
+	// RestoreDrain, before the speaker starts, keeps a drain that
+	// outlived a restart: nothing is announced until Undrain.
+	RestoreDrain() error
 }
 
 // Controller commits configs to one datapath. Its methods are called from
@@ -105,7 +108,7 @@ func New(dp *datapath.Datapath, o Options) *Controller {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	return &Controller{
+	c := &Controller{
 		log: o.Log, dp: dp, limits: o.Limits, path: o.Path, bgp: o.BGP,
 		mon:         health.New(health.Options{Logger: o.Log, Initial: o.HealthInitial}),
 		planner:     NewPlanner(o.Limits),
@@ -116,6 +119,8 @@ func New(dp *datapath.Datapath, o Options) *Controller {
 		info:        runInfo{startedAt: time.Now(), source: o.Path},
 		onCommit:    o.OnCommit,
 	}
+	c.restoreOperator()
+	return c
 }
 
 // Commit validates that cfg can be applied to the running node, updates
@@ -132,6 +137,9 @@ func (c *Controller) Commit(cfg *config.Config) error {
 		}
 	}
 	d := cfg.Desired()
+	if err := CheckInstances(c.dp.PinDir(), d); err != nil {
+		return err
+	}
 	if err := c.mon.Update(d.HealthTargets()); err != nil {
 		return fmt.Errorf("health checks: %w", err)
 	}
@@ -144,6 +152,7 @@ func (c *Controller) Commit(cfg *config.Config) error {
 	c.info.generation++
 	c.info.committedAt = time.Now()
 	c.keepNeighbours()
+	c.saveOperator() // logged; the config itself is committed
 	return nil
 }
 
@@ -279,6 +288,10 @@ func immutable(old, new config.Node) error {
 		return fmt.Errorf("node.name %q -> %q: %w", old.Name, new.Name, ErrRestartRequired)
 	case old.Interface != new.Interface:
 		return fmt.Errorf("node.interface %q -> %q: %w", old.Interface, new.Interface, ErrRestartRequired)
+	case old.APISocket != new.APISocket:
+		return fmt.Errorf("node.api_socket %q -> %q: %w", old.APISocket, new.APISocket, ErrRestartRequired)
+	case old.MetricsAddr != new.MetricsAddr:
+		return fmt.Errorf("node.metrics_addr %q -> %q: %w", old.MetricsAddr, new.MetricsAddr, ErrRestartRequired)
 	case old.FragmentTableEntries != new.FragmentTableEntries:
 		return fmt.Errorf("node.fragment_table_entries %d -> %d: %w", old.FragmentTableEntries, new.FragmentTableEntries, ErrRestartRequired)
 	case old.ConntrackEntries != new.ConntrackEntries:
@@ -360,6 +373,7 @@ func (c *Controller) handle(ctx context.Context, r Request) {
 			return
 		}
 		c.drained = true
+		c.saveOperator()
 		c.log.Info("node drain: announcing with GRACEFUL_SHUTDOWN, then withdrawing")
 		go func() { // the wait must not hold up the loop
 			if err := c.bgp.GracefulShutdown(ctx); err != nil {
@@ -371,6 +385,7 @@ func (c *Controller) handle(ctx context.Context, r Request) {
 			return
 		}
 		c.drained = false
+		c.saveOperator()
 		if err := c.bgp.Undrain(); err != nil {
 			c.log.Error("node undrain", "error", err)
 		}

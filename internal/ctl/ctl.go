@@ -20,7 +20,11 @@ import (
 )
 
 // Usage is the command summary.
-const Usage = `usage: xlbctl [--socket PATH | --addr HOST:PORT --tls-cert F --tls-key F --tls-ca F] [-o table|json] COMMAND
+const Usage = `usage: xlbctl [--node NAME | -s/--socket PATH | --addr HOST:PORT --tls-cert F --tls-key F --tls-ca F] [-o table|json] COMMAND
+
+xlbd's socket: --node NAME is /run/xlb/NAME.sock (the default of the
+instance with that node.name); with neither --node nor --socket, the one
+socket in /run/xlb when exactly one xlbd runs.
 
 commands:
   status                                 node, forwarder, self-check, BGP sessions, config
@@ -43,8 +47,9 @@ commands:
                                          the last packet, default 3s)
 
 Drain, undrain and weight are runtime overrides on top of the config: they
-survive reloads and 'apply', and end with 'reset', 'apply --reset-overrides',
-the backend leaving the config, or an xlbd restart.
+survive reloads, 'apply' and xlbd restarts and upgrades (kept in the pin
+directory), and end with 'reset', 'apply --reset-overrides' or the backend
+leaving the config.
 `
 
 // CLI runs xlbctl commands. The zero value is not usable: see New.
@@ -56,9 +61,10 @@ type CLI struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 
 	// Global flags.
-	dial    api.DialOptions
-	output  string
-	timeout time.Duration
+	dial     api.DialOptions
+	nodeName string
+	output   string
+	timeout  time.Duration
 
 	client *api.Client
 }
@@ -93,6 +99,8 @@ func usagef(format string, args ...any) error {
 // accepted before and after the command.
 func (c *CLI) globalFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.dial.Socket, "socket", c.dial.Socket, "xlbd's unix socket")
+	fs.StringVar(&c.dial.Socket, "s", c.dial.Socket, "xlbd's unix socket (short for --socket)")
+	fs.StringVar(&c.nodeName, "node", c.nodeName, "the xlbd instance of this node.name (its socket "+api.SocketDir+"/NAME.sock)")
 	fs.StringVar(&c.dial.TCP, "addr", c.dial.TCP, "xlbd's TCP address (host:port; needs --tls-*)")
 	fs.StringVar(&c.dial.TLS.Cert, "tls-cert", c.dial.TLS.Cert, "client certificate (PEM) for --addr")
 	fs.StringVar(&c.dial.TLS.Key, "tls-key", c.dial.TLS.Key, "client key (PEM) for --addr")
@@ -125,7 +133,6 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 // Run executes one command line (without the program name) and returns
 // the exit status: 0, 1 for a failure, 2 for a usage error.
 func (c *CLI) Run(ctx context.Context, args []string) int {
-	c.dial.Socket = api.DefaultSocket
 	c.output = "table"
 	top := flag.NewFlagSet("xlbctl", flag.ContinueOnError)
 	top.SetOutput(io.Discard)
@@ -177,11 +184,8 @@ func (c *CLI) connect() (*api.Client, error) {
 	if c.client != nil {
 		return c.client, nil
 	}
-	if c.dial.TCP != "" && c.dial.Socket != api.DefaultSocket {
-		return nil, usagef("--socket and --addr are exclusive")
-	}
-	if c.dial.TCP != "" {
-		c.dial.Socket = ""
+	if err := c.resolveSocket(); err != nil {
+		return nil, err
 	}
 	cl, err := api.Dial(c.dial)
 	if err != nil {
@@ -189,6 +193,30 @@ func (c *CLI) connect() (*api.Client, error) {
 	}
 	c.client = cl
 	return cl, nil
+}
+
+// resolveSocket sets the socket to dial from --node, or finds the only
+// instance's, unless --socket or --addr says where xlbd is.
+func (c *CLI) resolveSocket() error {
+	n := 0
+	for _, set := range []bool{c.dial.TCP != "", c.dial.Socket != "", c.nodeName != ""} {
+		if set {
+			n++
+		}
+	}
+	switch {
+	case n > 1:
+		return usagef("--node, --socket and --addr are exclusive")
+	case c.nodeName != "":
+		c.dial.Socket = api.SocketPath(c.nodeName)
+	case n == 0:
+		s, err := api.FindSocket(api.SocketDir)
+		if err != nil {
+			return err
+		}
+		c.dial.Socket = s
+	}
+	return nil
 }
 
 // DefaultCallTimeout bounds an RPC when --timeout is not given.

@@ -463,3 +463,21 @@ func TestPermissionDenied(t *testing.T) {
 		t.Fatalf("child output:\n%s\nwant:\n%s", out, want)
 	}
 }
+
+// TestInstanceChoice: --node names the instance's default socket;
+// --node, --socket and --addr are exclusive.
+func TestInstanceChoice(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := New(&out, &errOut).Run(context.Background(), []string{"--node", "xlbctl-test-none", "status"})
+	want := "xlbctl: cannot reach xlbd at /run/xlb/xlbctl-test-none.sock: no such file (is xlbd running? --socket)\n"
+	if code != 1 || errOut.String() != want {
+		t.Fatalf("--node: exit %d\n got %q\nwant %q", code, errOut.String(), want)
+	}
+	for _, args := range [][]string{{"--node", "a", "-s", "/tmp/x.sock"}, {"--node", "a", "--addr", "127.0.0.1:1"}} {
+		errOut.Reset()
+		code := New(&out, &errOut).Run(context.Background(), append(args, "status"))
+		if code != 2 || !strings.Contains(errOut.String(), "--node, --socket and --addr are exclusive") {
+			t.Fatalf("%q: exit %d %q", args, code, errOut.String())
+		}
+	}
+}

@@ -144,6 +144,12 @@ func (c *CLI) printStatus(st *pb.StatusResponse) error {
 	} else {
 		fmt.Fprintf(w, "overrides\tnone\n")
 	}
+	switch {
+	case st.MetricsAddr != "":
+		fmt.Fprintf(w, "metrics\thttp://%s/metrics\n", st.MetricsAddr)
+	case st.MetricsNote != "":
+		fmt.Fprintf(w, "metrics\tnone: %s\n", st.MetricsNote)
+	}
 	ct := st.GetConntrack()
 	if ct.InUse != nil && ct.Capacity > 0 {
 		fmt.Fprintf(w, "conntrack\t%d of %d entries in use (%.1f%%)\n", ct.GetInUse(), ct.Capacity, 100*float64(ct.GetInUse())/float64(ct.Capacity))

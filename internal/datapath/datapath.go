@@ -91,6 +91,7 @@ type Datapath struct {
 	// (compat.go); their pins are replaced once the program runs.
 	recreated []string
 	holder    atomic.Pointer[FragHolder]
+	operator  *ebpf.Map // the operator's runtime state (operator.go)
 }
 
 func (o *Options) defaults() error {
@@ -284,19 +285,21 @@ func load(o Options) (*Datapath, error) {
 		d.Close()
 		return nil, fmt.Errorf("read pinned state: %w", err)
 	}
+	if d.operator, err = openOperator(o.PinDir, d.log.Warn); err != nil {
+		d.Close()
+		return nil, err
+	}
 	return d, nil
 }
 
 func (d *Datapath) linkPin() string { return filepath.Join(d.opts.PinDir, "link") }
 
 func (d *Datapath) attach() error {
-	if l, err := link.LoadPinnedLink(d.linkPin(), nil); err == nil {
-		info, ierr := l.Info()
-		if ierr == nil && info.XDP() != nil && int(info.XDP().Ifindex) != d.ifindex {
-			l.Close()
-			return fmt.Errorf("pinned link %s is attached to ifindex %d, not %s: run 'xlbd --cleanup' or use another node name",
-				d.linkPin(), info.XDP().Ifindex, d.opts.Interface)
-		}
+	l, err := d.pinnedLink()
+	if err != nil {
+		return err
+	}
+	if l != nil {
 		if err := l.Update(d.objs.XlbForward); err != nil {
 			l.Close()
 			return fmt.Errorf("replace program on pinned link: %w", err)
@@ -338,6 +341,43 @@ func (d *Datapath) attach() error {
 		d.opts.Interface, errors.Join(errs...), d.opts.Interface)
 }
 
+// PinDir is the instance's pin directory.
+func (d *Datapath) PinDir() string { return d.opts.PinDir }
+
+// pinnedLink returns the XDP link pinned for this instance, nil when there
+// is none or when it is stale: its interface was deleted (the kernel
+// detached it: the link reports ifindex 0), and then its pin is removed,
+// with a warning, so attach makes a new one; the pinned maps, conntrack
+// included, are kept. A link still attached to another interface is an
+// error.
+func (d *Datapath) pinnedLink() (link.Link, error) {
+	l, err := link.LoadPinnedLink(d.linkPin(), nil)
+	if err != nil {
+		return nil, nil // none pinned (or unreadable: attach pins anew)
+	}
+	info, err := l.Info()
+	if err != nil || info.XDP() == nil {
+		return l, nil
+	}
+	idx := int(info.XDP().Ifindex)
+	if idx == d.ifindex {
+		return l, nil
+	}
+	if idx != 0 { // live elsewhere (another interface or namespace): not ours to replace
+		l.Close()
+		return nil, fmt.Errorf("pinned link %s is attached to ifindex %d, not %s: run 'xlbd --cleanup' or use another node name",
+			d.linkPin(), idx, d.opts.Interface)
+	}
+	d.log.Warn("the pinned XDP link's interface is gone: replacing the link; the pinned maps and tracked connections are kept",
+		"pin", d.linkPin(), "old_ifindex", idx, "interface", d.opts.Interface)
+	err = l.Unpin()
+	l.Close()
+	if err != nil {
+		return nil, fmt.Errorf("remove the stale link pin %s: %w", d.linkPin(), err)
+	}
+	return nil, nil
+}
+
 // Mode reports how the program is attached (for an adopted link, the
 // requested mode).
 func (d *Datapath) Mode() Mode { return d.mode }
@@ -357,6 +397,9 @@ func (d *Datapath) Close() error {
 		errs = append(errs, d.link.Close())
 	}
 	d.vidx.close()
+	if d.operator != nil {
+		errs = append(errs, d.operator.Close())
+	}
 	errs = append(errs, d.objs.Close())
 	if d.placeholder != nil {
 		d.placeholder.close()

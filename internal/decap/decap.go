@@ -136,7 +136,8 @@ func pinDir(ifname string) (string, error) {
 // and falls back to generic, logging a warning; Status reports the mode in
 // use. It returns an error wrapping ErrAttached if a link is pinned for
 // ifname and still attached; the pins of one that is not (its interface was
-// deleted) are replaced.
+// deleted) are replaced. It first prunes (Prune) the pins of every other
+// interface and namespace that is gone.
 func Attach(ifname string, mode Mode) error {
 	if err := attach(ifname, mode); err != nil {
 		return fmt.Errorf("attach xlb-decap to %s: %w", ifname, err)
@@ -156,6 +157,7 @@ func attach(ifname string, mode Mode) error {
 	if err := ensureBPFFS(); err != nil {
 		return err
 	}
+	pruneStale()
 	if err := checkNotAttached(dir, ifname); err != nil {
 		return err
 	}
@@ -334,6 +336,19 @@ func removePins(dir string) error {
 	}
 	_ = os.Remove(filepath.Dir(dir)) // fails while other interfaces are pinned
 	return nil
+}
+
+// pruneStale runs Prune for Attach: stale pins of other interfaces and
+// namespaces go on every attach; a failure only warns (the attach of this
+// interface does not depend on it).
+func pruneStale() {
+	removed, err := Prune()
+	for _, d := range removed {
+		slog.Info("removed the pins of a link whose interface or namespace is gone", "pin", d)
+	}
+	if err != nil {
+		slog.Warn("stale pins not all removed (xlb-decap prune retries)", "error", err)
+	}
 }
 
 // Prune removes the pins of every xlb-decap link that is no longer

@@ -206,7 +206,7 @@ func (e errorLog) Println(v ...any) {
 func (m *Metrics) Listen() error {
 	l, err := net.Listen("tcp", m.addr)
 	if err != nil {
-		return fmt.Errorf("metrics listener %s: %w (choose another --metrics-addr)", m.addr, err)
+		return fmt.Errorf("metrics listener %s: %w (choose another: node.metrics_addr or --metrics-addr)", m.addr, err)
 	}
 	m.l = l
 	return nil

@@ -5,7 +5,7 @@
 // source: xlb/v1/xlb.proto
 
 // xlb.proto: the control API of xlbd (docs/OPERATIONS.md). Served over gRPC on a
-// unix socket (mode 0600, default /run/xlb/xlbd.sock) and, optionally, on TCP
+// unix socket (mode 0600, default /run/xlb/<node.name>.sock) and, optionally, on TCP
 // with mutual TLS. xlbctl is a client of this API and nothing more.
 //
 // Conventions: addresses are strings in their textual form ("10.0.0.1",
@@ -461,20 +461,25 @@ func (*StatusRequest) Descriptor() ([]byte, []int) {
 }
 
 type StatusResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`                      // node.name
-	Interface     string                 `protobuf:"bytes,2,opt,name=interface,proto3" json:"interface,omitempty"`            // the attach interface
-	XdpMode       string                 `protobuf:"bytes,3,opt,name=xdp_mode,json=xdpMode,proto3" json:"xdp_mode,omitempty"` // native | generic (as attached)
-	ProgramId     uint32                 `protobuf:"varint,4,opt,name=program_id,json=programId,proto3" json:"program_id,omitempty"`
-	PinDir        string                 `protobuf:"bytes,5,opt,name=pin_dir,json=pinDir,proto3" json:"pin_dir,omitempty"`
-	Version       string                 `protobuf:"bytes,6,opt,name=version,proto3" json:"version,omitempty"` // xlbd's version
-	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
-	SelfCheck     *SelfCheck             `protobuf:"bytes,8,opt,name=self_check,json=selfCheck,proto3" json:"self_check,omitempty"`
-	BgpSessions   []*BGPSession          `protobuf:"bytes,9,rep,name=bgp_sessions,json=bgpSessions,proto3" json:"bgp_sessions,omitempty"`
-	Drained       bool                   `protobuf:"varint,10,opt,name=drained,proto3" json:"drained,omitempty"` // node drain in effect
-	Config        *ConfigInfo            `protobuf:"bytes,11,opt,name=config,proto3" json:"config,omitempty"`
-	Conntrack     *ConntrackOccupancy    `protobuf:"bytes,12,opt,name=conntrack,proto3" json:"conntrack,omitempty"`
-	Overrides     uint32                 `protobuf:"varint,13,opt,name=overrides,proto3" json:"overrides,omitempty"` // runtime backend overrides in effect
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Node        string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`                      // node.name
+	Interface   string                 `protobuf:"bytes,2,opt,name=interface,proto3" json:"interface,omitempty"`            // the attach interface
+	XdpMode     string                 `protobuf:"bytes,3,opt,name=xdp_mode,json=xdpMode,proto3" json:"xdp_mode,omitempty"` // native | generic (as attached)
+	ProgramId   uint32                 `protobuf:"varint,4,opt,name=program_id,json=programId,proto3" json:"program_id,omitempty"`
+	PinDir      string                 `protobuf:"bytes,5,opt,name=pin_dir,json=pinDir,proto3" json:"pin_dir,omitempty"`
+	Version     string                 `protobuf:"bytes,6,opt,name=version,proto3" json:"version,omitempty"` // xlbd's version
+	StartedAt   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	SelfCheck   *SelfCheck             `protobuf:"bytes,8,opt,name=self_check,json=selfCheck,proto3" json:"self_check,omitempty"`
+	BgpSessions []*BGPSession          `protobuf:"bytes,9,rep,name=bgp_sessions,json=bgpSessions,proto3" json:"bgp_sessions,omitempty"`
+	Drained     bool                   `protobuf:"varint,10,opt,name=drained,proto3" json:"drained,omitempty"` // node drain in effect
+	Config      *ConfigInfo            `protobuf:"bytes,11,opt,name=config,proto3" json:"config,omitempty"`
+	Conntrack   *ConntrackOccupancy    `protobuf:"bytes,12,opt,name=conntrack,proto3" json:"conntrack,omitempty"`
+	Overrides   uint32                 `protobuf:"varint,13,opt,name=overrides,proto3" json:"overrides,omitempty"` // runtime backend overrides in effect
+	// The metrics listener's address; "" when none runs, and then
+	// metrics_note says why (disabled, or the default address was taken by
+	// another instance: set node.metrics_addr).
+	MetricsAddr   string `protobuf:"bytes,14,opt,name=metrics_addr,json=metricsAddr,proto3" json:"metrics_addr,omitempty"`
+	MetricsNote   string `protobuf:"bytes,15,opt,name=metrics_note,json=metricsNote,proto3" json:"metrics_note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -598,6 +603,20 @@ func (x *StatusResponse) GetOverrides() uint32 {
 		return x.Overrides
 	}
 	return 0
+}
+
+func (x *StatusResponse) GetMetricsAddr() string {
+	if x != nil {
+		return x.MetricsAddr
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetMetricsNote() string {
+	if x != nil {
+		return x.MetricsNote
+	}
+	return ""
 }
 
 // SelfCheck is the forwarder's last self-check (docs/DESIGN.md, Self-check).
@@ -3102,7 +3121,7 @@ const file_xlb_v1_xlb_proto_rawDesc = "" +
 	"\x06Sample\x12*\n" +
 	"\x02at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x125\n" +
 	"\binterval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\binterval\"\x0f\n" +
-	"\rStatusRequest\"\xf1\x03\n" +
+	"\rStatusRequest\"\xb7\x04\n" +
 	"\x0eStatusResponse\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
 	"\tinterface\x18\x02 \x01(\tR\tinterface\x12\x19\n" +
@@ -3120,7 +3139,9 @@ const file_xlb_v1_xlb_proto_rawDesc = "" +
 	" \x01(\bR\adrained\x12*\n" +
 	"\x06config\x18\v \x01(\v2\x12.xlb.v1.ConfigInfoR\x06config\x128\n" +
 	"\tconntrack\x18\f \x01(\v2\x1a.xlb.v1.ConntrackOccupancyR\tconntrack\x12\x1c\n" +
-	"\toverrides\x18\r \x01(\rR\toverrides\"\xb9\x01\n" +
+	"\toverrides\x18\r \x01(\rR\toverrides\x12!\n" +
+	"\fmetrics_addr\x18\x0e \x01(\tR\vmetricsAddr\x12!\n" +
+	"\fmetrics_note\x18\x0f \x01(\tR\vmetricsNote\"\xb9\x01\n" +
 	"\tSelfCheck\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x1d\n" +
 	"\n" +

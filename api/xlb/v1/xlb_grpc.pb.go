@@ -5,7 +5,7 @@
 // source: xlb/v1/xlb.proto
 
 // xlb.proto: the control API of xlbd (docs/OPERATIONS.md). Served over gRPC on a
-// unix socket (mode 0600, default /run/xlb/xlbd.sock) and, optionally, on TCP
+// unix socket (mode 0600, default /run/xlb/<node.name>.sock) and, optionally, on TCP
 // with mutual TLS. xlbctl is a client of this API and nothing more.
 //
 // Conventions: addresses are strings in their textual form ("10.0.0.1",
