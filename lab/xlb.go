@@ -264,12 +264,17 @@ func (l *Lab) StartXLBD(ctx context.Context, i int, config string) (*Daemon, err
 	if err != nil {
 		return nil, err
 	}
-	return l.StartXLBDBinary(ctx, i, config, bin)
+	return l.StartXLBDBinary(ctx, i, config, bin, "--probe-interval", ProbeInterval.String())
 }
 
+// ProbeInterval is the interval of the blackbox prober of the daemons
+// StartXLBD starts (xlbd --probe-interval).
+var ProbeInterval = time.Second
+
 // StartXLBDBinary is StartXLBD with another xlbd binary (an upgrade test's
-// other build). The node's cleanup uses the binary its first daemon ran.
-func (l *Lab) StartXLBDBinary(ctx context.Context, i int, config, bin string) (*Daemon, error) {
+// other build) and its own extra flags (StartXLBD's prober flag is not
+// passed). The node's cleanup uses the binary its first daemon ran.
+func (l *Lab) StartXLBDBinary(ctx context.Context, i int, config, bin string, flags ...string) (*Daemon, error) {
 	abs, err := filepath.Abs(config)
 	if err != nil {
 		return nil, err
@@ -277,7 +282,8 @@ func (l *Lab) StartXLBDBinary(ctx context.Context, i int, config, bin string) (*
 	n := l.Nodes[i]
 	// The daemon outlives ctx only until the lab is destroyed.
 	// Every node has its own API socket: the file system is shared.
-	p, err := l.Start(context.WithoutCancel(ctx), n.NS, bin, "--config", abs, "--api-socket", l.APISocket(i))
+	args := append([]string{bin, "--config", abs, "--api-socket", l.APISocket(i)}, flags...)
+	p, err := l.Start(context.WithoutCancel(ctx), n.NS, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -169,6 +169,8 @@ func (a *API) Status(ctx context.Context) (api.StatusInfo, error) {
 			Config: api.ConfigInfo{Source: c.info.source, CommittedAt: c.info.committedAt, Generation: c.info.generation,
 				Services: len(c.state.Services), Backends: c.state.Reals.Len()},
 			Conntrack: api.ConntrackOccupancy{Capacity: c.dp.CTCapacity()},
+			TX:        api.TXCheck{OK: c.dp.TX().OK, Detail: c.dp.TX().Detail},
+			Prober:    c.proberStatus(),
 		}
 		if c.cfg != nil {
 			st.Node = c.cfg.Node.Name

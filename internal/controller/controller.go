@@ -16,6 +16,7 @@ import (
 	"github.com/xlbproject/xlb/internal/config"
 	"github.com/xlbproject/xlb/internal/datapath"
 	"github.com/xlbproject/xlb/internal/health"
+	"github.com/xlbproject/xlb/internal/prober"
 	"github.com/xlbproject/xlb/internal/state"
 )
 
@@ -66,6 +67,7 @@ type Controller struct {
 	info      runInfo
 	nhGen     uint64 // the last NextHops generation given
 	onCommit  func(CommitEvent)
+	prober    *prober.Prober // nil: no blackbox prober
 }
 
 // runInfo is what the API reports about the running state.
@@ -98,6 +100,9 @@ type Options struct {
 	HealthInitial health.Initial
 	// OnCommit, when set, is told about every commit (metrics).
 	OnCommit func(CommitEvent)
+	// Prober, when set, is run by Run, given the VIPs to probe at every
+	// commit, and part of the self-check's verdict.
+	Prober *prober.Prober
 }
 
 // New returns a controller for dp.
@@ -115,6 +120,7 @@ func New(dp *datapath.Datapath, o Options) *Controller {
 		overrides:   map[overrideKey]*override{},
 		info:        runInfo{startedAt: time.Now(), source: o.Path},
 		onCommit:    o.OnCommit,
+		prober:      o.Prober,
 	}
 }
 
@@ -241,6 +247,7 @@ func (c *Controller) apply(d *config.Desired, what, trigger string) (err error) 
 		return fmt.Errorf("apply: %w", err)
 	}
 	c.desired, c.state = d, pl.State
+	c.setProbeTargets()
 	ps := pl.Stats
 	log := c.log.Info
 	if what == "" {
@@ -320,6 +327,9 @@ const (
 // ends.
 func (c *Controller) Run(ctx context.Context, requests <-chan Request) {
 	go c.mon.Run(ctx)
+	if c.prober != nil {
+		go c.prober.Run(ctx)
+	}
 	neigh := time.NewTicker(NeighbourInterval)
 	defer neigh.Stop()
 	nexthop := time.NewTicker(NextHopInterval)
@@ -401,6 +411,9 @@ func (c *Controller) healthChanged() {
 
 func (c *Controller) selfCheck() {
 	err := c.dp.SelfCheck()
+	if err == nil {
+		err = c.proberError()
+	}
 	ok := err == nil
 	c.info.checkedAt = time.Now()
 	if err != nil {

@@ -26,6 +26,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
 
@@ -91,6 +93,7 @@ type Datapath struct {
 	// (compat.go); their pins are replaced once the program runs.
 	recreated []string
 	holder    atomic.Pointer[FragHolder]
+	tx        txState // the transmit check (txcheck.go)
 }
 
 func (o *Options) defaults() error {
@@ -212,6 +215,7 @@ func Open(o Options) (*Datapath, error) {
 		d.Close()
 		return nil, err
 	}
+	d.CheckTX() // the status's first answer; primes the counter check
 	if err := d.pinRecreated(); err != nil {
 		d.Close()
 		return nil, err
@@ -286,22 +290,8 @@ func load(o Options) (*Datapath, error) {
 func (d *Datapath) linkPin() string { return filepath.Join(d.opts.PinDir, "link") }
 
 func (d *Datapath) attach() error {
-	if l, err := link.LoadPinnedLink(d.linkPin(), nil); err == nil {
-		info, ierr := l.Info()
-		if ierr == nil && info.XDP() != nil && int(info.XDP().Ifindex) != d.ifindex {
-			l.Close()
-			return fmt.Errorf("pinned link %s is attached to ifindex %d, not %s: run 'xlbd --cleanup' or use another node name",
-				d.linkPin(), info.XDP().Ifindex, d.opts.Interface)
-		}
-		if err := l.Update(d.objs.XlbForward); err != nil {
-			l.Close()
-			return fmt.Errorf("replace program on pinned link: %w", err)
-		}
-		d.link = l
-		d.mode = d.opts.Mode
-		d.adopted = true
-		d.log.Info("adopted pinned forwarder; program replaced atomically", "interface", d.opts.Interface, "pin", d.opts.PinDir)
-		return nil
+	if adopted, err := d.adoptLink(); adopted || err != nil {
+		return err
 	}
 	try := []Mode{d.opts.Mode}
 	if d.opts.Mode == ModeAuto {
@@ -309,16 +299,9 @@ func (d *Datapath) attach() error {
 	}
 	var errs []error
 	for _, m := range try {
-		flags := link.XDPDriverMode
-		if m == ModeGeneric {
-			flags = link.XDPGenericMode
-		}
-		l, err := link.AttachXDP(link.XDPOptions{Program: d.objs.XlbForward, Interface: d.ifindex, Flags: flags})
+		l, err := d.attachMode(m)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", m, err))
-			if d.opts.Mode == ModeAuto {
-				d.log.Warn("native XDP attach failed; falling back to generic", "interface", d.opts.Interface, "error", err)
-			}
 			continue
 		}
 		if err := l.Pin(d.linkPin()); err != nil {
@@ -332,6 +315,79 @@ func (d *Datapath) attach() error {
 	}
 	return fmt.Errorf("attach xdp to %s: %w (another XDP program attached? check 'ip link show %s')",
 		d.opts.Interface, errors.Join(errs...), d.opts.Interface)
+}
+
+// attachMode attaches the program in mode m. In native mode it checks
+// that the interface delivers what XDP sends (txpeer.go): under
+// xdp_mode auto a device that does not is an error (the caller falls
+// back to generic); under native it is logged as an error and attached.
+func (d *Datapath) attachMode(m Mode) (link.Link, error) {
+	flags := link.XDPDriverMode
+	if m == ModeGeneric {
+		flags = link.XDPGenericMode
+	}
+	l, err := link.AttachXDP(link.XDPOptions{Program: d.objs.XlbForward, Interface: d.ifindex, Flags: flags})
+	if err != nil {
+		if d.opts.Mode == ModeAuto && m == ModeNative {
+			d.log.Warn("native XDP attach failed; falling back to generic", "interface", d.opts.Interface, "error", err)
+		}
+		return nil, err
+	}
+	if m != ModeNative {
+		return l, nil
+	}
+	problem, perr := nativeTXProblem(d.ifindex, d.opts.Interface)
+	switch {
+	case perr != nil:
+		d.log.Warn("cannot verify that native XDP delivers; the self-check watches the transmit counters", "interface", d.opts.Interface, "error", perr)
+	case problem != "" && d.opts.Mode == ModeAuto:
+		l.Close()
+		d.log.Warn("native XDP would not deliver; falling back to generic", "interface", d.opts.Interface, "problem", problem)
+		return nil, errors.New(problem)
+	case problem != "":
+		d.log.Error("xdp_mode native on an interface that does not deliver what XDP sends: every forwarded packet is lost, the self-check fails and the VIPs stay withdrawn", "interface", d.opts.Interface, "problem", problem)
+	}
+	return l, nil
+}
+
+// adoptLink takes over a pinned link (a restart): the program is
+// replaced atomically, the attach mode read back from the interface.
+func (d *Datapath) adoptLink() (bool, error) {
+	l, err := link.LoadPinnedLink(d.linkPin(), nil)
+	if err != nil {
+		return false, nil
+	}
+	info, ierr := l.Info()
+	if ierr == nil && info.XDP() != nil && int(info.XDP().Ifindex) != d.ifindex {
+		l.Close()
+		return true, fmt.Errorf("pinned link %s is attached to ifindex %d, not %s: run 'xlbd --cleanup' or use another node name",
+			d.linkPin(), info.XDP().Ifindex, d.opts.Interface)
+	}
+	if err := l.Update(d.objs.XlbForward); err != nil {
+		l.Close()
+		return true, fmt.Errorf("replace program on pinned link: %w", err)
+	}
+	d.link = l
+	d.mode = attachedMode(d.ifindex, d.opts.Mode)
+	d.adopted = true
+	d.log.Info("adopted pinned forwarder; program replaced atomically", "interface", d.opts.Interface, "mode", d.mode, "pin", d.opts.PinDir)
+	return true, nil
+}
+
+// attachedMode reads how the interface's XDP program is attached;
+// requested when the kernel does not say.
+func attachedMode(ifindex int, requested Mode) Mode {
+	l, err := netlink.LinkByIndex(ifindex)
+	if err != nil || l.Attrs().Xdp == nil {
+		return requested
+	}
+	switch l.Attrs().Xdp.AttachMode {
+	case nl.XDP_ATTACHED_DRV:
+		return ModeNative
+	case nl.XDP_ATTACHED_SKB:
+		return ModeGeneric
+	}
+	return requested
 }
 
 // Mode reports how the program is attached (for an adopted link, the

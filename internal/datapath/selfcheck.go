@@ -44,11 +44,15 @@ func (d *Datapath) RunPacket(frame []byte) (uint32, []byte, error) {
 	if err != nil {
 		return 0, nil, fmt.Errorf("test run: %w", err)
 	}
+	if ret == XDPTX {
+		d.tx.dryTX.Add(1) // counted in forward_tx, never sent
+	}
 	return ret, opts.DataOut, nil
 }
 
 // SelfCheck verifies the live data plane (docs/DESIGN.md, Self-check): the pinned link
-// still attaches this program to the interface, and a probe packet run
+// still attaches this program to the interface, the interface delivers
+// what the program transmits (CheckTX), and a probe packet run
 // through the program gets the expected verdict: for a VIP (one per call,
 // in turn), an encapsulated packet toward an active backend of that
 // service; without VIPs, XDP_PASS for a packet to no VIP. Probes come from
@@ -59,6 +63,9 @@ func (d *Datapath) RunPacket(frame []byte) (uint32, []byte, error) {
 // real counters.
 func (d *Datapath) SelfCheck() error {
 	if err := d.checkLink(); err != nil {
+		return err
+	}
+	if err := d.txError(); err != nil {
 		return err
 	}
 	return d.probe()
