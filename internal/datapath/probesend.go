@@ -25,23 +25,25 @@ import (
 func (d *Datapath) SendProbe(f packet.Flow) (uint32, error) {
 	f.Payload = tracer.ProbeMarker(d.probeCookie)
 	frame := f.Frame()
-	if d.mode != ModeGeneric {
-		r, err := progrun.Run(progrun.XDP{Prog: d.objs.XlbForward, Data: frame, Ifindex: d.ifindex,
-			Repeat: 1, Flags: progrun.FlagLiveFrames, Retry: true})
-		if err != nil {
-			return 0, fmt.Errorf("live probe run: %w", err)
-		}
-		return r.Verdict, nil
-	}
-	r, err := progrun.Run(progrun.XDP{Prog: d.objs.XlbForward, Data: frame, Out: make([]byte, len(frame)+256),
-		Ifindex: d.ifindex, Repeat: 1, Retry: true})
+	// A live run reports no verdict: a test run first tells it (and
+	// gives generic mode its output frame).
+	verdict, out, err := d.testRun(frame)
 	if err != nil {
 		return 0, fmt.Errorf("probe run: %w", err)
 	}
-	if r.Verdict != XDPTX && r.Verdict != XDPRedirect {
-		return r.Verdict, nil
+	if verdict != XDPTX && verdict != XDPRedirect {
+		return verdict, nil
 	}
-	return r.Verdict, d.transmit(r.Out)
+	if d.mode == ModeGeneric {
+		return verdict, d.transmit(out)
+	}
+	d.tx.dryTX.Add(1) // the test run counted in forward_tx, sent nothing
+	_, err = progrun.Run(progrun.XDP{Prog: d.objs.XlbForward, Data: frame, Ifindex: d.ifindex,
+		Repeat: 1, Flags: progrun.FlagLiveFrames, Retry: true})
+	if err != nil {
+		return verdict, fmt.Errorf("live probe run: %w", err)
+	}
+	return verdict, nil
 }
 
 // transmit sends an Ethernet frame out of the interface (AF_PACKET).

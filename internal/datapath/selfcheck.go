@@ -37,15 +37,22 @@ var ErrSelfCheck = errors.New("forwarder self-check failed")
 // packet to a VIP is tracked and counted like any other). It returns the
 // verdict and the frame as the program left it.
 func (d *Datapath) RunPacket(frame []byte) (uint32, []byte, error) {
+	ret, out, err := d.testRun(frame)
+	if err == nil && ret == XDPTX {
+		d.tx.dryTX.Add(1) // counted in forward_tx, never sent
+	}
+	return ret, out, err
+}
+
+// testRun runs frame through the program (BPF_PROG_TEST_RUN) with the
+// attach interface as ingress.
+func (d *Datapath) testRun(frame []byte) (uint32, []byte, error) {
 	out := make([]byte, len(frame)+256)
 	ctx := xdpMD{DataEnd: uint32(len(frame)), IngressIfindex: uint32(d.ifindex)}
 	opts := &ebpf.RunOptions{Data: frame, DataOut: out, Context: ctx, Repeat: 1}
 	ret, err := d.objs.XlbForward.Run(opts)
 	if err != nil {
 		return 0, nil, fmt.Errorf("test run: %w", err)
-	}
-	if ret == XDPTX {
-		d.tx.dryTX.Add(1) // counted in forward_tx, never sent
 	}
 	return ret, opts.DataOut, nil
 }

@@ -98,9 +98,11 @@ func reservePort(src netip.Addr, proto uint8) (uint16, func(), error) {
 	if err != nil {
 		return 0, nil, fmt.Errorf("probe port: %w", err)
 	}
-	var sa unix.Sockaddr = &unix.SockaddrInet4{Addr: src.As4()}
+	var sa unix.Sockaddr
 	if src.Is6() {
 		sa = &unix.SockaddrInet6{Addr: src.As16()}
+	} else {
+		sa = &unix.SockaddrInet4{Addr: src.As4()}
 	}
 	if err := unix.Bind(fd, sa); err != nil {
 		unix.Close(fd)

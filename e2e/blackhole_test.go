@@ -1,0 +1,121 @@
+package e2e
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	pb "github.com/xlbproject/xlb/api/xlb/v1"
+	"github.com/xlbproject/xlb/internal/api"
+	"github.com/xlbproject/xlb/internal/testenv"
+	"github.com/xlbproject/xlb/lab"
+)
+
+// status reads node i's status over its API socket.
+func nodeStatus(t *testing.T, l *lab.Lab, i int) *pb.StatusResponse {
+	t.Helper()
+	c, err := api.Dial(api.DialOptions{Socket: l.APISocket(i)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := c.Status(ctx, &pb.StatusRequest{})
+	if err != nil {
+		t.Fatalf("status of n%d: %v", i+1, err)
+	}
+	return st
+}
+
+// waitStatus polls node i's status until ok holds it (or fails after
+// timeout, showing the last status).
+func waitStatus(t *testing.T, l *lab.Lab, i int, what string, timeout time.Duration, ok func(*pb.StatusResponse) bool) *pb.StatusResponse {
+	t.Helper()
+	var st *pb.StatusResponse
+	for end := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
+		if st = nodeStatus(t, l, i); ok(st) {
+			return st
+		}
+		if time.Now().After(end) {
+			t.Fatalf("n%d: %s not reached in %v; status: %v", i+1, what, timeout, st)
+		}
+	}
+}
+
+func probesUp(st *pb.StatusResponse) bool {
+	pr := st.GetProber()
+	if !pr.GetEnabled() || !pr.GetOk() || len(pr.GetProbes()) == 0 {
+		return false
+	}
+	for _, p := range pr.GetProbes() {
+		if !p.GetUp() {
+			return false
+		}
+	}
+	return true
+}
+
+// TestTXBlackHoleWithdraws breaks a node's transmit path while BGP stays up
+// (the XDP program of its switch port removed: the port drops what the
+// node's native XDP sends, the stack's packets still pass): the transmit
+// check and the prober report it, and the node's VIPs leave the router
+// within 3 s; with the program back they return.
+func TestTXBlackHoleWithdraws(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireCommands(t, "nsenter", "ip", "bird", "birdc")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l := newLab(ctx, t, lab.Config{Nodes: 1, Backends: 2, Routing: lab.RouteNone})
+	if _, err := l.StartBIRD(ctx, lab.BIRDOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := l.WriteXLBDConfig(0, lab.XLBDOptions{BGP: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.StartXLBD(ctx, 0, cfg); err != nil {
+		t.Fatal(err)
+	}
+	vip4 := netip.PrefixFrom(l.VIP4(), 32)
+	via := l.NodeNextHops(vip4.Addr(), 0)
+	if _, err := l.WaitRoute(ctx, vip4, via, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	st := waitStatus(t, l, 0, "all probes answered", 10*time.Second, probesUp)
+	if !st.GetTxCheck().GetOk() || st.XdpMode != "native" {
+		t.Fatalf("tx check before the break: %v (mode %s)", st.GetTxCheck(), st.XdpMode)
+	}
+	t.Logf("before: tx check ok, %d VIPs probed, e.g. %s in %v", len(st.Prober.Probes), st.Prober.Probes[0].Vip, st.Prober.Probes[0].Latency.AsDuration())
+
+	if err := l.SetPortXDP(l.Nodes[0], false); err != nil {
+		t.Fatal(err)
+	}
+	took, err := l.WaitRoute(ctx, vip4, nil, 3*time.Second)
+	if err != nil {
+		t.Fatalf("black-holing node not withdrawn: %v", err)
+	}
+	t.Logf("broken: VIP withdrawn after %v", took.Round(time.Millisecond))
+	st = waitStatus(t, l, 0, "probes failing", 5*time.Second, func(s *pb.StatusResponse) bool { return !s.GetProber().GetOk() })
+	if tx := st.GetTxCheck(); tx.GetOk() || !strings.Contains(tx.GetDetail(), "has no XDP program") {
+		t.Fatalf("tx check while broken: %v", tx)
+	}
+	if st.GetSelfCheck().GetOk() {
+		t.Fatalf("self-check passes while the node black-holes: %v", st.GetSelfCheck())
+	}
+	t.Logf("broken: tx check %q; probe %s: %s", st.TxCheck.Detail, st.Prober.Probes[0].Vip, st.Prober.Probes[0].Error)
+
+	if err := l.SetPortXDP(l.Nodes[0], true); err != nil {
+		t.Fatal(err)
+	}
+	if took, err = l.WaitRoute(ctx, vip4, via, 10*time.Second); err != nil {
+		t.Fatalf("fixed node not announced again: %v", err)
+	}
+	t.Logf("fixed: VIP announced again after %v", took.Round(time.Millisecond))
+	st = waitStatus(t, l, 0, "all probes answered again", 10*time.Second, probesUp)
+	if !st.GetTxCheck().GetOk() || !st.GetSelfCheck().GetOk() {
+		t.Fatalf("after the fix: tx %v, self-check %v", st.GetTxCheck(), st.GetSelfCheck())
+	}
+}
