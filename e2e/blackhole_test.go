@@ -13,34 +13,29 @@ import (
 	"github.com/xlbproject/xlb/lab"
 )
 
-// status reads node i's status over its API socket.
-func nodeStatus(t *testing.T, l *lab.Lab, i int) *pb.StatusResponse {
-	t.Helper()
+// nodeStatus reads node i's status over its API socket.
+func nodeStatus(l *lab.Lab, i int) (*pb.StatusResponse, error) {
 	c, err := api.Dial(api.DialOptions{Socket: l.APISocket(i)})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st, err := c.Status(ctx, &pb.StatusRequest{})
-	if err != nil {
-		t.Fatalf("status of n%d: %v", i+1, err)
-	}
-	return st
+	return c.Status(ctx, &pb.StatusRequest{})
 }
 
-// waitStatus polls node i's status until ok holds it (or fails after
-// timeout, showing the last status).
+// waitStatus polls node i's status until ok holds for it (or fails after
+// timeout, showing the last status or error).
 func waitStatus(t *testing.T, l *lab.Lab, i int, what string, timeout time.Duration, ok func(*pb.StatusResponse) bool) *pb.StatusResponse {
 	t.Helper()
-	var st *pb.StatusResponse
 	for end := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
-		if st = nodeStatus(t, l, i); ok(st) {
+		st, err := nodeStatus(l, i)
+		if err == nil && ok(st) {
 			return st
 		}
 		if time.Now().After(end) {
-			t.Fatalf("n%d: %s not reached in %v; status: %v", i+1, what, timeout, st)
+			t.Fatalf("n%d: %s not reached in %v; status: %v, error %v", i+1, what, timeout, st, err)
 		}
 	}
 }
@@ -118,4 +113,70 @@ func TestTXBlackHoleWithdraws(t *testing.T) {
 	if !st.GetTxCheck().GetOk() || !st.GetSelfCheck().GetOk() {
 		t.Fatalf("after the fix: tx %v, self-check %v", st.GetTxCheck(), st.GetSelfCheck())
 	}
+}
+
+// TestModeOnVethWithoutPeerXDP starts xlbd on a node whose switch port runs
+// no XDP program, so native XDP_TX frames would be dropped. xdp_mode auto
+// picks generic, whose transmit goes through the stack: the transmit check
+// and the prober pass and HTTP through the VIP works. xdp_mode native
+// starts but reports the problem (self-check and transmit check failing).
+func TestModeOnVethWithoutPeerXDP(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireCommands(t, "nsenter", "ip")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l := newLab(ctx, t, lab.Config{Backends: 2})
+	if err := l.SetPortXDP(l.Nodes[0], false); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := l.WriteXLBDConfig(0, lab.XLBDOptions{XDPMode: "auto"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := l.StartXLBD(ctx, 0, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	http4 := netip.AddrPortFrom(l.VIP4(), lab.DefaultPorts.HTTP)
+	if err := l.WaitForwarding(ctx, http4, 20*time.Second, d); err != nil {
+		t.Fatal(err)
+	}
+	st := waitStatus(t, l, 0, "all probes answered", 10*time.Second, probesUp)
+	if st.XdpMode != "generic" || !st.GetTxCheck().GetOk() || !st.GetSelfCheck().GetOk() {
+		t.Fatalf("auto: mode %s, tx check %v, self-check %v; want generic, both ok", st.XdpMode, st.GetTxCheck(), st.GetSelfCheck())
+	}
+	res := lab.HTTPLoad(ctx, l.Client.NS, http4, 200, 8)
+	if res.Errors > 0 {
+		t.Fatalf("auto (generic): %d of %d requests failed: %v", res.Errors, res.Requests, res.FirstErrors)
+	}
+	t.Logf("auto: picked generic; %d requests served %v; probe %s in %v", res.Requests, res.Counts, st.Prober.Probes[0].Vip, st.Prober.Probes[0].Latency.AsDuration())
+	if err := d.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := l.Nodes[0].Run(ctx, mustBinary(t, l, "xlbd"), "--config", cfg, "--cleanup"); err != nil {
+		t.Fatalf("cleanup: %v\n%s", err, out)
+	}
+
+	if cfg, err = l.WriteXLBDConfig(0, lab.XLBDOptions{XDPMode: "native"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.StartXLBD(ctx, 0, cfg); err != nil {
+		t.Fatal(err)
+	}
+	st = waitStatus(t, l, 0, "self-check failing", 10*time.Second, func(s *pb.StatusResponse) bool {
+		return s.GetSelfCheck().GetCheckedAt() != nil && !s.GetSelfCheck().GetOk()
+	})
+	if tx := st.GetTxCheck(); st.XdpMode != "native" || tx.GetOk() || !strings.Contains(tx.GetDetail(), "attach an XDP program to the peer veth") {
+		t.Fatalf("native: mode %s, tx check %v; want native with the problem named", st.XdpMode, tx)
+	}
+	t.Logf("native: starts, self-check %q", st.SelfCheck.LastError)
+}
+
+func mustBinary(t *testing.T, l *lab.Lab, name string) string {
+	t.Helper()
+	b, err := l.Binary(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
