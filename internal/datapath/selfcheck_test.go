@@ -48,6 +48,7 @@ func TestOpenSelfCheck(t *testing.T) {
 		peer, _ := netlink.LinkByName("xlbt1")
 		netlink.LinkSetUp(link)
 		netlink.LinkSetUp(peer)
+		attachPassXDP(t, peer) // without it native XDP_TX frames are dropped: auto would pick generic
 		addr, _ := netlink.ParseAddr("10.0.0.11/24")
 		netlink.AddrAdd(link, addr)
 		if err := netlink.NeighSet(&netlink.Neigh{LinkIndex: link.Attrs().Index, IP: net.ParseIP("10.0.0.101"),

@@ -206,6 +206,41 @@ func TestScrapeFollowsChanges(t *testing.T) {
 	}
 }
 
+// TestDeliveryMetrics: the transmit check and the prober's probes.
+func TestDeliveryMetrics(t *testing.T) {
+	fake := apitest.New()
+	m := New(fake, Options{Log: quiet})
+	if v := value(t, scrape(t, m.Handler()), "xlb_tx_check_ok", G); v != 1 {
+		t.Errorf("tx check ok %v, want 1", v)
+	}
+	fake.Lock()
+	fake.Info.TX = api.TXCheck{OK: false, Detail: "peer has no XDP program"}
+	fake.Info.Prober = api.ProberStatus{Enabled: true, Probes: []api.Probe{
+		{VIP: "10.0.0.100:80/6", Up: true, Latency: 1500 * time.Microsecond},
+		{VIP: "10.0.0.101:53/17", Error: "no answer"},
+	}}
+	fake.Unlock()
+	fams := scrape(t, m.Handler())
+	for _, tc := range []struct {
+		name  string
+		label string
+		want  float64
+	}{
+		{"xlb_tx_check_ok", "", 0},
+		{"xlb_probe_up", "vip=10.0.0.100:80/6", 1},
+		{"xlb_probe_up", "vip=10.0.0.101:53/17", 0},
+		{"xlb_probe_latency_seconds", "vip=10.0.0.100:80/6", 0.0015},
+	} {
+		var labels []string
+		if tc.label != "" {
+			labels = []string{tc.label}
+		}
+		if got := value(t, fams, tc.name, G, labels...); got != tc.want {
+			t.Errorf("%s{%s} = %v, want %v", tc.name, tc.label, got, tc.want)
+		}
+	}
+}
+
 func TestObserve(t *testing.T) {
 	m := New(apitest.New(), Options{Log: quiet})
 	m.ObserveCommit(Commit{Trigger: "api", Plan: 2 * time.Millisecond, Apply: 30 * time.Millisecond})
