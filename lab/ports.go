@@ -12,13 +12,9 @@ import (
 // XDP_TX are dropped by the port (see loadPassProgram); the stack's own
 // packets still pass.
 func (l *Lab) SetPortXDP(h *Host, on bool) error {
-	sw, err := l.Switch.netlink()
+	_, port, err := l.switchPort(h)
 	if err != nil {
 		return err
-	}
-	port, err := sw.LinkByName(h.Short)
-	if err != nil {
-		return fmt.Errorf("switch port %s in %s: %w", h.Short, l.Switch.Name, err)
 	}
 	if !on {
 		return l.Switch.Do(func() error { return netlink.LinkSetXdpFdWithFlags(port, -1, nl.XDP_FLAGS_DRV_MODE) })
@@ -29,4 +25,17 @@ func (l *Lab) SetPortXDP(h *Host, on bool) error {
 	}
 	defer prog.Close()
 	return l.Switch.Do(func() error { return netlink.LinkSetXdpFdWithFlags(port, prog.FD(), nl.XDP_FLAGS_DRV_MODE) })
+}
+
+// switchPort returns the switch namespace's netlink handle and h's port.
+func (l *Lab) switchPort(h *Host) (*netlink.Handle, netlink.Link, error) {
+	sw, err := l.Switch.netlink()
+	if err != nil {
+		return nil, nil, err
+	}
+	port, err := sw.LinkByName(h.Short)
+	if err != nil {
+		return nil, nil, fmt.Errorf("switch port %s in %s: %w", h.Short, l.Switch.Name, err)
+	}
+	return sw, port, nil
 }

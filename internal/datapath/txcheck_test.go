@@ -83,13 +83,7 @@ func TestTXCheckVethPeer(t *testing.T) {
 			peer, _ = netlink.LinkByName("xlbt1")
 			netlink.LinkSetUp(peer)
 		})
-		d := newTestDatapath(t, Options{Interface: "xlbt0"})
-		d.Close()
-		o := d.opts
-		dp, err := Open(o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		dp, o := openOnTestPins(t, "xlbt0", ModeAuto)
 		if dp.Mode() != ModeGeneric || !dp.TX().OK {
 			t.Fatalf("auto: mode %s, tx %+v; want generic, ok", dp.Mode(), dp.TX())
 		}
@@ -97,7 +91,8 @@ func TestTXCheckVethPeer(t *testing.T) {
 		Cleanup(o.PinDir)
 
 		o.Mode = ModeNative
-		if dp, err = Open(o); err != nil {
+		dp, err = Open(o)
+		if err != nil {
 			t.Fatal(err)
 		}
 		defer func() { dp.Close(); Cleanup(o.PinDir) }()

@@ -148,11 +148,7 @@ func TestScrapeEqualsSource(t *testing.T) {
 		}
 	}
 
-	for _, tc := range []struct {
-		name   string
-		labels []string
-		want   float64
-	}{
+	checkGauges(t, fams, []gaugeWant{
 		{"xlb_selfcheck_ok", nil, 1},
 		{"xlb_node_drained", nil, 0},
 		{"xlb_conntrack_capacity_entries", nil, 1 << 20},
@@ -168,11 +164,7 @@ func TestScrapeEqualsSource(t *testing.T) {
 		{"xlb_service_up", []string{"service=web"}, 1},
 		{"xlb_service_table_size", []string{"service=dns"}, 251},
 		{"xlb_info", []string{"interface=eth0", "node=fake", "version=test", "xdp_mode=native"}, 1},
-	} {
-		if got := value(t, fams, tc.name, G, tc.labels...); got != tc.want {
-			t.Errorf("%s{%v} = %v, want %v", tc.name, tc.labels, got, tc.want)
-		}
-	}
+	})
 	for name := range fams {
 		if !strings.HasPrefix(name, "xlb_") && !strings.HasPrefix(name, "go_") && !strings.HasPrefix(name, "process_") {
 			t.Errorf("metric %s lacks the xlb_ prefix", name)
@@ -220,23 +212,26 @@ func TestDeliveryMetrics(t *testing.T) {
 		{VIP: "10.0.0.101:53/17", Error: "no answer"},
 	}}
 	fake.Unlock()
-	fams := scrape(t, m.Handler())
-	for _, tc := range []struct {
-		name  string
-		label string
-		want  float64
-	}{
-		{"xlb_tx_check_ok", "", 0},
-		{"xlb_probe_up", "vip=10.0.0.100:80/6", 1},
-		{"xlb_probe_up", "vip=10.0.0.101:53/17", 0},
-		{"xlb_probe_latency_seconds", "vip=10.0.0.100:80/6", 0.0015},
-	} {
-		var labels []string
-		if tc.label != "" {
-			labels = []string{tc.label}
-		}
-		if got := value(t, fams, tc.name, G, labels...); got != tc.want {
-			t.Errorf("%s{%s} = %v, want %v", tc.name, tc.label, got, tc.want)
+	checkGauges(t, scrape(t, m.Handler()), []gaugeWant{
+		{"xlb_tx_check_ok", nil, 0},
+		{"xlb_probe_up", []string{"vip=10.0.0.100:80/6"}, 1},
+		{"xlb_probe_up", []string{"vip=10.0.0.101:53/17"}, 0},
+		{"xlb_probe_latency_seconds", []string{"vip=10.0.0.100:80/6"}, 0.0015},
+	})
+}
+
+// gaugeWant is a gauge's expected value.
+type gaugeWant struct {
+	name   string
+	labels []string
+	want   float64
+}
+
+func checkGauges(t *testing.T, fams map[string]*dto.MetricFamily, wants []gaugeWant) {
+	t.Helper()
+	for _, tc := range wants {
+		if got := value(t, fams, tc.name, G, tc.labels...); got != tc.want {
+			t.Errorf("%s{%v} = %v, want %v", tc.name, tc.labels, got, tc.want)
 		}
 	}
 }
