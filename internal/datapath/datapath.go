@@ -37,7 +37,8 @@ const BPFFSRoot = "/sys/fs/bpf/xlb"
 // Mode is how the program is attached.
 type Mode string
 
-// Attach modes. ModeAuto tries native XDP first and falls back to generic.
+// Attach modes. ModeAuto tries native XDP first and falls back to generic
+// when native fails or would not deliver (txpeer.go).
 const (
 	ModeAuto    Mode = "auto"
 	ModeNative  Mode = "native"
