@@ -85,6 +85,11 @@ func TestTXBlackHoleWithdraws(t *testing.T) {
 	}
 	t.Logf("before: tx check ok, %d VIPs probed, e.g. %s in %v", len(st.Prober.Probes), st.Prober.Probes[0].Vip, st.Prober.Probes[0].Latency.AsDuration())
 
+	echo4 := netip.AddrPortFrom(l.VIP4(), lab.DefaultPorts.HTTP)
+	if res := lab.HTTPLoad(ctx, l.Client.NS, echo4, 300, 8); res.Errors > 0 {
+		t.Fatalf("before the break: %d of %d requests failed: %v", res.Errors, res.Requests, res.FirstErrors)
+	}
+	assertDeliversAfter(t, l, time.Now())
 	if err := l.SetPortXDP(l.Nodes[0], false); err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +155,7 @@ func TestModeOnVethWithoutPeerXDP(t *testing.T) {
 		t.Fatalf("auto (generic): %d of %d requests failed: %v", res.Errors, res.Requests, res.FirstErrors)
 	}
 	t.Logf("auto: picked generic; %d requests served %v; probe %s in %v", res.Requests, res.Counts, st.Prober.Probes[0].Vip, st.Prober.Probes[0].Latency.AsDuration())
+	assertDeliversAfter(t, l, time.Now())
 	if err := d.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -170,6 +176,80 @@ func TestModeOnVethWithoutPeerXDP(t *testing.T) {
 		t.Fatalf("native: mode %s, tx check %v; want native with the problem named", st.XdpMode, tx)
 	}
 	t.Logf("native: starts, self-check %q", st.SelfCheck.LastError)
+}
+
+// TestProberWithdrawsWhenNothingAnswers breaks delivery where the
+// transmit check cannot see it: the backends stop decapsulating (their
+// health checks, to their own addresses, still pass). The prober's
+// probes go unanswered, the node withdraws within 3 s, and announces
+// again once the backends decapsulate again.
+func TestProberWithdrawsWhenNothingAnswers(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireCommands(t, "nsenter", "ip", "bird", "birdc")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l := newLab(ctx, t, lab.Config{Backends: 2, Routing: lab.RouteNone})
+	if _, err := l.StartBIRD(ctx, lab.BIRDOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := l.WriteXLBDConfig(0, lab.XLBDOptions{BGP: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.StartXLBD(ctx, 0, cfg); err != nil {
+		t.Fatal(err)
+	}
+	vip4 := netip.PrefixFrom(l.VIP4(), 32)
+	via := l.NodeNextHops(vip4.Addr(), 0)
+	if _, err := l.WaitRoute(ctx, vip4, via, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, l, 0, "all probes answered", 10*time.Second, probesUp)
+	if err := l.DetachDecap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	took, err := l.WaitRoute(ctx, vip4, nil, 3*time.Second)
+	if err != nil {
+		t.Fatalf("node whose probes go unanswered not withdrawn: %v", err)
+	}
+	st := nodeStatusOrFail(t, l, 0)
+	if st.GetProber().GetOk() || !st.GetTxCheck().GetOk() || !strings.Contains(st.GetSelfCheck().GetLastError(), "no VIP answered") {
+		t.Fatalf("while unanswered: prober %v, tx %v, self-check %v", st.GetProber(), st.GetTxCheck(), st.GetSelfCheck())
+	}
+	t.Logf("unanswered: withdrawn after %v; self-check %q", took.Round(time.Millisecond), st.SelfCheck.LastError)
+	// Attached again directly: the lab's own detach at Destroy stays the
+	// only one registered.
+	for _, h := range l.Backends {
+		if out, err := h.Run(ctx, mustBinary(t, l, lab.DecapBinary), "attach", h.Iface); err != nil {
+			t.Fatalf("attach decap on %s: %v\n%s", h.Short, err, out)
+		}
+	}
+	if took, err = l.WaitRoute(ctx, vip4, via, 10*time.Second); err != nil {
+		t.Fatalf("answering again, not announced: %v", err)
+	}
+	t.Logf("answered again: announced after %v", took.Round(time.Millisecond))
+}
+
+func nodeStatusOrFail(t *testing.T, l *lab.Lab, i int) *pb.StatusResponse {
+	t.Helper()
+	st, err := nodeStatus(l, i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// assertDeliversAfter waits for a self-check of node 1 after t0 (so the
+// transmit counters include the traffic before t0) and fails unless it
+// and the transmit check pass: forwarded traffic is judged delivered.
+func assertDeliversAfter(t *testing.T, l *lab.Lab, t0 time.Time) {
+	t.Helper()
+	st := waitStatus(t, l, 0, "a self-check after the load", 5*time.Second, func(s *pb.StatusResponse) bool {
+		return s.GetSelfCheck().GetCheckedAt().AsTime().After(t0.Add(time.Second))
+	})
+	if !st.GetSelfCheck().GetOk() || !st.GetTxCheck().GetOk() {
+		t.Fatalf("after forwarding traffic: self-check %v, tx check %v", st.GetSelfCheck(), st.GetTxCheck())
+	}
 }
 
 func mustBinary(t *testing.T, l *lab.Lab, name string) string {

@@ -336,6 +336,10 @@ func (c *Controller) Run(ctx context.Context, requests <-chan Request) {
 	defer nexthop.Stop()
 	self := time.NewTicker(SelfCheckInterval)
 	defer self.Stop()
+	var probed <-chan struct{} // nil without a prober: never ready
+	if c.prober != nil {
+		probed = c.prober.Changes()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -350,6 +354,8 @@ func (c *Controller) Run(ctx context.Context, requests <-chan Request) {
 			}
 			c.healthChanged()
 		case <-self.C:
+			c.selfCheck()
+		case <-probed:
 			c.selfCheck()
 		case <-neigh.C:
 			c.keepNeighbours()

@@ -63,7 +63,8 @@ type Prober struct {
 	mu      sync.Mutex
 	targets []state.VIPKey
 	status  Status
-	failed  int // rounds in a row without any answer
+	failed  int           // rounds in a row without any answer
+	changes chan struct{} // a verdict changed (buffered, 1)
 }
 
 // New returns a prober; Run starts it.
@@ -80,8 +81,12 @@ func New(o Options) *Prober {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	return &Prober{o: o, status: Status{OK: true}}
+	return &Prober{o: o, status: Status{OK: true}, changes: make(chan struct{}, 1)}
 }
+
+// Changes is signalled when the node's verdict (Status.OK) changes, so
+// the controller need not wait for its next self-check.
+func (p *Prober) Changes() <-chan struct{} { return p.changes }
 
 // SetTargets makes keys the VIPs probed from the next round on.
 func (p *Prober) SetTargets(keys []state.VIPKey) {
@@ -143,6 +148,10 @@ func (p *Prober) record(results []Result) Status {
 	}
 	ok := p.failed < p.o.FailRounds
 	if ok != p.status.OK {
+		select {
+		case p.changes <- struct{}{}:
+		default:
+		}
 		if ok {
 			p.o.Log.Info("prober: VIPs answer again")
 		} else {

@@ -28,8 +28,19 @@ func TestFailRounds(t *testing.T) {
 	}{
 		{down, true}, {down, false}, {down, false}, {up, true}, {down, true}, {nil, true}, {down, true}, {down, false},
 	} {
+		before := p.Status().OK
 		if got := p.record(c.round).OK; got != c.ok {
 			t.Fatalf("round %d: ok %v, want %v", i, got, c.ok)
+		}
+		select {
+		case <-p.Changes():
+			if before == c.ok {
+				t.Fatalf("round %d: change signalled, none happened", i)
+			}
+		default:
+			if before != c.ok {
+				t.Fatalf("round %d: change not signalled", i)
+			}
 		}
 	}
 	if st := p.Status(); len(st.Results) != 2 || st.Results[0].Err != "no answer" {
