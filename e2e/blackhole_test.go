@@ -53,17 +53,14 @@ func probesUp(st *pb.StatusResponse) bool {
 	return true
 }
 
-// TestTXBlackHoleWithdraws breaks a node's transmit path while BGP stays up
-// (the XDP program of its switch port removed: the port drops what the
-// node's native XDP sends, the stack's packets still pass): the transmit
-// check and the prober report it, and the node's VIPs leave the router
-// within 3 s; with the program back they return.
-func TestTXBlackHoleWithdraws(t *testing.T) {
+// announcingNode builds a one-node lab (2 backends) with BIRD on the
+// router, starts xlbd with BGP and waits for the node's route to the IPv4
+// VIP (returned with its next hops).
+func announcingNode(ctx context.Context, t *testing.T) (*lab.Lab, netip.Prefix, []netip.Addr) {
+	t.Helper()
 	testenv.RequireRoot(t)
 	testenv.RequireCommands(t, "nsenter", "ip", "bird", "birdc")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	l := newLab(ctx, t, lab.Config{Nodes: 1, Backends: 2, Routing: lab.RouteNone})
+	l := newLab(ctx, t, lab.Config{Backends: 2, Routing: lab.RouteNone})
 	if _, err := l.StartBIRD(ctx, lab.BIRDOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -79,6 +76,18 @@ func TestTXBlackHoleWithdraws(t *testing.T) {
 	if _, err := l.WaitRoute(ctx, vip4, via, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
+	return l, vip4, via
+}
+
+// TestTXBlackHoleWithdraws breaks a node's transmit path while BGP stays up
+// (the XDP program of its switch port removed: the port drops what the
+// node's native XDP sends, the stack's packets still pass): the transmit
+// check and the prober report it, and the node's VIPs leave the router
+// within 3 s; with the program back they return.
+func TestTXBlackHoleWithdraws(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l, vip4, via := announcingNode(ctx, t)
 	st := waitStatus(t, l, 0, "all probes answered", 10*time.Second, probesUp)
 	if !st.GetTxCheck().GetOk() || st.XdpMode != "native" {
 		t.Fatalf("tx check before the break: %v (mode %s)", st.GetTxCheck(), st.XdpMode)
@@ -184,26 +193,9 @@ func TestModeOnVethWithoutPeerXDP(t *testing.T) {
 // probes go unanswered, the node withdraws within 3 s, and announces
 // again once the backends decapsulate again.
 func TestProberWithdrawsWhenNothingAnswers(t *testing.T) {
-	testenv.RequireRoot(t)
-	testenv.RequireCommands(t, "nsenter", "ip", "bird", "birdc")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	l := newLab(ctx, t, lab.Config{Backends: 2, Routing: lab.RouteNone})
-	if _, err := l.StartBIRD(ctx, lab.BIRDOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := l.WriteXLBDConfig(0, lab.XLBDOptions{BGP: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.StartXLBD(ctx, 0, cfg); err != nil {
-		t.Fatal(err)
-	}
-	vip4 := netip.PrefixFrom(l.VIP4(), 32)
-	via := l.NodeNextHops(vip4.Addr(), 0)
-	if _, err := l.WaitRoute(ctx, vip4, via, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	l, vip4, via := announcingNode(ctx, t)
 	waitStatus(t, l, 0, "all probes answered", 10*time.Second, probesUp)
 	if err := l.DetachDecap(ctx); err != nil {
 		t.Fatal(err)
