@@ -30,6 +30,11 @@
 // program on a veth sees the packet anyway; this keeps the lab independent
 // of that).
 //
+// Lab.SetPortXDP removes a port's program (and attaches it again): the
+// node's native XDP_TX frames are then dropped while its stack's packets
+// pass, the black hole xlbd's transmit check and prober must notice.
+// StartXLBD runs xlbd with its blackbox prober every ProbeInterval.
+//
 // With Config.Routing RouteNone the router has no VIP routes of its own:
 // StartBIRD runs BIRD 2 there, peering by eBGP with every node (router AS
 // 65000, nodes AS 65001, an IPv4 and an IPv6 session per node, hold time

@@ -150,13 +150,9 @@ func (l *Lab) birdState(prefix netip.Prefix) string {
 // delivered; its peers notice only by their timers (a BGP hold timer, a
 // TCP retransmission timeout).
 func (l *Lab) SetLinkUp(h *Host, up bool) error {
-	sw, err := l.Switch.netlink()
+	sw, port, err := l.switchPort(h)
 	if err != nil {
 		return err
-	}
-	port, err := sw.LinkByName(h.Short)
-	if err != nil {
-		return fmt.Errorf("switch port %s in %s: %w", h.Short, l.Switch.Name, err)
 	}
 	if up {
 		err = sw.LinkSetUp(port)

@@ -272,18 +272,23 @@ func (l *Lab) StartXLBD(ctx context.Context, i int, config string) (*Daemon, err
 	if err != nil {
 		return nil, err
 	}
-	return l.StartXLBDBinary(ctx, i, config, bin)
+	return l.StartXLBDBinary(ctx, i, config, bin, "--probe-interval", ProbeInterval.String())
 }
 
+// ProbeInterval is the interval of the blackbox prober of the daemons
+// StartXLBD starts (xlbd --probe-interval).
+var ProbeInterval = time.Second
+
 // StartXLBDBinary is StartXLBD with another xlbd binary (an upgrade test's
-// other build). The node's cleanup uses the binary its first daemon ran.
-func (l *Lab) StartXLBDBinary(ctx context.Context, i int, config, bin string) (*Daemon, error) {
+// other build) and its own extra flags (StartXLBD's prober flag is not
+// passed). The node's cleanup uses the binary its first daemon ran.
+func (l *Lab) StartXLBDBinary(ctx context.Context, i int, config, bin string, flags ...string) (*Daemon, error) {
 	abs, err := filepath.Abs(config)
 	if err != nil {
 		return nil, err
 	}
 	// Every node has its own API socket: the file system is shared.
-	return l.startXLBD(ctx, i, l.NodeName(i), abs, bin, "--api-socket", l.APISocket(i))
+	return l.startXLBD(ctx, i, l.NodeName(i), abs, bin, append([]string{"--api-socket", l.APISocket(i)}, flags...)...)
 }
 
 // StartXLBDInstance starts `xlbd --config config`, nothing more, in node
@@ -313,7 +318,7 @@ func (l *Lab) startXLBD(ctx context.Context, i int, name, abs, bin string, flags
 	// The cleanup runs with a copy of the config as it was at start: tests
 	// overwrite the file with broken configs to check that reloads reject
 	// them.
-	snapshot := filepath.Join(l.Dir, "xlbd-"+name+"-started.yaml")
+	snapshot := filepath.Join(l.Dir, "xlbd-"+strings.TrimPrefix(name, l.Prefix)+"-started.yaml")
 	if b, err := os.ReadFile(abs); err == nil {
 		if err := os.WriteFile(snapshot, b, 0o644); err != nil {
 			return nil, fmt.Errorf("keep a copy of the xlbd config: %w", err)

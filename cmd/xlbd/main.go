@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/xlbproject/xlb/internal/api"
 	"github.com/xlbproject/xlb/internal/bgp"
@@ -22,6 +23,7 @@ import (
 	"github.com/xlbproject/xlb/internal/controller"
 	"github.com/xlbproject/xlb/internal/datapath"
 	xmetrics "github.com/xlbproject/xlb/internal/metrics"
+	"github.com/xlbproject/xlb/internal/prober"
 )
 
 // Data plane capacities: VIPs, and (service, backend) pairs (the largest
@@ -47,6 +49,7 @@ func main() {
 		tlsKey   = flag.String("tls-key", "", "server key for --api-tcp")
 		tlsCA    = flag.String("tls-client-ca", "", "CA that signs client certificates for --api-tcp")
 		metrics  = flag.String("metrics-addr", "", "Prometheus /metrics and /healthz HTTP address, \"\" or \"off\" to disable (default node.metrics_addr, else "+xmetrics.DefaultAddr+")")
+		probe    = flag.Duration("probe-interval", 0, "run the blackbox prober: every interval, a real probe to each VIP through the forwarder and the interface, answered by a backend; a node whose probes all go unanswered withdraws its VIPs (0: off)")
 		discard  = flag.Bool("discard-conntrack", false, "if the pinned connection table does not fit this build or node.conntrack_entries, start with an empty one (tracked connections are re-balanced) instead of refusing")
 	)
 	flag.Parse()
@@ -88,7 +91,7 @@ func main() {
 		log.Info("forwarder detached and pins removed", "pin_dir", *pinDir)
 		return
 	}
-	srv := serveOpts{tcp: *apiTCP, tls: api.TLSFiles{Cert: *tlsCert, Key: *tlsKey, CA: *tlsCA}, discardCT: *discard}
+	srv := serveOpts{tcp: *apiTCP, tls: api.TLSFiles{Cert: *tlsCert, Key: *tlsKey, CA: *tlsCA}, discardCT: *discard, probe: *probe}
 	srv.socket, srv.metrics, srv.metricsDefault = endpoints(cfg.Node, flagValue("api-socket", *apiSock), flagValue("metrics-addr", *metrics))
 	if err := run(log, cfg, *cfgPath, *pinDir, srv); err != nil {
 		log.Error("xlbd stopped", "error", err)
@@ -117,6 +120,7 @@ type serveOpts struct {
 	// second instance finding it taken starts without metrics.
 	metricsDefault bool
 	discardCT      bool
+	probe          time.Duration // prober interval; 0: no prober
 }
 
 func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts) error {
@@ -155,7 +159,7 @@ func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts
 		return err
 	}
 	defer closeRings()
-	ctl, speaker, err := newController(log, cfg, path, dp, m)
+	ctl, speaker, err := newController(log, cfg, path, dp, m, so.probe)
 	if err != nil {
 		return err
 	}
@@ -214,11 +218,14 @@ func startRings(ctx context.Context, log *slog.Logger, dp *datapath.Datapath, no
 }
 
 // newController makes the controller and, with a bgp section, its speaker.
-func newController(log *slog.Logger, cfg *config.Config, path string, dp *datapath.Datapath, m *xmetrics.Metrics) (*controller.Controller, *bgp.Speaker, error) {
+func newController(log *slog.Logger, cfg *config.Config, path string, dp *datapath.Datapath, m *xmetrics.Metrics, probe time.Duration) (*controller.Controller, *bgp.Speaker, error) {
 	lim := controller.Limits{MaxServices: maxServices, MaxReals: maxReals}
 	copts := controller.Options{Path: path, Limits: lim, Log: log, OnCommit: func(e controller.CommitEvent) {
 		m.ObserveCommit(xmetrics.Commit{Trigger: e.Trigger, Plan: e.Plan, Apply: e.Apply, Err: e.Err})
 	}}
+	if probe > 0 {
+		copts.Prober = prober.New(prober.Options{Send: dp.SendProbe, Src4: cfg.Node.Address, Src6: cfg.Node.Address6, Interval: probe, Log: log})
+	}
 	var speaker *bgp.Speaker
 	if cfg.BGP != nil {
 		var err error

@@ -109,6 +109,31 @@ type StatusInfo struct {
 	// MetricsAddr is where metrics are served ("" for nowhere, and then
 	// MetricsNote says why).
 	MetricsAddr, MetricsNote string
+	TX                       TXCheck
+	Prober                   ProberStatus
+}
+
+// TXCheck is the self-check's transmit check: does the interface deliver
+// what the forwarder sends?
+type TXCheck struct {
+	OK     bool
+	Detail string // the problem when !OK; when OK, what could not be checked
+}
+
+// ProberStatus is the blackbox prober's last round.
+type ProberStatus struct {
+	Enabled bool
+	OK      bool // false: no VIP answered for several rounds (VIPs withdrawn)
+	Probes  []Probe
+}
+
+// Probe is the last probe of one VIP.
+type Probe struct {
+	VIP       string // address:port/protocol
+	Up        bool
+	Latency   time.Duration
+	Error     string
+	CheckedAt time.Time
 }
 
 // SelfCheck is the forwarder's last self-check.

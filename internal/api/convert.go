@@ -45,12 +45,22 @@ func statusToPB(s StatusInfo) *pb.StatusResponse {
 		Conntrack:   &pb.ConntrackOccupancy{Capacity: s.Conntrack.Capacity, InUse: s.Conntrack.InUse},
 		Overrides:   uint32(s.Overrides),
 		MetricsAddr: s.MetricsAddr, MetricsNote: s.MetricsNote,
+		TxCheck: &pb.TXCheck{Ok: s.TX.OK, Detail: s.TX.Detail},
+		Prober:  proberToPB(s.Prober),
 	}
 	for _, b := range s.BGP {
 		r.BgpSessions = append(r.BgpSessions, &pb.BGPSession{
 			Peer: addr(b.Peer), Asn: b.ASN, State: b.State, Uptime: dur(b.Uptime),
 			Advertised: b.Advertised, Received: b.Received, GracefulRestart: b.GracefulRestart,
 		})
+	}
+	return r
+}
+
+func proberToPB(s ProberStatus) *pb.Prober {
+	r := &pb.Prober{Enabled: s.Enabled, Ok: s.OK}
+	for _, p := range s.Probes {
+		r.Probes = append(r.Probes, &pb.Probe{Vip: p.VIP, Up: p.Up, Latency: dur(p.Latency), Error: p.Error, CheckedAt: ts(p.CheckedAt)})
 	}
 	return r
 }

@@ -273,7 +273,8 @@ func (e Encap) String() string {
 type XDPMode uint8
 
 const (
-	// XDPModeAuto tries native (driver) mode and falls back to generic.
+	// XDPModeAuto uses native (driver) mode when the device delivers what
+	// native XDP transmits, else generic.
 	XDPModeAuto XDPMode = iota
 	// XDPModeNative requires driver support.
 	XDPModeNative

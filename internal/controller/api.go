@@ -178,6 +178,8 @@ func (a *API) Status(ctx context.Context) (api.StatusInfo, error) {
 				Services: len(c.state.Services), Backends: c.state.Reals.Len()},
 			Conntrack:   api.ConntrackOccupancy{Capacity: c.dp.CTCapacity()},
 			MetricsAddr: a.metricsAddr, MetricsNote: a.metricsNote,
+			TX:     api.TXCheck{OK: c.dp.TX().OK, Detail: c.dp.TX().Detail},
+			Prober: c.proberStatus(),
 		}
 		if c.cfg != nil {
 			st.Node = c.cfg.Node.Name

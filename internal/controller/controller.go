@@ -16,6 +16,7 @@ import (
 	"github.com/xlbproject/xlb/internal/config"
 	"github.com/xlbproject/xlb/internal/datapath"
 	"github.com/xlbproject/xlb/internal/health"
+	"github.com/xlbproject/xlb/internal/prober"
 	"github.com/xlbproject/xlb/internal/state"
 )
 
@@ -69,6 +70,7 @@ type Controller struct {
 	info      runInfo
 	nhGen     uint64 // the last NextHops generation given
 	onCommit  func(CommitEvent)
+	prober    *prober.Prober // nil: no blackbox prober
 }
 
 // runInfo is what the API reports about the running state.
@@ -101,6 +103,9 @@ type Options struct {
 	HealthInitial health.Initial
 	// OnCommit, when set, is told about every commit (metrics).
 	OnCommit func(CommitEvent)
+	// Prober, when set, is run by Run, given the VIPs to probe at every
+	// commit, and part of the self-check's verdict.
+	Prober *prober.Prober
 }
 
 // New returns a controller for dp.
@@ -118,6 +123,7 @@ func New(dp *datapath.Datapath, o Options) *Controller {
 		overrides:   map[overrideKey]*override{},
 		info:        runInfo{startedAt: time.Now(), source: o.Path},
 		onCommit:    o.OnCommit,
+		prober:      o.Prober,
 	}
 	c.restoreOperator()
 	return c
@@ -250,6 +256,7 @@ func (c *Controller) apply(d *config.Desired, what, trigger string) (err error) 
 		return fmt.Errorf("apply: %w", err)
 	}
 	c.desired, c.state = d, pl.State
+	c.setProbeTargets()
 	ps := pl.Stats
 	log := c.log.Info
 	if what == "" {
@@ -333,12 +340,19 @@ const (
 // ends.
 func (c *Controller) Run(ctx context.Context, requests <-chan Request) {
 	go c.mon.Run(ctx)
+	if c.prober != nil {
+		go c.prober.Run(ctx)
+	}
 	neigh := time.NewTicker(NeighbourInterval)
 	defer neigh.Stop()
 	nexthop := time.NewTicker(NextHopInterval)
 	defer nexthop.Stop()
 	self := time.NewTicker(SelfCheckInterval)
 	defer self.Stop()
+	var probed <-chan struct{} // nil without a prober: never ready
+	if c.prober != nil {
+		probed = c.prober.Changes()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -353,6 +367,8 @@ func (c *Controller) Run(ctx context.Context, requests <-chan Request) {
 			}
 			c.healthChanged()
 		case <-self.C:
+			c.selfCheck()
+		case <-probed:
 			c.selfCheck()
 		case <-neigh.C:
 			c.keepNeighbours()
@@ -416,6 +432,9 @@ func (c *Controller) healthChanged() {
 
 func (c *Controller) selfCheck() {
 	err := c.dp.SelfCheck()
+	if err == nil {
+		err = c.proberError()
+	}
 	ok := err == nil
 	c.info.checkedAt = time.Now()
 	if err != nil {

@@ -84,6 +84,8 @@ node        fake
 forwarder   eth0, native XDP, program 42, pinned at /sys/fs/bpf/xlb/fake
 xlbd        test, started 2023-11-14 22:13:20 UTC (5m0s ago)
 self-check  ok (checked 3m20s ago)
+tx check    ok
+prober      off (xlbd --probe-interval)
 node drain  no
 config      /etc/xlb/xlb.yaml, generation 1, committed 2023-11-14 22:14:10 UTC (4m10s ago)
             2 services, 5 backends
@@ -97,6 +99,24 @@ bgp
 	e.fake.Unlock()
 	if out := e.ok("status"); !strings.Contains(out, "self-check  FAILING: probe to 10.0.0.100:80/6: verdict 1 (checked 1s ago): VIPs are withdrawn") {
 		t.Fatalf("failing self-check not shown:\n%s", out)
+	}
+	e.fake.Lock()
+	e.fake.Info.TX = api.TXCheck{OK: false, Detail: "the peer veth sw0 (ifindex 7) of eth0 has no XDP program"}
+	e.fake.Info.Prober = api.ProberStatus{Enabled: true, OK: false, Probes: []api.Probe{
+		{VIP: "10.0.0.100:80/6", Up: true, Latency: 1234 * time.Microsecond, CheckedAt: time.Unix(1700000299, 0)},
+		{VIP: "10.0.0.101:53/17", Error: "no answer from 10.0.0.101:53/17 within 500ms", CheckedAt: time.Unix(1700000299, 0)},
+	}}
+	e.fake.Unlock()
+	out := e.ok("status")
+	for _, want := range []string{
+		"tx check    FAILING: the peer veth sw0 (ifindex 7) of eth0 has no XDP program",
+		"prober      FAILING: no VIP answers its probes: VIPs are withdrawn",
+		"            10.0.0.100:80/6 up, 1.234ms (checked 1s ago)",
+		"            10.0.0.101:53/17 DOWN: no answer from 10.0.0.101:53/17 within 500ms (checked 1s ago)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("status lacks %q:\n%s", want, out)
+		}
 	}
 }
 

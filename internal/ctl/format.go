@@ -131,6 +131,7 @@ func (c *CLI) printStatus(st *pb.StatusResponse) error {
 	if sc.GetOk() && sc.GetLastFailureAt() != nil {
 		fmt.Fprintf(w, "\tlast failure %s: %s\n", c.ago(sc.LastFailureAt), sc.LastError)
 	}
+	c.printDelivery(w, st)
 	if st.Drained {
 		fmt.Fprintf(w, "node drain\tDRAINED: VIPs withdrawn ('xlbctl node undrain' to announce again)\n")
 	} else {
@@ -176,6 +177,40 @@ func (c *CLI) printStatus(st *pb.StatusResponse) error {
 		fmt.Fprintf(w, "  %s\t%d\t%s\t%s\t%d\t%d\t%s\n", s.Peer, s.Asn, s.State, up, s.Advertised, s.Received, yesNo(s.GracefulRestart))
 	}
 	return w.Flush()
+}
+
+// printDelivery prints the transmit check and the prober's probes.
+func (c *CLI) printDelivery(w io.Writer, st *pb.StatusResponse) {
+	if tx := st.GetTxCheck(); tx == nil {
+		fmt.Fprintf(w, "tx check\t-\n")
+	} else if !tx.Ok {
+		fmt.Fprintf(w, "tx check\tFAILING: %s\n", tx.Detail)
+	} else {
+		fmt.Fprintf(w, "tx check\tok%s\n", parenthesized(tx.Detail))
+	}
+	pr := st.GetProber()
+	switch {
+	case !pr.GetEnabled():
+		fmt.Fprintf(w, "prober\toff (xlbd --probe-interval)\n")
+	case pr.Ok:
+		fmt.Fprintf(w, "prober\tok\n")
+	default:
+		fmt.Fprintf(w, "prober\tFAILING: no VIP answers its probes: VIPs are withdrawn\n")
+	}
+	for _, p := range pr.GetProbes() {
+		if p.Up {
+			fmt.Fprintf(w, "\t%s up, %s (checked %s)\n", p.Vip, p.Latency.AsDuration().Round(time.Microsecond), c.ago(p.CheckedAt))
+		} else {
+			fmt.Fprintf(w, "\t%s DOWN: %s (checked %s)\n", p.Vip, p.Error, c.ago(p.CheckedAt))
+		}
+	}
+}
+
+func parenthesized(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
 }
 
 func orDash(s string) string {

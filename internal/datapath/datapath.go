@@ -26,6 +26,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
 
@@ -35,7 +37,8 @@ const BPFFSRoot = "/sys/fs/bpf/xlb"
 // Mode is how the program is attached.
 type Mode string
 
-// Attach modes. ModeAuto tries native XDP first and falls back to generic.
+// Attach modes. ModeAuto tries native XDP first and falls back to generic
+// when native fails or would not deliver (txpeer.go).
 const (
 	ModeAuto    Mode = "auto"
 	ModeNative  Mode = "native"
@@ -92,6 +95,7 @@ type Datapath struct {
 	recreated []string
 	holder    atomic.Pointer[FragHolder]
 	operator  *ebpf.Map // the operator's runtime state (operator.go)
+	tx        txState   // the transmit check (txcheck.go)
 }
 
 func (o *Options) defaults() error {
@@ -213,6 +217,7 @@ func Open(o Options) (*Datapath, error) {
 		d.Close()
 		return nil, err
 	}
+	d.CheckTX() // the status's first answer; primes the counter check
 	if err := d.pinRecreated(); err != nil {
 		d.Close()
 		return nil, err
@@ -295,20 +300,8 @@ func load(o Options) (*Datapath, error) {
 func (d *Datapath) linkPin() string { return filepath.Join(d.opts.PinDir, "link") }
 
 func (d *Datapath) attach() error {
-	l, err := d.pinnedLink()
-	if err != nil {
+	if adopted, err := d.adoptLink(); adopted || err != nil {
 		return err
-	}
-	if l != nil {
-		if err := l.Update(d.objs.XlbForward); err != nil {
-			l.Close()
-			return fmt.Errorf("replace program on pinned link: %w", err)
-		}
-		d.link = l
-		d.mode = d.opts.Mode
-		d.adopted = true
-		d.log.Info("adopted pinned forwarder; program replaced atomically", "interface", d.opts.Interface, "pin", d.opts.PinDir)
-		return nil
 	}
 	try := []Mode{d.opts.Mode}
 	if d.opts.Mode == ModeAuto {
@@ -316,16 +309,9 @@ func (d *Datapath) attach() error {
 	}
 	var errs []error
 	for _, m := range try {
-		flags := link.XDPDriverMode
-		if m == ModeGeneric {
-			flags = link.XDPGenericMode
-		}
-		l, err := link.AttachXDP(link.XDPOptions{Program: d.objs.XlbForward, Interface: d.ifindex, Flags: flags})
+		l, err := d.attachMode(m)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", m, err))
-			if d.opts.Mode == ModeAuto {
-				d.log.Warn("native XDP attach failed; falling back to generic", "interface", d.opts.Interface, "error", err)
-			}
 			continue
 		}
 		if err := l.Pin(d.linkPin()); err != nil {
@@ -376,6 +362,73 @@ func (d *Datapath) pinnedLink() (link.Link, error) {
 		return nil, fmt.Errorf("remove the stale link pin %s: %w", d.linkPin(), err)
 	}
 	return nil, nil
+}
+
+// attachMode attaches the program in mode m. In native mode it checks
+// that the interface delivers what XDP sends (txpeer.go): under
+// xdp_mode auto a device that does not is an error (the caller falls
+// back to generic); under native it is logged as an error and attached.
+func (d *Datapath) attachMode(m Mode) (link.Link, error) {
+	flags := link.XDPDriverMode
+	if m == ModeGeneric {
+		flags = link.XDPGenericMode
+	}
+	l, err := link.AttachXDP(link.XDPOptions{Program: d.objs.XlbForward, Interface: d.ifindex, Flags: flags})
+	if err != nil {
+		if d.opts.Mode == ModeAuto && m == ModeNative {
+			d.log.Warn("native XDP attach failed; falling back to generic", "interface", d.opts.Interface, "error", err)
+		}
+		return nil, err
+	}
+	if m != ModeNative {
+		return l, nil
+	}
+	problem, perr := nativeTXProblem(d.ifindex, d.opts.Interface)
+	switch {
+	case perr != nil:
+		d.log.Warn("cannot verify that native XDP delivers; the self-check watches the transmit counters", "interface", d.opts.Interface, "error", perr)
+	case problem != "" && d.opts.Mode == ModeAuto:
+		l.Close()
+		d.log.Warn("native XDP would not deliver; falling back to generic", "interface", d.opts.Interface, "problem", problem)
+		return nil, errors.New(problem)
+	case problem != "":
+		d.log.Error("xdp_mode native on an interface that does not deliver what XDP sends: every forwarded packet is lost, the self-check fails and the VIPs stay withdrawn", "interface", d.opts.Interface, "problem", problem)
+	}
+	return l, nil
+}
+
+// adoptLink takes over a pinned link (a restart): the program is
+// replaced atomically, the attach mode read back from the interface.
+func (d *Datapath) adoptLink() (bool, error) {
+	l, err := d.pinnedLink()
+	if err != nil || l == nil {
+		return err != nil, err
+	}
+	if err := l.Update(d.objs.XlbForward); err != nil {
+		l.Close()
+		return true, fmt.Errorf("replace program on pinned link: %w", err)
+	}
+	d.link = l
+	d.mode = attachedMode(d.ifindex, d.opts.Mode)
+	d.adopted = true
+	d.log.Info("adopted pinned forwarder; program replaced atomically", "interface", d.opts.Interface, "mode", d.mode, "pin", d.opts.PinDir)
+	return true, nil
+}
+
+// attachedMode reads how the interface's XDP program is attached;
+// requested when the kernel does not say.
+func attachedMode(ifindex int, requested Mode) Mode {
+	l, err := netlink.LinkByIndex(ifindex)
+	if err != nil || l.Attrs().Xdp == nil {
+		return requested
+	}
+	switch l.Attrs().Xdp.AttachMode {
+	case nl.XDP_ATTACHED_DRV:
+		return ModeNative
+	case nl.XDP_ATTACHED_SKB:
+		return ModeGeneric
+	}
+	return requested
 }
 
 // Mode reports how the program is attached (for an adopted link, the

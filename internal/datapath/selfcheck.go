@@ -37,6 +37,16 @@ var ErrSelfCheck = errors.New("forwarder self-check failed")
 // packet to a VIP is tracked and counted like any other). It returns the
 // verdict and the frame as the program left it.
 func (d *Datapath) RunPacket(frame []byte) (uint32, []byte, error) {
+	ret, out, err := d.testRun(frame)
+	if err == nil && ret == XDPTX {
+		d.tx.dryTX.Add(1) // counted in forward_tx, never sent
+	}
+	return ret, out, err
+}
+
+// testRun runs frame through the program (BPF_PROG_TEST_RUN) with the
+// attach interface as ingress.
+func (d *Datapath) testRun(frame []byte) (uint32, []byte, error) {
 	out := make([]byte, len(frame)+256)
 	ctx := xdpMD{DataEnd: uint32(len(frame)), IngressIfindex: uint32(d.ifindex)}
 	opts := &ebpf.RunOptions{Data: frame, DataOut: out, Context: ctx, Repeat: 1}
@@ -48,7 +58,8 @@ func (d *Datapath) RunPacket(frame []byte) (uint32, []byte, error) {
 }
 
 // SelfCheck verifies the live data plane (docs/DESIGN.md, Self-check): the pinned link
-// still attaches this program to the interface, and a probe packet run
+// still attaches this program to the interface, the interface delivers
+// what the program transmits (CheckTX), and a probe packet run
 // through the program gets the expected verdict: for a VIP (one per call,
 // in turn), an encapsulated packet toward an active backend of that
 // service; without VIPs, XDP_PASS for a packet to no VIP. Probes come from
@@ -59,6 +70,9 @@ func (d *Datapath) RunPacket(frame []byte) (uint32, []byte, error) {
 // real counters.
 func (d *Datapath) SelfCheck() error {
 	if err := d.checkLink(); err != nil {
+		return err
+	}
+	if err := d.txError(); err != nil {
 		return err
 	}
 	return d.probe()

@@ -34,6 +34,22 @@ func inNewNetns(t *testing.T, fn func()) {
 	fn()
 }
 
+// openOnTestPins opens (attaches) a datapath on iface in mode, pinned in
+// a private directory: loaded once to get the directory (removed at
+// cleanup), then Open adopts those pinned maps and attaches.
+func openOnTestPins(t *testing.T, iface string, mode Mode) (*Datapath, Options) {
+	t.Helper()
+	d := newTestDatapath(t, Options{Interface: iface})
+	d.Close()
+	o := d.opts
+	o.Mode = mode
+	dp, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dp, o
+}
+
 // TestOpenSelfCheck attaches to a veth in a fresh netns, checks that the
 // self-check passes with a probe forwarded through the FIB, and fails once
 // the link is detached.
@@ -48,21 +64,14 @@ func TestOpenSelfCheck(t *testing.T) {
 		peer, _ := netlink.LinkByName("xlbt1")
 		netlink.LinkSetUp(link)
 		netlink.LinkSetUp(peer)
+		attachPassXDP(t, peer) // without it native XDP_TX frames are dropped: auto would pick generic
 		addr, _ := netlink.ParseAddr("10.0.0.11/24")
 		netlink.AddrAdd(link, addr)
 		if err := netlink.NeighSet(&netlink.Neigh{LinkIndex: link.Attrs().Index, IP: net.ParseIP("10.0.0.101"),
 			HardwareAddr: net.HardwareAddr{2, 0, 0, 0, 0, 0x65}, State: netlink.NUD_PERMANENT, Family: netlink.FAMILY_V4}); err != nil {
 			t.Fatal(err)
 		}
-		// Load once to get a private pin dir (removed at cleanup), then
-		// Open adopts those pinned maps and attaches.
-		d := newTestDatapath(t, Options{Interface: "xlbt0"})
-		d.Close()
-		o := d.opts
-		dp, err := Open(o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		dp, o := openOnTestPins(t, "xlbt0", ModeAuto)
 		defer func() { dp.Close(); Cleanup(o.PinDir) }()
 		if dp.Mode() != ModeNative {
 			t.Fatalf("veth: mode %s, want native", dp.Mode())
@@ -104,7 +113,7 @@ func TestOpenSelfCheck(t *testing.T) {
 		if err := dp.link.Detach(); err != nil {
 			t.Fatal(err)
 		}
-		err = dp.SelfCheck()
+		err := dp.SelfCheck()
 		if !errors.Is(err, ErrSelfCheck) || !strings.Contains(err.Error(), "no longer attached") {
 			t.Fatalf("self-check after detach: %v", err)
 		}

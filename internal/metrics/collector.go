@@ -35,6 +35,9 @@ var (
 
 	dSelfCheckOK   = desc("xlb_selfcheck_ok", "1 while the forwarder's last self-check passed (program attached, probe forwarded), else 0.")
 	dSelfCheckTime = desc("xlb_selfcheck_last_timestamp_seconds", "When the forwarder's self-check last ran (Unix time).")
+	dTXOK          = desc("xlb_tx_check_ok", "1 while the interface delivers what the forwarder transmits (transmit check of the self-check), else 0.")
+	dProbeUp       = desc("xlb_probe_up", "1 while the blackbox prober's last probe of the VIP was answered, else 0.", "vip")
+	dProbeLatency  = desc("xlb_probe_latency_seconds", "Round trip of the VIP's last answered blackbox probe (node -> forwarder -> backend -> node).", "vip")
 	dDrained       = desc("xlb_node_drained", "1 while the node is drained (BGP graceful shutdown, VIPs withdrawn), else 0.")
 	dGeneration    = desc("xlb_config_generation", "Successful config commits since xlbd started.")
 	dCommitTime    = desc("xlb_config_last_commit_timestamp_seconds", "When the running config was committed (Unix time).")
@@ -82,7 +85,7 @@ var bgpStates = []string{"idle", "connect", "active", "opensent", "openconfirm",
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		dInfo, dSelfCheckOK, dSelfCheckTime, dDrained, dGeneration, dCommitTime, dCfgServices, dCfgBackends,
+		dInfo, dSelfCheckOK, dSelfCheckTime, dTXOK, dProbeUp, dProbeLatency, dDrained, dGeneration, dCommitTime, dCfgServices, dCfgBackends,
 		dOverrides, dCTCapacity, dCTEntries, dBGPUp, dBGPState, dBGPUptime, dBGPAdvertis,
 		dPassed, dDropped, dForwarded, dCTLookups, dEvents, dFragments,
 		dSvcPackets, dSvcBytes, dSvcNewFlows, dSvcUp, dSvcTable,
@@ -136,6 +139,13 @@ func collectStatus(ch chan<- prometheus.Metric, st api.StatusInfo) {
 	ch <- gauge(dSelfCheckOK, b2f(st.SelfCheck.OK))
 	if !st.SelfCheck.CheckedAt.IsZero() {
 		ch <- gauge(dSelfCheckTime, unix(st.SelfCheck.CheckedAt))
+	}
+	ch <- gauge(dTXOK, b2f(st.TX.OK))
+	for _, p := range st.Prober.Probes {
+		ch <- gauge(dProbeUp, b2f(p.Up), p.VIP)
+		if p.Up {
+			ch <- gauge(dProbeLatency, p.Latency.Seconds(), p.VIP)
+		}
 	}
 	ch <- gauge(dDrained, b2f(st.Drained))
 	ch <- gauge(dGeneration, float64(st.Config.Generation))

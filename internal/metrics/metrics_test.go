@@ -148,11 +148,7 @@ func TestScrapeEqualsSource(t *testing.T) {
 		}
 	}
 
-	for _, tc := range []struct {
-		name   string
-		labels []string
-		want   float64
-	}{
+	checkGauges(t, fams, []gaugeWant{
 		{"xlb_selfcheck_ok", nil, 1},
 		{"xlb_node_drained", nil, 0},
 		{"xlb_conntrack_capacity_entries", nil, 1 << 20},
@@ -168,11 +164,7 @@ func TestScrapeEqualsSource(t *testing.T) {
 		{"xlb_service_up", []string{"service=web"}, 1},
 		{"xlb_service_table_size", []string{"service=dns"}, 251},
 		{"xlb_info", []string{"interface=eth0", "node=fake", "version=test", "xdp_mode=native"}, 1},
-	} {
-		if got := value(t, fams, tc.name, G, tc.labels...); got != tc.want {
-			t.Errorf("%s{%v} = %v, want %v", tc.name, tc.labels, got, tc.want)
-		}
-	}
+	})
 	for name := range fams {
 		if !strings.HasPrefix(name, "xlb_") && !strings.HasPrefix(name, "go_") && !strings.HasPrefix(name, "process_") {
 			t.Errorf("metric %s lacks the xlb_ prefix", name)
@@ -203,6 +195,44 @@ func TestScrapeFollowsChanges(t *testing.T) {
 	}
 	if v := value(t, fams, "xlb_selfcheck_ok", G); v != 0 {
 		t.Errorf("selfcheck %v", v)
+	}
+}
+
+// TestDeliveryMetrics: the transmit check and the prober's probes.
+func TestDeliveryMetrics(t *testing.T) {
+	fake := apitest.New()
+	m := New(fake, Options{Log: quiet})
+	if v := value(t, scrape(t, m.Handler()), "xlb_tx_check_ok", G); v != 1 {
+		t.Errorf("tx check ok %v, want 1", v)
+	}
+	fake.Lock()
+	fake.Info.TX = api.TXCheck{OK: false, Detail: "peer has no XDP program"}
+	fake.Info.Prober = api.ProberStatus{Enabled: true, Probes: []api.Probe{
+		{VIP: "10.0.0.100:80/6", Up: true, Latency: 1500 * time.Microsecond},
+		{VIP: "10.0.0.101:53/17", Error: "no answer"},
+	}}
+	fake.Unlock()
+	checkGauges(t, scrape(t, m.Handler()), []gaugeWant{
+		{"xlb_tx_check_ok", nil, 0},
+		{"xlb_probe_up", []string{"vip=10.0.0.100:80/6"}, 1},
+		{"xlb_probe_up", []string{"vip=10.0.0.101:53/17"}, 0},
+		{"xlb_probe_latency_seconds", []string{"vip=10.0.0.100:80/6"}, 0.0015},
+	})
+}
+
+// gaugeWant is a gauge's expected value.
+type gaugeWant struct {
+	name   string
+	labels []string
+	want   float64
+}
+
+func checkGauges(t *testing.T, fams map[string]*dto.MetricFamily, wants []gaugeWant) {
+	t.Helper()
+	for _, tc := range wants {
+		if got := value(t, fams, tc.name, G, tc.labels...); got != tc.want {
+			t.Errorf("%s{%v} = %v, want %v", tc.name, tc.labels, got, tc.want)
+		}
 	}
 }
 

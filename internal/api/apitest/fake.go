@@ -74,6 +74,7 @@ func New() *Fake {
 			Node: "fake", Interface: "eth0", XDPMode: "native", ProgramID: 42, PinDir: "/sys/fs/bpf/xlb/fake",
 			Version: "test", StartedAt: time.Unix(1700000000, 0).UTC(),
 			SelfCheck: api.SelfCheck{OK: true, CheckedAt: time.Unix(1700000100, 0).UTC()},
+			TX:        api.TXCheck{OK: true},
 			BGP: []api.BGPSession{{Peer: netip.MustParseAddr("10.0.0.254"), ASN: 65000, State: "established",
 				Uptime: 90 * time.Second, Advertised: 2, GracefulRestart: true}},
 			Config:    api.ConfigInfo{Source: "/etc/xlb/xlb.yaml", CommittedAt: time.Unix(1700000050, 0).UTC(), Generation: 1},
