@@ -32,3 +32,15 @@ static __always_inline __u16 csum_ipv4_words(__u32 w0, __u32 w1, __u32 w2, __u32
 {
 	return csum_fold64((__u64)w0 + w1 + w2 + w3 + w4);
 }
+
+/* csum_replace16: checksum check after a 16-bit word changed from old to
+ * new (all three as loaded from memory). RFC 1624 eqn. 3, except that a
+ * result of 0x0000 is written as 0xffff (the other zero): eqn. 3 yields
+ * 0x0000 also when the data sum to 0 (an all-zero echo reply), where only
+ * 0xffff verifies; 0xffff verifies whenever 0x0000 does. */
+static __always_inline __u16 csum_replace16(__u16 check, __u16 old, __u16 new)
+{
+	__u16 c = csum_fold((__u32)(__u16)~check + (__u16)~old + new);
+
+	return c ? c : 0xffff;
+}

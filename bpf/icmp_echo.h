@@ -22,18 +22,6 @@
 #include "types.h"
 #include "ratelimit.h"
 
-/* csum_replace16: checksum check after a 16-bit word changed from old to
- * new (all three as loaded from memory). RFC 1624 eqn. 3, except that a
- * result of 0x0000 is written as 0xffff (the other zero): eqn. 3 yields
- * 0x0000 also when the data sum to 0 (an all-zero echo reply), where only
- * 0xffff verifies; 0xffff verifies whenever 0x0000 does. */
-static __always_inline __u16 csum_replace16(__u16 check, __u16 old, __u16 new)
-{
-	__u16 c = csum_fold((__u32)(__u16)~check + (__u16)~old + new);
-
-	return c ? c : 0xffff;
-}
-
 /* icmp_echo_reply rewrites the echo request p in place into its reply.
  * Returns 0, or -1 if the headers are not where parsing left them. */
 static __always_inline int icmp_echo_reply(struct xdp_md *ctx, const struct pkt *p)

@@ -146,8 +146,12 @@ static __always_inline struct real_info *ct_usable(__u64 e, __u64 tag, __u64 now
 		return NULL;
 	if (((now - e) & XLB_CT_TIME_MASK) > ct_timeout(n, p, state))
 		return NULL;
-	/* A SYN on a closed flow starts a new connection: choose afresh. */
-	if (state == XLB_CT_CLOSING && p->proto == IPPROTO_TCP &&
+	/* A SYN (no ACK) on a flow past its handshake starts a new connection
+	 * on a reused 5-tuple: choose afresh, so it follows the table (a
+	 * drained or removed backend takes no new connection). The old
+	 * connection's end may have been seen on another CPU only, leaving
+	 * this CPU's entry established. */
+	if (state != XLB_CT_SYN && p->proto == IPPROTO_TCP &&
 	    (p->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN)
 		return NULL;
 	r = bpf_map_lookup_elem(&xlb_reals, &rid);

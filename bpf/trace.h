@@ -15,6 +15,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "consts.h"
+#include "csum.h"
 #include "maps.h"
 #include "parse.h"
 #include "select.h"
@@ -87,21 +88,32 @@ static __always_inline int trace_is_probe(struct xdp_md *ctx, const struct node_
  * xlb_probe_ct) in the id field of its marker at frame offset off (from
  * trace_marker_off, before any header is pushed): the caller of the test
  * run reads what this run did from the frame it gets back, whatever other
- * packets other CPUs forward meanwhile. Probes come only from the control
- * plane's test runs (the cookie is its secret), never from the wire, so the
- * payload's checksum is not kept. */
-static __always_inline void trace_probe_answer(struct xdp_md *ctx, __u32 off, __u32 ct, int reason)
+ * packets other CPUs forward meanwhile. The TCP or UDP checksum is updated
+ * for the new id (a UDP checksum of 0, none, stays 0), so a probe sent on
+ * by a live run (the blackbox prober) still reaches its backend's socket. */
+static __always_inline void trace_probe_answer(struct xdp_md *ctx, const struct pkt *p, __u32 off,
+					       __u32 ct, int reason)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
+	__u32 coff = p->l4_off + (p->proto == IPPROTO_TCP ? 16 : 6);
 	struct trace_marker *m;
+	__u32 old, id;
+	__u16 *check;
 
-	if (off > TRACE_MAX_OFF + 64)
+	if (off > TRACE_MAX_OFF + 64 || coff > TRACE_MAX_OFF + 64)
 		return;
 	m = data + off;
-	if ((void *)(m + 1) > data_end)
+	check = data + coff;
+	if ((void *)(m + 1) > data_end || (void *)(check + 1) > data_end)
 		return;
-	m->id = bpf_htonl((__u32)TRACE_PROBE_ANSWERED << 24 | (ct & 0xff) << 16 | (reason & 0xffff));
+	old = m->id;
+	id = bpf_htonl((__u32)TRACE_PROBE_ANSWERED << 24 | (ct & 0xff) << 16 | (reason & 0xffff));
+	m->id = id;
+	if (p->proto == IPPROTO_UDP && !*check)
+		return;
+	*check = csum_replace16(csum_replace16(*check, (__u16)old, (__u16)id), (__u16)(old >> 16),
+				(__u16)(id >> 16));
 }
 
 /* trace_info packs a traced packet's fate for xlb_trace: the XDP verdict,

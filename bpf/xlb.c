@@ -234,7 +234,7 @@ __attribute__((noinline)) int xlb_probe(struct xdp_md *ctx, const struct pkt *p)
 	}
 	h = select_flow_hash(p);
 	rc = select_backend(p, v, n, h, &sel, false);
-	trace_probe_answer(ctx, trace_marker_off(ctx, p, 0), sel.ct, rc);
+	trace_probe_answer(ctx, p, trace_marker_off(ctx, p, 0), sel.ct, rc);
 	if (rc) {
 		stats_count(rc);
 		return XDP_DROP;
