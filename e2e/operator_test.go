@@ -51,10 +51,13 @@ func newFlows(ctx context.Context, l *lab.Lab, target netip.AddrPort, stop <-cha
 // had go on unbroken; a node drain survives a restart too (the VIP route
 // stays withdrawn until undrain).
 //
-// Not in the default run: in 1 of 5 runs, 1 of ~17,000 new connections
-// reached the drained backend, and the cause is not found yet (the drain,
-// the restored override and the tables were checked). Run it with
-// XLB_E2E_OPERATOR_RESTARTS=1.
+//
+// Not in the default run yet: in 1 of 5 runs, 1 of ~17,000 new connections
+// reached the drained backend. The likely cause, a SYN on a reused 5-tuple
+// hitting an entry left established on one CPU while another CPU saw the
+// old connection's end, is fixed (such a SYN is scheduled afresh, ct_usable
+// in bpf/select.h); it goes back in the default run once a series of runs
+// confirms it. Run it with XLB_E2E_OPERATOR_RESTARTS=1.
 func TestOperatorStateSurvivesRestarts(t *testing.T) {
 	if os.Getenv("XLB_E2E_OPERATOR_RESTARTS") == "" {
 		t.Skip("a known, unexplained rare new flow to the drained backend; set XLB_E2E_OPERATOR_RESTARTS=1 to run")
