@@ -85,6 +85,7 @@ func announcingNode(ctx context.Context, t *testing.T) (*lab.Lab, netip.Prefix, 
 // check and the prober report it, and the node's VIPs leave the router
 // within 3 s; with the program back they return.
 func TestTXBlackHoleWithdraws(t *testing.T) {
+	proberOn(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	l, vip4, via := announcingNode(ctx, t)
@@ -135,6 +136,7 @@ func TestTXBlackHoleWithdraws(t *testing.T) {
 // and the prober pass and HTTP through the VIP works. xdp_mode native
 // starts but reports the problem (self-check and transmit check failing).
 func TestModeOnVethWithoutPeerXDP(t *testing.T) {
+	proberOn(t)
 	testenv.RequireRoot(t)
 	testenv.RequireCommands(t, "nsenter", "ip")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -193,6 +195,7 @@ func TestModeOnVethWithoutPeerXDP(t *testing.T) {
 // probes go unanswered, the node withdraws within 3 s, and announces
 // again once the backends decapsulate again.
 func TestProberWithdrawsWhenNothingAnswers(t *testing.T) {
+	proberOn(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	l, vip4, via := announcingNode(ctx, t)
@@ -251,4 +254,12 @@ func mustBinary(t *testing.T, l *lab.Lab, name string) string {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// proberOn runs the daemons the test starts with the blackbox prober every
+// second (lab.ProbeInterval).
+func proberOn(t *testing.T) {
+	old := lab.ProbeInterval
+	lab.ProbeInterval = time.Second
+	t.Cleanup(func() { lab.ProbeInterval = old })
 }

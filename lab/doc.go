@@ -33,7 +33,8 @@
 // Lab.SetPortXDP removes a port's program (and attaches it again): the
 // node's native XDP_TX frames are then dropped while its stack's packets
 // pass, the black hole xlbd's transmit check and prober must notice.
-// StartXLBD runs xlbd with its blackbox prober every ProbeInterval.
+// StartXLBD runs xlbd with its blackbox prober every ProbeInterval (off
+// unless set: xlb-lab and the prober's tests set it).
 //
 // With Config.Routing RouteNone the router has no VIP routes of its own:
 // StartBIRD runs BIRD 2 there, peering by eBGP with every node (router AS

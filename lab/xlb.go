@@ -272,12 +272,20 @@ func (l *Lab) StartXLBD(ctx context.Context, i int, config string) (*Daemon, err
 	if err != nil {
 		return nil, err
 	}
-	return l.StartXLBDBinary(ctx, i, config, bin, "--probe-interval", ProbeInterval.String())
+	var flags []string
+	if ProbeInterval > 0 {
+		flags = []string{"--probe-interval", ProbeInterval.String()}
+	}
+	return l.StartXLBDBinary(ctx, i, config, bin, flags...)
 }
 
 // ProbeInterval is the interval of the blackbox prober of the daemons
-// StartXLBD starts (xlbd --probe-interval).
-var ProbeInterval = time.Second
+// StartXLBD starts (xlbd --probe-interval); 0, the default for tests, runs
+// none: its probes are real datagrams and connections to the backends'
+// servers, which tests that count what those servers receive would see.
+// xlb-lab sets it (the prober is on in the lab it builds), and so do the
+// tests of the prober.
+var ProbeInterval time.Duration
 
 // StartXLBDBinary is StartXLBD with another xlbd binary (an upgrade test's
 // other build) and its own extra flags (StartXLBD's prober flag is not

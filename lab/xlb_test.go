@@ -121,10 +121,10 @@ func TestXLBProcesses(t *testing.T) {
 	want := []string{
 		fmt.Sprintf("xlb-decap attach eth0 %s", b1NS),
 		fmt.Sprintf("xlb-decap attach eth0 %s", b2NS),
-		fmt.Sprintf("xlbd --config %s --api-socket %s --probe-interval 1s %s", cfg, sock, nodeNS),
+		fmt.Sprintf("xlbd --config %s --api-socket %s %s", cfg, sock, nodeNS),
 		"reload",
 		"term",
-		fmt.Sprintf("xlbd --config %s --api-socket %s --probe-interval 1s %s", cfg, sock, nodeNS),
+		fmt.Sprintf("xlbd --config %s --api-socket %s %s", cfg, sock, nodeNS),
 		"term",
 		fmt.Sprintf("xlbd --cleanup --config %s %s", filepath.Join(l.Dir, "xlbd-n1-started.yaml"), nodeNS),
 		fmt.Sprintf("xlb-decap detach eth0 %s", b2NS),

@@ -35,6 +35,8 @@ run "xlb-lab <command> -h" for the flags of a command; needs root.
 `
 
 func main() {
+	// The lab's daemons run the blackbox prober (xlbd --probe-interval).
+	lab.ProbeInterval = time.Second
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout)
 	interrupted := ctx.Err() != nil
