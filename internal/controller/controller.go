@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"reflect"
 	"time"
@@ -189,31 +190,46 @@ func nextHopAddrs(d *config.Desired) []netip.Addr {
 }
 
 // resolveNextHops looks up the next hops of d's addresses, every one
-// (all) or only those not looked up before, and makes c.nexthops the
-// result when it differs. A backend whose neighbour is unresolved gets
-// none: the forwarder falls back to the kernel's FIB.
+// (all: the periodic refresh, which also drops addresses d no longer has)
+// or only those never looked up (a commit: usually none, and then nothing
+// is built), and makes c.nexthops the result when it differs. A backend
+// whose neighbour is unresolved gets none: the forwarder falls back to the
+// kernel's FIB.
 func (c *Controller) resolveNextHops(d *config.Desired, all bool) (changed bool) {
-	addrs := nextHopAddrs(d)
-	next := make(map[netip.Addr]state.NextHop, len(addrs))
-	for _, a := range addrs {
-		nh, known := c.nexthops.ByAddr[a]
-		if all || !known {
-			var err error
-			if nh, err = datapath.LookupNextHop(a); err != nil {
-				c.log.Debug("next hop not resolved", "address", a, "error", err)
-			}
+	lookup := func(a netip.Addr) state.NextHop {
+		nh, err := datapath.LookupNextHop(a)
+		if err != nil {
+			c.log.Debug("next hop not resolved", "address", a, "error", err)
 		}
-		if o, ok := c.nexthops.ByAddr[a]; !ok || o != nh {
-			changed = true
-		}
-		next[a] = nh
+		return nh
 	}
-	if changed || len(next) != len(c.nexthops.ByAddr) {
+	var next map[netip.Addr]state.NextHop
+	if all {
+		addrs := nextHopAddrs(d)
+		next = make(map[netip.Addr]state.NextHop, len(addrs))
+		for _, a := range addrs {
+			next[a] = lookup(a)
+		}
+		changed = !maps.Equal(next, c.nexthops.ByAddr)
+	} else {
+		for _, a := range nextHopAddrs(d) {
+			if _, known := c.nexthops.ByAddr[a]; known {
+				continue
+			}
+			if next == nil {
+				next = maps.Clone(c.nexthops.ByAddr)
+				if next == nil {
+					next = map[netip.Addr]state.NextHop{}
+				}
+			}
+			next[a], changed = lookup(a), true
+		}
+	}
+	if changed {
 		c.nhGen++
 		c.nexthops = NextHops{Gen: c.nhGen, ByAddr: next}
-		return true
 	}
-	return false
+	return changed
 }
 
 // refreshNextHops resolves every next hop again and commits the reals
