@@ -599,6 +599,26 @@ func (d *decoder) config(root *ynode) *Config {
 	return cfg
 }
 
+// uint32Field is an unsigned field of a mapping, decoded into dst when
+// present and at most max.
+type uint32Field struct {
+	key string
+	max uint64
+	dst *uint32
+}
+
+// uint32Fields decodes the present ones of fields from f (at path), in
+// order.
+func (d *decoder) uint32Fields(f fieldSet, path string, fields []uint32Field) {
+	for _, uf := range fields {
+		if v := f.get(uf.key); v != nil {
+			if u, ok := d.uint(v, join(path, uf.key), uf.max); ok {
+				*uf.dst = uint32(u)
+			}
+		}
+	}
+}
+
 func (d *decoder) node(n *ynode) Node {
 	const path = "node"
 	nd := Node{
@@ -621,16 +641,10 @@ func (d *decoder) node(n *ynode) Node {
 	if f == nil {
 		return nd
 	}
-	if v := f.get("flood_syn_rate"); v != nil {
-		if u, ok := d.uint(v, join(path, "flood_syn_rate"), MaxFloodSynRate); ok {
-			nd.FloodSynRate = uint32(u)
-		}
-	}
-	if v := f.get("flood_new_flow_rate"); v != nil {
-		if u, ok := d.uint(v, join(path, "flood_new_flow_rate"), MaxFloodSynRate); ok {
-			nd.FloodNewFlowRate = uint32(u)
-		}
-	}
+	d.uint32Fields(f, path, []uint32Field{
+		{"flood_syn_rate", MaxFloodSynRate, &nd.FloodSynRate},
+		{"flood_new_flow_rate", MaxFloodSynRate, &nd.FloodNewFlowRate},
+	})
 	if v := f.get("fragment_pool"); v != nil {
 		fp := join(path, "fragment_pool")
 		for i, item := range d.seq(v, fp) {
@@ -639,26 +653,12 @@ func (d *decoder) node(n *ynode) Node {
 			}
 		}
 	}
-	if v := f.get("fragment_table_entries"); v != nil {
-		if u, ok := d.uint(v, join(path, "fragment_table_entries"), 1<<32-1); ok {
-			nd.FragmentTableEntries = uint32(u)
-		}
-	}
-	if v := f.get("icmp_echo_rate"); v != nil {
-		if u, ok := d.uint(v, join(path, "icmp_echo_rate"), MaxICMPEchoRate); ok {
-			nd.ICMPEchoRate = uint32(u)
-		}
-	}
-	if v := f.get("icmp_too_big_rate"); v != nil {
-		if u, ok := d.uint(v, join(path, "icmp_too_big_rate"), MaxICMPTooBigRate); ok {
-			nd.ICMPTooBigRate = uint32(u)
-		}
-	}
-	if v := f.get("trace_rate"); v != nil {
-		if u, ok := d.uint(v, join(path, "trace_rate"), MaxTraceRate); ok {
-			nd.TraceRate = uint32(u)
-		}
-	}
+	d.uint32Fields(f, path, []uint32Field{
+		{"fragment_table_entries", 1<<32 - 1, &nd.FragmentTableEntries},
+		{"icmp_echo_rate", MaxICMPEchoRate, &nd.ICMPEchoRate},
+		{"icmp_too_big_rate", MaxICMPTooBigRate, &nd.ICMPTooBigRate},
+		{"trace_rate", MaxTraceRate, &nd.TraceRate},
+	})
 	if v := f.get("name"); v != nil {
 		nd.Name, _ = d.str(v, join(path, "name"))
 	} else if h, err := os.Hostname(); err != nil {
@@ -669,14 +669,13 @@ func (d *decoder) node(n *ynode) Node {
 	} else {
 		nd.Name = h
 	}
-	if v := f.get("interface"); v != nil {
-		nd.Interface, _ = d.str(v, join(path, "interface"))
-	}
-	if v := f.get("api_socket"); v != nil {
-		nd.APISocket, _ = d.str(v, join(path, "api_socket"))
-	}
-	if v := f.get("metrics_addr"); v != nil {
-		nd.MetricsAddr, _ = d.str(v, join(path, "metrics_addr"))
+	for _, sf := range []struct {
+		key string
+		dst *string
+	}{{"interface", &nd.Interface}, {"api_socket", &nd.APISocket}, {"metrics_addr", &nd.MetricsAddr}} {
+		if v := f.get(sf.key); v != nil {
+			*sf.dst, _ = d.str(v, join(path, sf.key))
+		}
 	}
 	if v := f.get("address"); v != nil {
 		nd.Address, _ = d.addr(v, join(path, "address"))
@@ -690,11 +689,7 @@ func (d *decoder) node(n *ynode) Node {
 	if v := f.get("xdp_mode"); v != nil {
 		nd.XDPMode, _ = decodeEnum(d, v, join(path, "xdp_mode"), xdpModeNames)
 	}
-	if v := f.get("conntrack_entries"); v != nil {
-		if u, ok := d.uint(v, join(path, "conntrack_entries"), 1<<32-1); ok {
-			nd.ConntrackEntries = uint32(u)
-		}
-	}
+	d.uint32Fields(f, path, []uint32Field{{"conntrack_entries", 1<<32 - 1, &nd.ConntrackEntries}})
 	if v := f.get("timeouts"); v != nil {
 		tp := join(path, "timeouts")
 		if t := d.fields(v, tp, "tcp", "tcp_syn", "tcp_fin", "udp"); t != nil {
