@@ -60,7 +60,7 @@ func newFlows(ctx context.Context, l *lab.Lab, target netip.AddrPort, stop <-cha
 // confirms it. Run it with XLB_E2E_OPERATOR_RESTARTS=1.
 func TestOperatorStateSurvivesRestarts(t *testing.T) {
 	if os.Getenv("XLB_E2E_OPERATOR_RESTARTS") == "" {
-		t.Skip("a known, unexplained rare new flow to the drained backend; set XLB_E2E_OPERATOR_RESTARTS=1 to run")
+		t.Skip("out of the default run until repeated runs confirm the fix of a rare new flow to the drained backend; set XLB_E2E_OPERATOR_RESTARTS=1 to run")
 	}
 	testenv.RequireCommands(t, "nsenter", "ip", "bird", "birdc")
 	variant := buildVariantXLBD(t)
