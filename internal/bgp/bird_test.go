@@ -99,6 +99,24 @@ func TestBIRDGracefulRestart(t *testing.T) {
 		out := birdc(t, sock, "show", "protocols", "all", "xlb1")
 		return strings.Contains(out, "Neighbor graceful restart active"), out
 	})
+	// 4b. Restarted and stopped again soon after: before its session is
+	// opened, while it is opening, and once established but before the
+	// deferred table went out. A session closed in the last two windows
+	// carried no table and BIRD would drop the routes at once; the stop
+	// waits for it, so the routes stay through all three.
+	for _, after := range []time.Duration{0, time.Second, 2 * time.Second} {
+		hq := startHelper(t, nns, cfg, announce)
+		time.Sleep(after)
+		hq.command(t, "stop-graceful")
+		hq.wait(t)
+		waitFor(t, 5*time.Second, "BIRD in graceful restart after a quick second restart", func() (bool, string) {
+			out := birdc(t, sock, "show", "protocols", "all", "xlb1")
+			return strings.Contains(out, "Neighbor graceful restart active"), out
+		})
+		if out := birdc(t, sock, "show", "route", "for", vip4.String()); !strings.Contains(out, vip4.String()) {
+			t.Fatalf("BIRD dropped %v after a restart stopped %v after its start:\n%s", vip4, after, out)
+		}
+	}
 	h3 := startHelper(t, nns, cfg, announce)
 	waitBIRDEstablished(t, sock, 10*time.Second)
 	waitFor(t, 5*time.Second, "graceful restart finished at BIRD", func() (bool, string) {

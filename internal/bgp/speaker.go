@@ -503,6 +503,7 @@ func (s *Speaker) Stop(graceful bool) {
 		return
 	}
 	if graceful {
+		s.awaitRestartedLocked()
 		if err := s.srv.StopBgp(context.Background(), &api.StopBgpRequest{AllowGracefulRestart: true}); err != nil {
 			s.log.Warn("bgp graceful stop", "err", err)
 		}
@@ -512,10 +513,62 @@ func (s *Speaker) Stop(graceful bool) {
 	s.log.Info("bgp speaker stopped", "graceful", graceful, "announced", len(s.announced))
 }
 
+// awaitRestartedLocked waits, at most restartSettleTimeout past the
+// restart deferral, until no session is half-restarted: opened (OPEN sent)
+// but without our table sent yet. A peer keeps our stale routes across a
+// close only once the new session has carried our UPDATEs and End-of-RIB;
+// closed in between, BIRD drops them at once (a second restart a second
+// after the first broke every connection through the node in the lab).
+// Sessions that are idle or still dialling are not waited for: the peer
+// has seen nothing of them.
+func (s *Speaker) awaitRestartedLocked() {
+	deadline := time.Now().Add(s.cfg.restartDeferral() + restartSettleTimeout)
+	waited := false
+	for {
+		pending := s.halfRestarted()
+		if len(pending) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			s.log.Warn("bgp graceful stop: sessions still without our table; the peers may drop our routes", "peers", pending)
+			return
+		}
+		if !waited {
+			s.log.Info("bgp graceful stop: waiting for the new sessions to carry our table, so the peers keep our routes", "peers", pending)
+			waited = true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if waited {
+		s.log.Info("bgp graceful stop: sessions settled")
+	}
+}
+
+// halfRestarted lists the peers whose session is opening, or established
+// without an UPDATE sent yet.
+func (s *Speaker) halfRestarted() []string {
+	var out []string
+	_ = s.srv.ListPeer(context.Background(), &api.ListPeerRequest{}, func(p *api.Peer) {
+		st := p.GetState()
+		switch st.GetSessionState() {
+		case api.PeerState_SESSION_STATE_OPENSENT, api.PeerState_SESSION_STATE_OPENCONFIRM:
+		case api.PeerState_SESSION_STATE_ESTABLISHED:
+			if st.GetMessages().GetSent().GetUpdate() > 0 {
+				return
+			}
+		default:
+			return
+		}
+		out = append(out, p.GetConf().GetNeighborAddress())
+	})
+	return out
+}
+
 // Timing of the withdrawal before a non-graceful Stop.
 const (
-	stopFlushTimeout = time.Second            // for the withdrawals to leave
-	stopFlushGrace   = 100 * time.Millisecond // for the peers to read them
+	restartSettleTimeout = 3 * time.Second        // past the deferral, for a session to carry our table
+	stopFlushTimeout     = time.Second            // for the withdrawals to leave
+	stopFlushGrace       = 100 * time.Millisecond // for the peers to read them
 )
 
 // withdrawAllLocked withdraws every announced prefix and waits until every
