@@ -226,7 +226,8 @@ type xlbXlbFloodKind uint32
 const (
 	xlbXlbFloodKindXLB_FLOOD_SYN  xlbXlbFloodKind = 0
 	xlbXlbFloodKindXLB_FLOOD_NEW  xlbXlbFloodKind = 1
-	xlbXlbFloodKindXLB_FLOOD__MAX xlbXlbFloodKind = 2
+	xlbXlbFloodKindXLB_FLOOD_ICMP xlbXlbFloodKind = 2
+	xlbXlbFloodKindXLB_FLOOD__MAX xlbXlbFloodKind = 3
 )
 
 type xlbXlbFragEventKind uint32
@@ -247,7 +248,7 @@ const (
 
 type xlbXlbGlobal struct {
 	_     structs.HostLayout
-	Count [43]uint64
+	Count [45]uint64
 }
 
 type xlbXlbNodeFlags uint32
@@ -322,7 +323,9 @@ const (
 	xlbXlbStatXLB_STAT_ICMP_TOO_BIG_LIMITED  xlbXlbStat = 40
 	xlbXlbStatXLB_STAT_TOO_BIG_FRAGMENT      xlbXlbStat = 41
 	xlbXlbStatXLB_STAT_TOO_BIG_FRAGMENT_FAIL xlbXlbStat = 42
-	xlbXlbStatXLB_STAT__MAX                  xlbXlbStat = 43
+	xlbXlbStatXLB_STAT_ICMP_SCAN_LIMITED     xlbXlbStat = 43
+	xlbXlbStatXLB_STAT_ICMP_CUT              xlbXlbStat = 44
+	xlbXlbStatXLB_STAT__MAX                  xlbXlbStat = 45
 )
 
 type xlbXlbTraceConst uint32
