@@ -291,10 +291,21 @@ static __always_inline int frag_local(const struct frag_key *k, struct frag_targ
 	return frag_entry_target(e, t);
 }
 
+/* xlbd stamps xlb_frag_reader every 200 ms while it reads the ring. */
+#define FRAG_READER_SILENT_NS (2ULL * 1000000000ULL)
+
 /* frag_split: the frame goes to xlbd, which splits it into pieces of at
  * most mtu bytes and runs them through the program; dropped here. */
 static __always_inline int frag_split(struct xdp_md *ctx, const struct frag_key *k, __u32 mtu)
 {
+	__u32 zero = 0;
+	__u64 *seen = bpf_map_lookup_elem(&xlb_frag_reader, &zero);
+
+	/* xlbd stopped: nothing would split it (nor read the ring) */
+	if (!seen || bpf_ktime_get_coarse_ns() - *seen > FRAG_READER_SILENT_NS) {
+		stats_count(XLB_STAT_TOO_BIG_NO_XLBD);
+		return XDP_DROP;
+	}
 	if (frag_copy(ctx, k, XLB_FRAG_EV_FRAGMENT, mtu)) {
 		stats_count(XLB_STAT_TOO_BIG_FRAGMENT_FAIL);
 		return XDP_DROP;

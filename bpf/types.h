@@ -207,6 +207,7 @@ enum xlb_stat {
 	XLB_STAT_TOO_BIG_FRAGMENT_FAIL, /* the same, but the ring buffer was full or the frame too large: dropped */
 	XLB_STAT_ICMP_SCAN_LIMITED, /* ICMP error about a flow this CPU does not track, over the flood budget: other CPUs' slices not read, Maglev table */
 	XLB_STAT_ICMP_CUT,          /* ICMP error to a backend too big once encapsulated: cut to fit (bpf/icmpfit.h) */
+	XLB_STAT_TOO_BIG_NO_XLBD,   /* too big once encapsulated, IPv4 without DF, xlbd not reading (stopped): dropped */
 	XLB_STAT__MAX,
 };
 

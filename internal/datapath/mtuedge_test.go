@@ -92,7 +92,8 @@ func TestTooBigUnresolvedNextHop(t *testing.T) {
 			t.Fatalf("IPv4 without DF: verdict %s, want DROP (to xlbd)", xdpNames[ret])
 		}
 		after, _ := d.Stats()
-		for name, want := range map[string]uint64{"icmp_too_big_sent": 2, "nexthop_fallback": 1, "too_big_fragment": 1, "drop_too_big": 0} {
+		// no holder runs here: the datagram is counted as xlbd's, stopped
+		for name, want := range map[string]uint64{"icmp_too_big_sent": 2, "nexthop_fallback": 1, "too_big_no_xlbd": 1, "drop_too_big": 0} {
 			if got := after[name] - before[name]; got != want {
 				t.Errorf("%s +%d, want +%d", name, got, want)
 			}
@@ -307,4 +308,43 @@ func splitIPv4(ip []byte, size int) [][]byte {
 		out = append(out, p)
 	}
 	return out
+}
+
+// TestTooBigXlbdStopped: an IPv4 datagram without DF too big once
+// encapsulated is handed to xlbd's holder only while the holder reads the
+// ring (it stamps xlb_frag_reader); with no holder, or one silent for
+// more than 2 s (xlbd stopped), it is dropped and counted apart
+// (too_big_no_xlbd), and nothing is left in the ring.
+func TestTooBigXlbdStopped(t *testing.T) {
+	d := newTestDatapath(t, Options{})
+	if _, err := d.Apply(tooBigState(1500, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	in := frameOf(fragFlow(client4, vip4, 40001, 53, 3000).IP()) // no DF
+	send := func(want string) {
+		t.Helper()
+		before, _ := d.Stats()
+		if ret, _ := run(t, d.Program(), in); ret != xdpDrop {
+			t.Fatalf("verdict %s, want DROP", xdpNames[ret])
+		}
+		after, _ := d.Stats()
+		for _, c := range []string{"too_big_no_xlbd", "too_big_fragment", "too_big_fragment_fail", "drop_too_big"} {
+			if got, w := after[c]-before[c], map[bool]uint64{true: 1}[c == want]; got != w {
+				t.Fatalf("%s +%d, want +%d", c, got, w)
+			}
+		}
+	}
+	send("too_big_no_xlbd") // never a holder
+	h, err := d.NewFragHolder(FragHoldOptions{Inject: func([]byte, uint32) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	send("too_big_fragment") // the holder opened: stamped
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC_COARSE, &ts)
+	if err := d.objs.XlbFragReader.Put(uint32(0), uint64(ts.Nano()-int64(3*time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	send("too_big_no_xlbd") // silent for 3 s
 }
