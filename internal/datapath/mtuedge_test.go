@@ -348,3 +348,105 @@ func TestTooBigXlbdStopped(t *testing.T) {
 	}
 	send("too_big_no_xlbd") // silent for 3 s
 }
+
+// TestFragmentsResplitExact: the three fragments of a datagram to a
+// service that takes fragments, each too big for the backend's egress
+// (MTU 1200) once in GRE: each goes to xlbd and is split again; every
+// piece, run through the program, goes to the backend the first fragment
+// chose, and the pieces are byte for byte the RFC 791 split of each
+// fragment (offsets from the fragment's own, MF kept on all pieces of a
+// fragment that had it, cleared only on the last piece of the last).
+func TestFragmentsResplitExact(t *testing.T) {
+	d := newTestDatapath(t, Options{})
+	st := fragState(FragPool{})
+	for id, r := range st.Reals.All() {
+		r.NextHop = NextHopCache{DMAC: [6]byte{2, 0, 0, 0, 0, 0xbb}, SMAC: [6]byte{2, 0, 0, 0, 0, 0xaa}, Ifindex: 7, MTU: 1200}
+		st.Reals.Set(id, r)
+	}
+	if _, err := d.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	prog := d.Program()
+	var (
+		mu     sync.Mutex
+		pieces []*packet.Tunnel
+	)
+	h, err := d.NewFragHolder(FragHoldOptions{Inject: func(frame []byte, _ uint32) error {
+		out := make([]byte, len(frame)+256)
+		opts := &ebpf.RunOptions{Data: frame, DataOut: out, Repeat: 1}
+		ret, err := prog.Run(opts)
+		if err != nil {
+			return err
+		}
+		tun, perr := packet.ParseTunnel(opts.DataOut)
+		mu.Lock()
+		defer mu.Unlock()
+		if ret != xdpRedirect || perr != nil {
+			t.Errorf("piece: verdict %s (%v), want REDIRECT in a tunnel", xdpNames[ret], perr)
+			return nil
+		}
+		if len(opts.DataOut)-14 > 1200 {
+			t.Errorf("piece of %d bytes once encapsulated, MTU 1200", len(opts.DataOut)-14)
+		}
+		pieces = append(pieces, tun)
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	frags := packet.Fragment(fragFlow(client4, vip4, 4243, 53, 3200), 0x99, 1480) // 1480, 1480, 248 bytes of data
+	var want [][]byte
+	for i, fr := range frags {
+		if len(fr) > 1200-24 {
+			want = append(want, splitIPv4(fr, 1152)...) // 1200 - 24 - 20, a multiple of 8
+		} else {
+			want = append(want, fr)
+		}
+		ret, out := run(t, prog, frameOf(fr))
+		switch {
+		case len(fr) > 1200-24 && ret != xdpDrop:
+			t.Fatalf("fragment %d (%d bytes): verdict %s, want DROP (to xlbd)", i, len(fr), xdpNames[ret])
+		case len(fr) <= 1200-24:
+			tun, err := packet.ParseTunnel(out)
+			if ret != xdpRedirect || err != nil {
+				t.Fatalf("fragment %d fits: verdict %s (%v)", i, xdpNames[ret], err)
+			}
+			mu.Lock()
+			pieces = append(pieces, tun)
+			mu.Unlock()
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			mu.Lock()
+			n := len(pieces)
+			mu.Unlock()
+			if n >= len(want) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(pieces) != len(want) {
+		t.Fatalf("%d pieces, want %d (holder %+v)", len(pieces), len(want), h.Stats())
+	}
+	for i, p := range pieces {
+		if p.Backend != pieces[0].Backend {
+			t.Fatalf("piece %d to %s, the first to %s", i, p.Backend, pieces[0].Backend)
+		}
+		if !bytes.Equal(p.Inner, want[i]) {
+			t.Fatalf("piece %d differs\n got % x\nwant % x", i, p.Inner[:20], want[i][:20])
+		}
+	}
+	s, _ := d.Stats()
+	if s["too_big_fragment"] != 2 || s["frag_needed_fragmented"] != 2 || s["drop_too_big"] != 0 {
+		t.Fatalf("counters %v", s)
+	}
+	t.Logf("3 fragments -> %d pieces to %s", len(pieces), pieces[0].Backend)
+}
