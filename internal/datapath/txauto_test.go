@@ -90,7 +90,6 @@ func sendFrames(t *testing.T, ifindex int, frame []byte, n int) {
 // transmits them and the comparison finds nothing; in native mode with a
 // peer that runs no XDP program the kernel drops them and the comparison
 // reports it with the figures; once the peer runs XDP, fine again.
-// (Twice as many transmitted as sent would pass: judgeTX.)
 func TestTXCounterCheckJudges(t *testing.T) {
 	newTestDatapath(t, Options{}) // root and bpffs checks
 	inNewNetns(t, func() {
