@@ -197,50 +197,19 @@ func TestICMPErrorCut(t *testing.T) {
 // the GRE over IPv6 headers.
 func TestFragmentRedirectTooBig(t *testing.T) {
 	d := newTestDatapath(t, Options{})
-	pool := FragPool{Peers: []FragPeer{{Addr: nodeV4}, {Addr: fragPeer4}}, Self: 0}
-	pool.Peers[1].NextHop = NextHopCache{DMAC: [6]byte{2, 0, 0, 0, 0, 0xbb}, SMAC: [6]byte{2, 0, 0, 0, 0, 0xaa}, Ifindex: 7, MTU: 1200}
-	st := fragState(pool)
-	st.Node.ICMPTooBigRate = 1000
-	if _, err := d.Apply(st); err != nil {
-		t.Fatal(err)
-	}
+	applyPool(t, d, nodeV4, fragPeer4, 1200)
 	prog := d.Program()
-	var (
-		mu     sync.Mutex
-		pieces [][]byte
-	)
-	h, err := d.NewFragHolder(FragHoldOptions{Inject: func(frame []byte, _ uint32) error {
-		out := make([]byte, len(frame)+256)
-		opts := &ebpf.RunOptions{Data: frame, DataOut: out, Repeat: 1}
-		ret, err := prog.Run(opts)
-		if err != nil {
-			return err
-		}
-		mu.Lock()
-		defer mu.Unlock()
+	var pieces [][]byte
+	h, mu := runInjectHolder(t, d, func(ret uint32, out []byte) {
 		if ret == xdpRedirect {
-			pieces = append(pieces, opts.DataOut)
+			pieces = append(pieces, out)
 		}
-		return nil
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	})
 
 	src := flowToPeer(t, client4, vip4, 2, 1)
 	frags := packet.Fragment(fragFlow(src, vip4, 4242, 53, 3000), 0x77, 1480)
 	first := frags[0] // 20 + 1480 bytes, MF, offset 0
-	if ret, _ := run(t, prog, frameOf(first)); ret != xdpDrop {
-		t.Fatalf("verdict %s, want DROP (to xlbd)", xdpNames[ret])
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for h.Stats().Fragmented == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	handToHolder(t, prog, h, frameOf(first))
 	mu.Lock()
 	defer mu.Unlock()
 	// 1200 - 24 = 1176 per piece: 20 of header and 1152 (a multiple of 8)
@@ -268,13 +237,7 @@ func TestFragmentRedirectTooBig(t *testing.T) {
 	}
 
 	// IPv6: the client gets packet-too-big for 1400 - 44.
-	pool6 := FragPool{Peers: []FragPeer{{Addr: nodeV6}, {Addr: fragPeer6}}, Self: 0}
-	pool6.Peers[1].NextHop = NextHopCache{DMAC: [6]byte{2, 0, 0, 0, 0, 0xbb}, SMAC: [6]byte{2, 0, 0, 0, 0, 0xaa}, Ifindex: 7, MTU: 1400}
-	st6 := fragState(pool6)
-	st6.Node.ICMPTooBigRate = 1000
-	if _, err := d.Apply(st6); err != nil {
-		t.Fatal(err)
-	}
+	applyPool(t, d, nodeV6, fragPeer6, 1400)
 	src6 := flowToPeer(t, client6, vip6, 2, 1)
 	f6 := packet.Fragment(fragFlow(src6, vip6, 4242, 53, 3000), 0x78, 1400)[0]
 	ret, out := run(t, prog, frameOf(f6))
@@ -367,37 +330,18 @@ func TestFragmentsResplitExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	prog := d.Program()
-	var (
-		mu     sync.Mutex
-		pieces []*packet.Tunnel
-	)
-	h, err := d.NewFragHolder(FragHoldOptions{Inject: func(frame []byte, _ uint32) error {
-		out := make([]byte, len(frame)+256)
-		opts := &ebpf.RunOptions{Data: frame, DataOut: out, Repeat: 1}
-		ret, err := prog.Run(opts)
-		if err != nil {
-			return err
+	var pieces []*packet.Tunnel
+	h, mu := runInjectHolder(t, d, func(ret uint32, out []byte) {
+		tun, err := packet.ParseTunnel(out)
+		if ret != xdpRedirect || err != nil {
+			t.Errorf("piece: verdict %s (%v), want REDIRECT in a tunnel", xdpNames[ret], err)
+			return
 		}
-		tun, perr := packet.ParseTunnel(opts.DataOut)
-		mu.Lock()
-		defer mu.Unlock()
-		if ret != xdpRedirect || perr != nil {
-			t.Errorf("piece: verdict %s (%v), want REDIRECT in a tunnel", xdpNames[ret], perr)
-			return nil
-		}
-		if len(opts.DataOut)-14 > 1200 {
-			t.Errorf("piece of %d bytes once encapsulated, MTU 1200", len(opts.DataOut)-14)
+		if len(out)-14 > 1200 {
+			t.Errorf("piece of %d bytes once encapsulated, MTU 1200", len(out)-14)
 		}
 		pieces = append(pieces, tun)
-		return nil
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	})
 
 	frags := packet.Fragment(fragFlow(client4, vip4, 4243, 53, 3200), 0x99, 1480) // 1480, 1480, 248 bytes of data
 	var want [][]byte
@@ -449,4 +393,60 @@ func TestFragmentsResplitExact(t *testing.T) {
 		t.Fatalf("counters %v", s)
 	}
 	t.Logf("3 fragments -> %d pieces to %s", len(pieces), pieces[0].Backend)
+}
+
+// runInjectHolder starts a FragHolder on d whose re-injections each run
+// the program once and hand got the verdict and the output frame, under
+// the returned lock (the caller takes it to read what got kept); it stops
+// when the test ends.
+func runInjectHolder(t *testing.T, d *Datapath, got func(ret uint32, out []byte)) (*FragHolder, *sync.Mutex) {
+	t.Helper()
+	prog := d.Program()
+	var mu sync.Mutex
+	h, err := d.NewFragHolder(FragHoldOptions{Inject: func(frame []byte, _ uint32) error {
+		opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256), Repeat: 1}
+		ret, err := prog.Run(opts)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		got(ret, opts.DataOut)
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return h, &mu
+}
+
+// applyPool applies fragState with the pool {self, peer} (self first),
+// the peer's next hop cached with egress MTU mtu.
+func applyPool(t *testing.T, d *Datapath, self, peer netip.Addr, mtu uint32) {
+	t.Helper()
+	pool := FragPool{Peers: []FragPeer{{Addr: self}, {Addr: peer}}, Self: 0}
+	pool.Peers[1].NextHop = NextHopCache{DMAC: [6]byte{2, 0, 0, 0, 0, 0xbb}, SMAC: [6]byte{2, 0, 0, 0, 0, 0xaa}, Ifindex: 7, MTU: mtu}
+	st := fragState(pool)
+	st.Node.ICMPTooBigRate = 1000
+	if _, err := d.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// handToHolder runs frame, which the program must drop for xlbd to split,
+// and waits until the holder has split it.
+func handToHolder(t *testing.T, prog *ebpf.Program, h *FragHolder, frame []byte) {
+	t.Helper()
+	n := h.Stats().Fragmented
+	if ret, _ := run(t, prog, frame); ret != xdpDrop {
+		t.Fatalf("verdict %s, want DROP (to xlbd)", xdpNames[ret])
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for h.Stats().Fragmented == n && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
 }

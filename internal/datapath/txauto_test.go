@@ -2,12 +2,10 @@ package datapath
 
 import (
 	"errors"
-	"net"
 	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"github.com/xlbproject/xlb/internal/packet"
 	"golang.org/x/sys/unix"
 )
@@ -19,26 +17,12 @@ import (
 func TestAutoRefusesWhenNothingDelivers(t *testing.T) {
 	newTestDatapath(t, Options{}) // root and bpffs checks
 	inNewNetns(t, func() {
-		here, _ := netns.Get()
-		defer here.Close()
-		other, err := netns.New() // switches the thread
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer other.Close()
-		netns.Set(here)
-		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "xlbt0", HardwareAddr: net.HardwareAddr{2, 0, 0, 0, 0, 0x11}},
-			PeerName: "xlbt1", PeerNamespace: netlink.NsFd(int(other))}
-		if err := netlink.LinkAdd(veth); err != nil {
-			t.Fatal(err)
-		}
-		link, _ := netlink.LinkByName("xlbt0")
-		netlink.LinkSetUp(link) // the peer stays down
+		here, other := vethPeerElsewhere(t) // the peer stays down
 		d := newTestDatapath(t, Options{Interface: "xlbt0"})
 		d.Close()
 		o := d.opts
 		o.Mode = ModeAuto
-		_, err = Open(o)
+		_, err := Open(o)
 		if err == nil || !errors.Is(err, ErrNoTransmit) {
 			t.Fatalf("auto with the peer down: %v, want a refusal", err)
 		}
