@@ -291,6 +291,29 @@ static __always_inline int frag_local(const struct frag_key *k, struct frag_targ
 	return frag_entry_target(e, t);
 }
 
+/* xlbd stamps xlb_frag_reader every 200 ms while it reads the ring. */
+#define FRAG_READER_SILENT_NS (2ULL * 1000000000ULL)
+
+/* frag_split: the frame goes to xlbd, which splits it into pieces of at
+ * most mtu bytes and runs them through the program; dropped here. */
+static __always_inline int frag_split(struct xdp_md *ctx, const struct frag_key *k, __u32 mtu)
+{
+	__u32 zero = 0;
+	__u64 *seen = bpf_map_lookup_elem(&xlb_frag_reader, &zero);
+
+	/* xlbd stopped: nothing would split it (nor read the ring) */
+	if (!seen || bpf_ktime_get_coarse_ns() - *seen > FRAG_READER_SILENT_NS) {
+		stats_count(XLB_STAT_TOO_BIG_NO_XLBD);
+		return XDP_DROP;
+	}
+	if (frag_copy(ctx, k, XLB_FRAG_EV_FRAGMENT, mtu)) {
+		stats_count(XLB_STAT_TOO_BIG_FRAGMENT_FAIL);
+		return XDP_DROP;
+	}
+	stats_count(XLB_STAT_TOO_BIG_FRAGMENT);
+	return XDP_DROP;
+}
+
 /* frag_hand_off: an IPv4 datagram or fragment too big for its real's
  * egress (toobig.h): the decision e goes to the fragment table under k as
  * XLB_FRAG_LOCAL, the frame to xlbd, which fragments it into pieces of at
@@ -301,28 +324,32 @@ static __always_inline int frag_hand_off(struct xdp_md *ctx, const struct frag_k
 {
 	e->ts_ns = bpf_ktime_get_coarse_ns();
 	e->state = XLB_FRAG_LOCAL;
-	if (bpf_map_update_elem(&xlb_frags, k, e, BPF_ANY) ||
-	    frag_copy(ctx, k, XLB_FRAG_EV_FRAGMENT, mtu)) {
+	if (bpf_map_update_elem(&xlb_frags, k, e, BPF_ANY)) {
 		stats_count(XLB_STAT_TOO_BIG_FRAGMENT_FAIL);
 		return XDP_DROP;
 	}
-	stats_count(XLB_STAT_TOO_BIG_FRAGMENT);
-	return XDP_DROP;
+	return frag_split(ctx, k, mtu);
 }
 
-/* frag_too_big: fragment p for target t does not fit the egress once
- * encapsulated: IPv4 is fragmented further by xlbd; IPv6 from the network
- * gets the ICMPv6 error (the answer XLB_L4_TOO_BIG | MTU, for the caller);
- * a redirected one is dropped (drop_too_big). */
+/* frag_too_big: fragment p for target t (a real, or a pool node) does not
+ * fit that egress (MTU egress) once encapsulated: IPv4 is fragmented
+ * further by xlbd (pieces for a real follow an XLB_FRAG_LOCAL entry;
+ * pieces for a pool node are redirected again by their hash, to the same
+ * node); IPv6 from the network gets the ICMPv6 error (the answer
+ * XLB_L4_TOO_BIG | MTU, for the caller); an IPv6 fragment that came
+ * redirected is dropped (drop_too_big): its sender is the pool node. */
 static __always_inline int frag_too_big(struct xdp_md *ctx, const struct pkt *p,
-					const struct frag_target *t, __u16 outer, __u32 from_peer)
+					const struct frag_target *t, __u16 outer, __u32 from_peer,
+					__u32 egress)
 {
-	__u32 mtu = toobig_client_mtu(p, t->r, outer);
+	__u32 mtu = toobig_client_mtu(p, egress, outer);
 	struct frag_entry e = {};
 	struct frag_key k = {};
 
 	if (p->family == XLB_AF_INET) {
 		frag_make_key(p, p->frag_id, &k);
+		if (t->redirect)
+			return frag_split(ctx, &k, mtu);
 		e.hash = t->h;
 		e.rid = t->rid;
 		e.svc_id = t->svc;
@@ -346,10 +373,11 @@ static __always_inline int frag_send(struct xdp_md *ctx, const struct pkt *p,
 	const struct real_info *r = t->r;
 	__u16 ip_len = r->family == XLB_AF_INET ? IPV4_HLEN : IPV6_HLEN;
 	__u16 outer = ip_len + (t->encap == XLB_ENCAP_GRE ? GRE_HLEN : 0);
+	__u32 egress = toobig_egress_mtu(ctx, p, r, n, outer);
 	int rc;
 
-	if (!t->redirect && !toobig_fits(p, r, outer))
-		return frag_too_big(ctx, p, t, outer, from_peer);
+	if (egress)
+		return frag_too_big(ctx, p, t, outer, from_peer, egress);
 
 	if (!t->redirect) {
 		stats_add(&xlb_svc_stats, t->svc, p->l3_len, t->new_flow);

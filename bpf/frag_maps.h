@@ -52,3 +52,14 @@ struct {
 	__type(value, struct frag_hold_buf);
 	__uint(max_entries, 1);
 } xlb_frag_buf SEC(".maps");
+
+/* 0 -> when xlbd's fragment holder last read xlb_frag_ring
+ * (bpf_ktime_get_coarse_ns clock, written by xlbd at least every
+ * FRAG_READER_STAMP). A too-big datagram is not handed to a holder
+ * silent for longer (xlbd stopped): see frag_split. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 1);
+} xlb_frag_reader SEC(".maps");

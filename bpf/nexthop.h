@@ -13,6 +13,28 @@
 #include "stats.h"
 #include "types.h"
 
+/* nexthop_fib asks the kernel's FIB for the route from this node to r of
+ * an outer packet of tot_len bytes (BPF_FIB_LKUP_RET_FRAG_NEEDED, with
+ * fib->mtu_result, when it does not fit the route's MTU: reported before
+ * the neighbour is looked at). */
+static __always_inline int nexthop_fib(struct xdp_md *ctx, struct bpf_fib_lookup *fib,
+				       const struct real_info *r, const struct node_info *n,
+				       __u16 tot_len)
+{
+	fib->ifindex = ctx->ingress_ifindex;
+	fib->tot_len = tot_len;
+	if (r->family == XLB_AF_INET) {
+		fib->family = AF_INET;
+		__builtin_memcpy(&fib->ipv4_src, n->addr4, 4);
+		__builtin_memcpy(&fib->ipv4_dst, r->addr, 4);
+	} else {
+		fib->family = AF_INET6;
+		__builtin_memcpy(fib->ipv6_src, n->addr6, 16);
+		__builtin_memcpy(fib->ipv6_dst, r->addr, 16);
+	}
+	return bpf_fib_lookup(ctx, fib, sizeof(*fib), 0);
+}
+
 /* nexthop_forward sets the MACs and returns the XDP verdict. The frame
  * starts with the (outer) Ethernet header; tot_len is the outer IP length.
  * hit: 1 when the packet's conntrack hit is still to be counted (with the
@@ -44,18 +66,7 @@ static __always_inline int nexthop_forward(struct xdp_md *ctx, const struct real
 		stats_count_hit(XLB_STAT_FORWARD_REDIRECT, hit);
 		return bpf_redirect(r->ifindex, 0);
 	}
-	fib.ifindex = ctx->ingress_ifindex;
-	fib.tot_len = tot_len;
-	if (r->family == XLB_AF_INET) {
-		fib.family = AF_INET;
-		__builtin_memcpy(&fib.ipv4_src, n->addr4, 4);
-		__builtin_memcpy(&fib.ipv4_dst, r->addr, 4);
-	} else {
-		fib.family = AF_INET6;
-		__builtin_memcpy(fib.ipv6_src, n->addr6, 16);
-		__builtin_memcpy(fib.ipv6_dst, r->addr, 16);
-	}
-	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
+	rc = nexthop_fib(ctx, &fib, r, n, tot_len);
 	if (rc == BPF_FIB_LKUP_RET_SUCCESS) {
 		__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);
 		__builtin_memcpy(eth->h_source, fib.smac, ETH_ALEN);

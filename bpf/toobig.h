@@ -33,6 +33,7 @@
 #include "encap.h"
 #include "frag_maps.h"
 #include "icmp.h"
+#include "nexthop.h"
 #include "parse.h"
 #include "types.h"
 
@@ -49,19 +50,29 @@
  * or'ed with the MTU to advertise (not an XDP action). */
 #define XLB_L4_TOO_BIG 0x10000
 
-/* toobig_fits: whether the packet fits r's egress once outer bytes of
- * headers go in front. Only a cached next hop has a known MTU; without
- * one the FIB lookup checks it after encapsulation (drop_too_big). */
-static __always_inline int toobig_fits(const struct pkt *p, const struct real_info *r, __u16 outer)
-{
-	return !(r->flags & XLB_REAL_F_NEXTHOP) || (__u32)outer + p->l3_len <= r->mtu;
-}
-
-/* toobig_client_mtu: the largest inner datagram that fits, floored. */
-static __always_inline __u32 toobig_client_mtu(const struct pkt *p, const struct real_info *r,
+/* toobig_egress_mtu: 0 when p fits r's egress once outer bytes of headers
+ * go in front, else that egress's MTU. A cached next hop has its MTU;
+ * without one (a backend whose next hop xlbd has not resolved yet) the
+ * kernel's FIB is asked with the outer length, which reports the route's
+ * MTU whether or not the neighbour is resolved. */
+static __always_inline __u32 toobig_egress_mtu(struct xdp_md *ctx, const struct pkt *p,
+					       const struct real_info *r, const struct node_info *n,
 					       __u16 outer)
 {
-	__u32 m = r->mtu > outer ? r->mtu - outer : 0;
+	struct bpf_fib_lookup fib = {};
+
+	if (r->flags & XLB_REAL_F_NEXTHOP)
+		return (__u32)outer + p->l3_len <= r->mtu ? 0 : r->mtu;
+	if (nexthop_fib(ctx, &fib, r, n, outer + p->l3_len) != BPF_FIB_LKUP_RET_FRAG_NEEDED)
+		return 0; /* fits, or no route: nexthop_forward decides */
+	return fib.mtu_result ? fib.mtu_result : 1;
+}
+
+/* toobig_client_mtu: the largest inner datagram that fits an egress MTU
+ * of egress, floored. */
+static __always_inline __u32 toobig_client_mtu(const struct pkt *p, __u32 egress, __u16 outer)
+{
+	__u32 m = egress > outer ? egress - outer : 0;
 	__u32 floor = p->family == XLB_AF_INET ? TOOBIG_V4_MIN_MTU : TOOBIG_V6_MIN_MTU;
 
 	if (m > 0xffff)

@@ -139,6 +139,10 @@ struct icmp_rl_state {
 enum xlb_flood_kind {
 	XLB_FLOOD_SYN = 0, /* new flows whose packet has SYN */
 	XLB_FLOOD_NEW = 1, /* other new flows: TCP without SYN, UDP */
+	/* ICMP errors about a flow this CPU's slice does not hold (limit:
+	 * flood_new_limit): over it, the other CPUs' slices are not read
+	 * (bpf/icmpflood.h). */
+	XLB_FLOOD_ICMP = 2,
 	XLB_FLOOD__MAX,
 };
 
@@ -201,6 +205,9 @@ enum xlb_stat {
 	XLB_STAT_ICMP_TOO_BIG_LIMITED, /* the same over node.icmp_too_big_rate (or rate 0): dropped, nothing sent */
 	XLB_STAT_TOO_BIG_FRAGMENT,  /* too big once encapsulated, IPv4 without DF: handed to xlbd to be fragmented, dropped here */
 	XLB_STAT_TOO_BIG_FRAGMENT_FAIL, /* the same, but the ring buffer was full or the frame too large: dropped */
+	XLB_STAT_ICMP_SCAN_LIMITED, /* ICMP error about a flow this CPU does not track, over the flood budget: other CPUs' slices not read, Maglev table */
+	XLB_STAT_ICMP_CUT,          /* ICMP error to a backend too big once encapsulated: cut to fit (bpf/icmpfit.h) */
+	XLB_STAT_TOO_BIG_NO_XLBD,   /* too big once encapsulated, IPv4 without DF, xlbd not reading (stopped): dropped */
 	XLB_STAT__MAX,
 };
 

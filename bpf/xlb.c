@@ -15,6 +15,8 @@
 #include "stats.h"
 #include "icmp.h"
 #include "icmp_echo.h"
+#include "icmpflood.h"
+#include "icmpfit.h"
 #include "toobig.h"
 #include "frag.h"
 #include "trace.h"
@@ -48,9 +50,9 @@ const enum xlb_flood_kind *xlb_anchor_flood_kind __attribute__((unused));
  * smaller retries keep the backend. */
 static __always_inline int xlb_send_too_big(struct xdp_md *ctx, const struct pkt *p,
 					    const struct vip_info *v, const struct selection *sel,
-					    __u8 encap, __u16 outer, __u64 h)
+					    __u8 encap, __u16 outer, __u64 h, __u32 egress)
 {
-	__u32 mtu = toobig_client_mtu(p, sel->real, outer);
+	__u32 mtu = toobig_client_mtu(p, egress, outer);
 	struct frag_entry e = {};
 	struct frag_key k = {};
 	__be16 id;
@@ -82,8 +84,12 @@ static __always_inline int xlb_send(struct xdp_md *ctx, const struct pkt *p,
 	__u16 outer = (sel->real->family == XLB_AF_INET ? IPV4_HLEN : IPV6_HLEN) +
 		      (encap == XLB_ENCAP_GRE ? GRE_HLEN : 0);
 
-	if (too_big && !toobig_fits(p, sel->real, outer))
-		return xlb_send_too_big(ctx, p, v, sel, encap, outer, h);
+	if (too_big) {
+		__u32 egress = toobig_egress_mtu(ctx, p, sel->real, n, outer);
+
+		if (egress)
+			return xlb_send_too_big(ctx, p, v, sel, encap, outer, h, egress);
+	}
 	if (probe) {
 		stats_count(XLB_STAT_SELFCHECK_PROBE);
 	} else {
@@ -113,7 +119,7 @@ static __always_inline int xlb_send(struct xdp_md *ctx, const struct pkt *p,
  * echo requests are answered within the rate; the rest goes to the kernel.
  * The verdicts are in docs/ARCHITECTURE.md. A global (BPF-to-BPF) function:
  * the verifier checks it once, apart from the TCP/UDP path. */
-__attribute__((noinline)) int xlb_icmp(struct xdp_md *ctx, const struct pkt *p)
+__attribute__((noinline)) int xlb_icmp(struct xdp_md *ctx, struct pkt *p)
 {
 	struct pkt flow = {};
 	struct selection sel = {};
@@ -156,7 +162,7 @@ __attribute__((noinline)) int xlb_icmp(struct xdp_md *ctx, const struct pkt *p)
 		return XDP_PASS;
 	}
 	h = select_flow_hash(&flow);
-	rc = select_backend(&flow, v, n, h, &sel, false);
+	rc = icmp_select(&flow, v, n, h, &sel); /* icmpflood.h: the scan's budget */
 	if (rc) {
 		stats_count(rc);
 		return XDP_DROP;
@@ -164,6 +170,14 @@ __attribute__((noinline)) int xlb_icmp(struct xdp_md *ctx, const struct pkt *p)
 	stats_count(kind == ICMP_K_FRAG_NEEDED ? XLB_STAT_ICMP_FRAG_NEEDED :
 		    kind == ICMP_K_UNREACH     ? XLB_STAT_ICMP_UNREACH :
 						 XLB_STAT_ICMP_TIME_EXCEEDED);
+	/* too big once encapsulated: cut to fit (icmpfit.h) */
+	rc = icmpfit_fit(ctx, p, sel.real, n,
+			 (sel.real->family == XLB_AF_INET ? IPV4_HLEN : IPV6_HLEN) +
+			 ((sel.real->encap ? sel.real->encap : v->encap) == XLB_ENCAP_GRE ? GRE_HLEN : 0));
+	if (rc) {
+		stats_count(rc);
+		return XDP_DROP;
+	}
 	return xlb_send(ctx, p, v, n, &sel, h, 0, 0, 0);
 }
 

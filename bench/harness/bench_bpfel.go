@@ -149,7 +149,7 @@ type benchXlbCounters struct {
 
 type benchXlbGlobal struct {
 	_     structs.HostLayout
-	Count [43]uint64
+	Count [46]uint64
 }
 
 type benchXlbStat uint32
@@ -198,7 +198,10 @@ const (
 	benchXlbStatXLB_STAT_ICMP_TOO_BIG_LIMITED  benchXlbStat = 40
 	benchXlbStatXLB_STAT_TOO_BIG_FRAGMENT      benchXlbStat = 41
 	benchXlbStatXLB_STAT_TOO_BIG_FRAGMENT_FAIL benchXlbStat = 42
-	benchXlbStatXLB_STAT__MAX                  benchXlbStat = 43
+	benchXlbStatXLB_STAT_ICMP_SCAN_LIMITED     benchXlbStat = 43
+	benchXlbStatXLB_STAT_ICMP_CUT              benchXlbStat = 44
+	benchXlbStatXLB_STAT_TOO_BIG_NO_XLBD       benchXlbStat = 45
+	benchXlbStatXLB_STAT__MAX                  benchXlbStat = 46
 )
 
 // Names of all BPF objects in the ELF.

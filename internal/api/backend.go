@@ -215,6 +215,7 @@ type ServiceInfo struct {
 	Pools      []string // in order of preference
 	Counters   Counters
 	Backends   []BackendInfo
+	Probe      *Probe // the prober's last probe of the VIP; nil: prober off, or not probed yet
 }
 
 // BackendInfo is one backend of one service. Weight and Drain are the values

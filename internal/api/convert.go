@@ -59,10 +59,17 @@ func statusToPB(s StatusInfo) *pb.StatusResponse {
 
 func proberToPB(s ProberStatus) *pb.Prober {
 	r := &pb.Prober{Enabled: s.Enabled, Ok: s.OK}
-	for _, p := range s.Probes {
-		r.Probes = append(r.Probes, &pb.Probe{Vip: p.VIP, Up: p.Up, Latency: dur(p.Latency), Error: p.Error, CheckedAt: ts(p.CheckedAt)})
+	for i := range s.Probes {
+		r.Probes = append(r.Probes, probeToPB(&s.Probes[i]))
 	}
 	return r
+}
+
+func probeToPB(p *Probe) *pb.Probe {
+	if p == nil {
+		return nil
+	}
+	return &pb.Probe{Vip: p.VIP, Up: p.Up, Latency: dur(p.Latency), Error: p.Error, CheckedAt: ts(p.CheckedAt)}
 }
 
 func countersToPB(c Counters) *pb.Counters {
@@ -73,7 +80,7 @@ func serviceToPB(s *ServiceInfo) *pb.Service {
 	r := &pb.Service{
 		Name: s.Name, Id: s.ID, Vip: addr(s.VIP), Port: uint32(s.Port), Protocol: pb.Protocol(s.Proto),
 		Scheduler: s.Scheduler, TableSize: s.TableSize, Encap: s.Encap, ActivePool: s.ActivePool,
-		Pools: s.Pools, Counters: countersToPB(s.Counters),
+		Pools: s.Pools, Counters: countersToPB(s.Counters), Probe: probeToPB(s.Probe),
 	}
 	for i := range s.Backends {
 		r.Backends = append(r.Backends, backendToPB(s.Name, &s.Backends[i]))

@@ -223,12 +223,13 @@ func (a *API) Services(ctx context.Context) ([]api.ServiceInfo, error) {
 			return nil
 		}
 		snap := c.mon.Snapshot()
+		probes := c.probesByVIP()
 		for i := range c.desired.Services {
 			s := &c.desired.Services[i]
 			key := state.VIPKey{Addr: s.VIP, Port: s.Port, Proto: uint8(s.Proto)}
 			svc := c.state.Services[key]
 			si := api.ServiceInfo{Name: s.Name, VIP: s.VIP, Port: s.Port, Proto: api.Proto(s.Proto),
-				Scheduler: "maglev", TableSize: s.TableSize, Encap: s.Encap.String()}
+				Scheduler: "maglev", TableSize: s.TableSize, Encap: s.Encap.String(), Probe: probes[key.String()]}
 			if p, ok := s.ActivePoolWith(snap.Healthy); ok {
 				si.ActivePool = p.Name
 			}

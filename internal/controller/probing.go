@@ -59,3 +59,14 @@ func (c *Controller) proberStatus() api.ProberStatus {
 	}
 	return out
 }
+
+// probesByVIP is the prober's last probe of each VIP it probes, by
+// VIPKey.String() (nil when the prober is off).
+func (c *Controller) probesByVIP() map[string]*api.Probe {
+	st := c.proberStatus()
+	out := make(map[string]*api.Probe, len(st.Probes))
+	for i := range st.Probes {
+		out[st.Probes[i].VIP] = &st.Probes[i]
+	}
+	return out
+}

@@ -123,15 +123,42 @@ bgp
 func TestServices(t *testing.T) {
 	e := newEnv(t)
 	wantLines(t, e.ok("services"), `
-Prot  LocalAddress:Port   Service  Sched   M       Encap   ActivePool  Packets  Bytes   NewFlows
-  ->  RemoteAddress       Pool     Weight  State   Health  Share       Packets  Bytes   NewFlows
-TCP   10.0.0.100:80       web      maglev  65537   gre     web         1000     100000  100
-  ->  10.0.1.1            web      2       active  up      66.7%       600      60000   60
-  ->  10.0.1.2            web      1       active  up      33.3%       400      40000   40
-  ->  10.0.2.1            spare    1       active  -       0.0%        0        0       0
-UDP   [2001:db8::100]:53  dns      maglev  251     gre     dns         0        0       0
-  ->  2001:db8:1::1       dns      1       active  -       49.8%       0        0       0
-  ->  2001:db8:1::2       dns      1       active  -       49.8%       0        0       0`)
+Prot  LocalAddress:Port   Service  Sched   M       Encap   ActivePool  Probe  Packets  Bytes   NewFlows
+  ->  RemoteAddress       Pool     Weight  State   Health  Share              Packets  Bytes   NewFlows
+TCP   10.0.0.100:80       web      maglev  65537   gre     web         -      1000     100000  100
+  ->  10.0.1.1            web      2       active  up      66.7%              600      60000   60
+  ->  10.0.1.2            web      1       active  up      33.3%              400      40000   40
+  ->  10.0.2.1            spare    1       active  -       0.0%               0        0       0
+UDP   [2001:db8::100]:53  dns      maglev  251     gre     dns         -      0        0       0
+  ->  2001:db8:1::1       dns      1       active  -       49.8%              0        0       0
+  ->  2001:db8:1::2       dns      1       active  -       49.8%              0        0       0`)
+	// The prober's last probe of each VIP: up with its round trip, or DOWN.
+	e.fake.Lock()
+	e.fake.Info.Prober = api.ProberStatus{Enabled: true, OK: true, Probes: []api.Probe{
+		{VIP: "10.0.0.100:80/6", Up: true, Latency: 1234 * time.Microsecond, CheckedAt: time.Unix(1700000299, 0)},
+		{VIP: "[2001:db8::100]:53/17", Error: "no answer within 500ms", CheckedAt: time.Unix(1700000299, 0)},
+	}}
+	e.fake.Unlock()
+	wantLines(t, e.ok("services"), `
+Prot  LocalAddress:Port   Service  Sched   M       Encap   ActivePool  Probe       Packets  Bytes   NewFlows
+  ->  RemoteAddress       Pool     Weight  State   Health  Share                   Packets  Bytes   NewFlows
+TCP   10.0.0.100:80       web      maglev  65537   gre     web         up 1.234ms  1000     100000  100
+  ->  10.0.1.1            web      2       active  up      66.7%                   600      60000   60
+  ->  10.0.1.2            web      1       active  up      33.3%                   400      40000   40
+  ->  10.0.2.1            spare    1       active  -       0.0%                    0        0       0
+UDP   [2001:db8::100]:53  dns      maglev  251     gre     dns         DOWN        0        0       0
+  ->  2001:db8:1::1       dns      1       active  -       49.8%                   0        0       0
+  ->  2001:db8:1::2       dns      1       active  -       49.8%                   0        0       0`)
+	var js struct {
+		Services []struct {
+			Name  string
+			Probe *struct{ Up bool }
+		}
+	}
+	if err := json.Unmarshal([]byte(e.ok("-o", "json", "services")), &js); err != nil || len(js.Services) != 2 ||
+		js.Services[0].Probe == nil || !js.Services[0].Probe.Up || js.Services[1].Probe == nil || js.Services[1].Probe.Up {
+		t.Fatalf("services -o json: probes %+v (%v)", js.Services, err)
+	}
 	out := e.ok("services", "--service", "dns", "--rate")
 	if !strings.Contains(out, "Pkt/s") || strings.Contains(out, "web") {
 		t.Fatalf("dns with rates:\n%s", out)

@@ -206,6 +206,19 @@ func (c *CLI) printDelivery(w io.Writer, st *pb.StatusResponse) {
 	}
 }
 
+// probeCol is the prober's verdict on a VIP in one cell: "up" and the
+// probe's round trip, "DOWN", or "-" (prober off, or not probed yet).
+func probeCol(p *pb.Probe) string {
+	switch {
+	case p == nil:
+		return "-"
+	case p.Up:
+		return "up " + p.Latency.AsDuration().Round(time.Microsecond).String()
+	default:
+		return "DOWN"
+	}
+}
+
 func parenthesized(s string) string {
 	if s == "" {
 		return ""
@@ -309,20 +322,20 @@ func rateCols(withRates bool, r *pb.Rates) string {
 func (c *CLI) printServices(r *pb.ListServicesResponse, withRates bool) error {
 	w := c.table()
 	rh := rateHeads(withRates)
-	fmt.Fprintf(w, "Prot\tLocalAddress:Port\tService\tSched\tM\tEncap\tActivePool\tPackets\tBytes\tNewFlows%s\n", rh)
-	fmt.Fprintf(w, "  ->\tRemoteAddress\tPool\tWeight\tState\tHealth\tShare\tPackets\tBytes\tNewFlows%s\n", rh)
+	fmt.Fprintf(w, "Prot\tLocalAddress:Port\tService\tSched\tM\tEncap\tActivePool\tProbe\tPackets\tBytes\tNewFlows%s\n", rh)
+	fmt.Fprintf(w, "  ->\tRemoteAddress\tPool\tWeight\tState\tHealth\tShare\t\tPackets\tBytes\tNewFlows%s\n", rh)
 	overridden := false
 	for _, s := range r.Services {
 		active := s.ActivePool
 		if active == "" {
 			active = "NONE"
 		}
-		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s%s", protoName(s.Protocol), vipPort(s.Vip, s.Port), s.Name, s.Scheduler,
-			s.TableSize, s.Encap, active, counters(s.Counters), rateCols(withRates, s.Rates))
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s%s", protoName(s.Protocol), vipPort(s.Vip, s.Port), s.Name, s.Scheduler,
+			s.TableSize, s.Encap, active, probeCol(s.Probe), counters(s.Counters), rateCols(withRates, s.Rates))
 		fmt.Fprintln(w, line)
 		for _, b := range s.Backends {
 			overridden = overridden || b.Override != nil
-			line := fmt.Sprintf("  ->\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s", b.Address, b.Pool, weight(b), state(b), health(b.Health),
+			line := fmt.Sprintf("  ->\t%s\t%s\t%s\t%s\t%s\t%s\t\t%s%s", b.Address, b.Pool, weight(b), state(b), health(b.Health),
 				share(b.TableEntries, s.TableSize), counters(b.Counters), rateCols(withRates, b.Rates))
 			fmt.Fprintln(w, line)
 		}

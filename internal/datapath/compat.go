@@ -69,6 +69,8 @@ var pinnedMapPolicy = map[string]struct {
 	"xlb_frags":     {policyRecreate, "the fragment table (first-fragment decisions of the last seconds)"},
 	"xlb_frag_ring": {policyRecreate, "fragments on their way to xlbd's holder"},
 	"xlb_frag_buf":  {policyRecreate, "per-CPU scratch space for held fragments"},
+	// xlbd writes it again as soon as its holder runs.
+	"xlb_frag_reader": {policyRecreate, "when xlbd last read the fragment ring"},
 }
 
 // MapLayout is what makes a map compatible with a program.

@@ -303,6 +303,9 @@ func (d *Datapath) attach() error {
 	if adopted, err := d.adoptLink(); adopted || err != nil {
 		return err
 	}
+	if err := d.autoAttachError(); err != nil { // txauto.go
+		return err
+	}
 	try := []Mode{d.opts.Mode}
 	if d.opts.Mode == ModeAuto {
 		try = []Mode{ModeNative, ModeGeneric}

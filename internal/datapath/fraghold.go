@@ -10,8 +10,10 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/xlbproject/xlb/internal/progrun"
+	"golang.org/x/sys/unix"
 )
 
 // Defaults of FragHoldOptions.
@@ -69,6 +71,8 @@ type FragHolder struct {
 	held     map[xlbFragKey][]heldFrame
 	released map[xlbFragKey]time.Time // release seen: late HOLD records go at once
 	st       FragHoldStats
+	reader   *ebpf.Map // xlb_frag_reader
+	stamped  time.Time // when reader was last written
 }
 
 // NewFragHolder opens the ring buffer. One holder per datapath.
@@ -94,9 +98,32 @@ func (d *Datapath) NewFragHolder(o FragHoldOptions) (*FragHolder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open fragment ring buffer: %w", err)
 	}
-	h := &FragHolder{opts: o, rd: rd, held: map[xlbFragKey][]heldFrame{}, released: map[xlbFragKey]time.Time{}}
+	h := &FragHolder{opts: o, rd: rd, held: map[xlbFragKey][]heldFrame{}, released: map[xlbFragKey]time.Time{},
+		reader: d.objs.XlbFragReader}
+	h.stamp(time.Now())
 	d.holder.Store(h)
 	return h, nil
+}
+
+// readerStamp is how often the holder tells the program it reads the
+// ring (xlb_frag_reader); the program stops handing it datagrams to
+// split after 2 s without (bpf/frag.h, frag_split).
+const readerStamp = 200 * time.Millisecond
+
+// stamp writes the monotonic coarse clock (the program's
+// bpf_ktime_get_coarse_ns) to xlb_frag_reader, at most every
+// readerStamp.
+func (h *FragHolder) stamp(now time.Time) {
+	if now.Sub(h.stamped) < readerStamp {
+		return
+	}
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_MONOTONIC_COARSE, &ts) != nil {
+		return
+	}
+	if h.reader.Put(uint32(0), uint64(ts.Nano())) == nil {
+		h.stamped = now
+	}
 }
 
 // Close stops Run.
@@ -134,6 +161,7 @@ func (h *FragHolder) Run(ctx context.Context) error {
 			return fmt.Errorf("read fragment ring buffer: %w", err)
 		}
 		h.expire(now)
+		h.stamp(now)
 	}
 }
 

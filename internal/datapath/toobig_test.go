@@ -2,14 +2,10 @@ package datapath
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"net/netip"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/cilium/ebpf"
 	"github.com/xlbproject/xlb/internal/packet"
 )
 
@@ -189,47 +185,22 @@ func TestTooBigFragmented(t *testing.T) {
 		t.Fatal(err)
 	}
 	prog := d.Program()
-	var (
-		mu     sync.Mutex
-		pieces []*packet.Tunnel
-	)
-	h, err := d.NewFragHolder(FragHoldOptions{Inject: func(frame []byte, _ uint32) error {
-		out := make([]byte, len(frame)+256)
-		opts := &ebpf.RunOptions{Data: frame, DataOut: out, Repeat: 1}
-		ret, err := prog.Run(opts)
-		if err != nil {
-			return err
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if tun, err := packet.ParseTunnel(opts.DataOut); err == nil && ret == xdpRedirect {
-			if len(opts.DataOut)-14 > 1500 {
-				t.Errorf("piece of %d bytes once encapsulated, MTU 1500", len(opts.DataOut)-14)
+	var pieces []*packet.Tunnel
+	h, mu := runInjectHolder(t, d, func(ret uint32, out []byte) {
+		if tun, err := packet.ParseTunnel(out); err == nil && ret == xdpRedirect {
+			if len(out)-14 > 1500 {
+				t.Errorf("piece of %d bytes once encapsulated, MTU 1500", len(out)-14)
 			}
 			pieces = append(pieces, tun)
 		}
-		return nil
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	})
 
 	f := fragFlow(client4, vip4, 40001, 53, 3000) // UDP 53: IPIP to be4, outer 20
 	ip := f.IP()
 	binary.BigEndian.PutUint16(ip[4:], 0x4242) // the datagram's id
 	binary.BigEndian.PutUint16(ip[10:], 0)
 	binary.BigEndian.PutUint16(ip[10:], packet.Checksum(ip[:20]))
-	if ret, _ := run(t, prog, frameOf(ip)); ret != xdpDrop {
-		t.Fatalf("verdict %s, want DROP (to xlbd)", xdpNames[ret])
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for h.Stats().Fragmented == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	handToHolder(t, prog, h, frameOf(ip))
 	mu.Lock()
 	defer mu.Unlock()
 	if len(pieces) != 3 { // 3008 bytes of UDP in pieces of 1480 - 20 = 1456 (a multiple of 8)

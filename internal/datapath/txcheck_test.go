@@ -63,21 +63,7 @@ func inNetns(t *testing.T, ns, back netns.NsHandle, fn func()) {
 func TestTXCheckVethPeer(t *testing.T) {
 	newTestDatapath(t, Options{}) // root and bpffs checks
 	inNewNetns(t, func() {
-		here, _ := netns.Get()
-		defer here.Close()
-		other, err := netns.New() // switches the thread
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer other.Close()
-		netns.Set(here)
-		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "xlbt0", HardwareAddr: net.HardwareAddr{2, 0, 0, 0, 0, 0x11}},
-			PeerName: "xlbt1", PeerNamespace: netlink.NsFd(int(other))}
-		if err := netlink.LinkAdd(veth); err != nil {
-			t.Fatal(err)
-		}
-		link, _ := netlink.LinkByName("xlbt0")
-		netlink.LinkSetUp(link)
+		here, other := vethPeerElsewhere(t)
 		var peer netlink.Link
 		inNetns(t, other, here, func() {
 			peer, _ = netlink.LinkByName("xlbt1")
@@ -91,7 +77,7 @@ func TestTXCheckVethPeer(t *testing.T) {
 		Cleanup(o.PinDir)
 
 		o.Mode = ModeNative
-		dp, err = Open(o)
+		dp, err := Open(o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,4 +97,27 @@ func TestTXCheckVethPeer(t *testing.T) {
 			t.Fatalf("native, peer down: %+v", tx)
 		}
 	})
+}
+
+// vethPeerElsewhere creates, in the (locked) thread's namespace here, the
+// veth xlbt0 (up) whose peer xlbt1 (down) is in a new namespace other;
+// both handles are closed when the test ends.
+func vethPeerElsewhere(t *testing.T) (here, other netns.NsHandle) {
+	t.Helper()
+	here, _ = netns.Get()
+	t.Cleanup(func() { here.Close() })
+	other, err := netns.New() // switches the thread
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	netns.Set(here)
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "xlbt0", HardwareAddr: net.HardwareAddr{2, 0, 0, 0, 0, 0x11}},
+		PeerName: "xlbt1", PeerNamespace: netlink.NsFd(int(other))}
+	if err := netlink.LinkAdd(veth); err != nil {
+		t.Fatal(err)
+	}
+	link, _ := netlink.LinkByName("xlbt0")
+	netlink.LinkSetUp(link)
+	return here, other
 }

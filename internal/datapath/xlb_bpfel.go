@@ -226,7 +226,8 @@ type xlbXlbFloodKind uint32
 const (
 	xlbXlbFloodKindXLB_FLOOD_SYN  xlbXlbFloodKind = 0
 	xlbXlbFloodKindXLB_FLOOD_NEW  xlbXlbFloodKind = 1
-	xlbXlbFloodKindXLB_FLOOD__MAX xlbXlbFloodKind = 2
+	xlbXlbFloodKindXLB_FLOOD_ICMP xlbXlbFloodKind = 2
+	xlbXlbFloodKindXLB_FLOOD__MAX xlbXlbFloodKind = 3
 )
 
 type xlbXlbFragEventKind uint32
@@ -247,7 +248,7 @@ const (
 
 type xlbXlbGlobal struct {
 	_     structs.HostLayout
-	Count [43]uint64
+	Count [46]uint64
 }
 
 type xlbXlbNodeFlags uint32
@@ -322,7 +323,10 @@ const (
 	xlbXlbStatXLB_STAT_ICMP_TOO_BIG_LIMITED  xlbXlbStat = 40
 	xlbXlbStatXLB_STAT_TOO_BIG_FRAGMENT      xlbXlbStat = 41
 	xlbXlbStatXLB_STAT_TOO_BIG_FRAGMENT_FAIL xlbXlbStat = 42
-	xlbXlbStatXLB_STAT__MAX                  xlbXlbStat = 43
+	xlbXlbStatXLB_STAT_ICMP_SCAN_LIMITED     xlbXlbStat = 43
+	xlbXlbStatXLB_STAT_ICMP_CUT              xlbXlbStat = 44
+	xlbXlbStatXLB_STAT_TOO_BIG_NO_XLBD       xlbXlbStat = 45
+	xlbXlbStatXLB_STAT__MAX                  xlbXlbStat = 46
 )
 
 type xlbXlbTraceConst uint32
@@ -365,6 +369,7 @@ const (
 	xlbMapXlbFragBuf             = "xlb_frag_buf"
 	xlbMapXlbFragConf            = "xlb_frag_conf"
 	xlbMapXlbFragPeers           = "xlb_frag_peers"
+	xlbMapXlbFragReader          = "xlb_frag_reader"
 	xlbMapXlbFragRing            = "xlb_frag_ring"
 	xlbMapXlbFrags               = "xlb_frags"
 	xlbMapXlbIcmpRl              = "xlb_icmp_rl"
@@ -454,27 +459,28 @@ type xlbProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbMapSpecs struct {
-	XlbCt        *ebpf.MapSpec `ebpf:"xlb_ct"`
-	XlbFlood     *ebpf.MapSpec `ebpf:"xlb_flood"`
-	XlbFragBuf   *ebpf.MapSpec `ebpf:"xlb_frag_buf"`
-	XlbFragConf  *ebpf.MapSpec `ebpf:"xlb_frag_conf"`
-	XlbFragPeers *ebpf.MapSpec `ebpf:"xlb_frag_peers"`
-	XlbFragRing  *ebpf.MapSpec `ebpf:"xlb_frag_ring"`
-	XlbFrags     *ebpf.MapSpec `ebpf:"xlb_frags"`
-	XlbIcmpRl    *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
-	XlbNode      *ebpf.MapSpec `ebpf:"xlb_node"`
-	XlbRealStats *ebpf.MapSpec `ebpf:"xlb_real_stats"`
-	XlbReals     *ebpf.MapSpec `ebpf:"xlb_reals"`
-	XlbStats     *ebpf.MapSpec `ebpf:"xlb_stats"`
-	XlbSvcStats  *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
-	XlbTables    *ebpf.MapSpec `ebpf:"xlb_tables"`
-	XlbTooBigRl  *ebpf.MapSpec `ebpf:"xlb_too_big_rl"`
-	XlbTraceRing *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
-	XlbTraceRl   *ebpf.MapSpec `ebpf:"xlb_trace_rl"`
-	XlbVipAddrs  *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
-	XlbVipEnts   *ebpf.MapSpec `ebpf:"xlb_vip_ents"`
-	XlbVipIndex  *ebpf.MapSpec `ebpf:"xlb_vip_index"`
-	XlbVips      *ebpf.MapSpec `ebpf:"xlb_vips"`
+	XlbCt         *ebpf.MapSpec `ebpf:"xlb_ct"`
+	XlbFlood      *ebpf.MapSpec `ebpf:"xlb_flood"`
+	XlbFragBuf    *ebpf.MapSpec `ebpf:"xlb_frag_buf"`
+	XlbFragConf   *ebpf.MapSpec `ebpf:"xlb_frag_conf"`
+	XlbFragPeers  *ebpf.MapSpec `ebpf:"xlb_frag_peers"`
+	XlbFragReader *ebpf.MapSpec `ebpf:"xlb_frag_reader"`
+	XlbFragRing   *ebpf.MapSpec `ebpf:"xlb_frag_ring"`
+	XlbFrags      *ebpf.MapSpec `ebpf:"xlb_frags"`
+	XlbIcmpRl     *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
+	XlbNode       *ebpf.MapSpec `ebpf:"xlb_node"`
+	XlbRealStats  *ebpf.MapSpec `ebpf:"xlb_real_stats"`
+	XlbReals      *ebpf.MapSpec `ebpf:"xlb_reals"`
+	XlbStats      *ebpf.MapSpec `ebpf:"xlb_stats"`
+	XlbSvcStats   *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
+	XlbTables     *ebpf.MapSpec `ebpf:"xlb_tables"`
+	XlbTooBigRl   *ebpf.MapSpec `ebpf:"xlb_too_big_rl"`
+	XlbTraceRing  *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
+	XlbTraceRl    *ebpf.MapSpec `ebpf:"xlb_trace_rl"`
+	XlbVipAddrs   *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
+	XlbVipEnts    *ebpf.MapSpec `ebpf:"xlb_vip_ents"`
+	XlbVipIndex   *ebpf.MapSpec `ebpf:"xlb_vip_index"`
+	XlbVips       *ebpf.MapSpec `ebpf:"xlb_vips"`
 }
 
 // xlbVariableSpecs contains global variables before they are loaded into the kernel.
@@ -524,27 +530,28 @@ func (o *xlbObjects) Close() error {
 //
 // It can be passed to loadXlbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbMaps struct {
-	XlbCt        *ebpf.Map `ebpf:"xlb_ct"`
-	XlbFlood     *ebpf.Map `ebpf:"xlb_flood"`
-	XlbFragBuf   *ebpf.Map `ebpf:"xlb_frag_buf"`
-	XlbFragConf  *ebpf.Map `ebpf:"xlb_frag_conf"`
-	XlbFragPeers *ebpf.Map `ebpf:"xlb_frag_peers"`
-	XlbFragRing  *ebpf.Map `ebpf:"xlb_frag_ring"`
-	XlbFrags     *ebpf.Map `ebpf:"xlb_frags"`
-	XlbIcmpRl    *ebpf.Map `ebpf:"xlb_icmp_rl"`
-	XlbNode      *ebpf.Map `ebpf:"xlb_node"`
-	XlbRealStats *ebpf.Map `ebpf:"xlb_real_stats"`
-	XlbReals     *ebpf.Map `ebpf:"xlb_reals"`
-	XlbStats     *ebpf.Map `ebpf:"xlb_stats"`
-	XlbSvcStats  *ebpf.Map `ebpf:"xlb_svc_stats"`
-	XlbTables    *ebpf.Map `ebpf:"xlb_tables"`
-	XlbTooBigRl  *ebpf.Map `ebpf:"xlb_too_big_rl"`
-	XlbTraceRing *ebpf.Map `ebpf:"xlb_trace_ring"`
-	XlbTraceRl   *ebpf.Map `ebpf:"xlb_trace_rl"`
-	XlbVipAddrs  *ebpf.Map `ebpf:"xlb_vip_addrs"`
-	XlbVipEnts   *ebpf.Map `ebpf:"xlb_vip_ents"`
-	XlbVipIndex  *ebpf.Map `ebpf:"xlb_vip_index"`
-	XlbVips      *ebpf.Map `ebpf:"xlb_vips"`
+	XlbCt         *ebpf.Map `ebpf:"xlb_ct"`
+	XlbFlood      *ebpf.Map `ebpf:"xlb_flood"`
+	XlbFragBuf    *ebpf.Map `ebpf:"xlb_frag_buf"`
+	XlbFragConf   *ebpf.Map `ebpf:"xlb_frag_conf"`
+	XlbFragPeers  *ebpf.Map `ebpf:"xlb_frag_peers"`
+	XlbFragReader *ebpf.Map `ebpf:"xlb_frag_reader"`
+	XlbFragRing   *ebpf.Map `ebpf:"xlb_frag_ring"`
+	XlbFrags      *ebpf.Map `ebpf:"xlb_frags"`
+	XlbIcmpRl     *ebpf.Map `ebpf:"xlb_icmp_rl"`
+	XlbNode       *ebpf.Map `ebpf:"xlb_node"`
+	XlbRealStats  *ebpf.Map `ebpf:"xlb_real_stats"`
+	XlbReals      *ebpf.Map `ebpf:"xlb_reals"`
+	XlbStats      *ebpf.Map `ebpf:"xlb_stats"`
+	XlbSvcStats   *ebpf.Map `ebpf:"xlb_svc_stats"`
+	XlbTables     *ebpf.Map `ebpf:"xlb_tables"`
+	XlbTooBigRl   *ebpf.Map `ebpf:"xlb_too_big_rl"`
+	XlbTraceRing  *ebpf.Map `ebpf:"xlb_trace_ring"`
+	XlbTraceRl    *ebpf.Map `ebpf:"xlb_trace_rl"`
+	XlbVipAddrs   *ebpf.Map `ebpf:"xlb_vip_addrs"`
+	XlbVipEnts    *ebpf.Map `ebpf:"xlb_vip_ents"`
+	XlbVipIndex   *ebpf.Map `ebpf:"xlb_vip_index"`
+	XlbVips       *ebpf.Map `ebpf:"xlb_vips"`
 }
 
 func (m *xlbMaps) Close() error {
@@ -554,6 +561,7 @@ func (m *xlbMaps) Close() error {
 		m.XlbFragBuf,
 		m.XlbFragConf,
 		m.XlbFragPeers,
+		m.XlbFragReader,
 		m.XlbFragRing,
 		m.XlbFrags,
 		m.XlbIcmpRl,

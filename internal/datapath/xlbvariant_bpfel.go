@@ -21,6 +21,7 @@ const (
 	xlbvariantMapXlbFragBuf             = "xlb_frag_buf"
 	xlbvariantMapXlbFragConf            = "xlb_frag_conf"
 	xlbvariantMapXlbFragPeers           = "xlb_frag_peers"
+	xlbvariantMapXlbFragReader          = "xlb_frag_reader"
 	xlbvariantMapXlbFragRing            = "xlb_frag_ring"
 	xlbvariantMapXlbFrags               = "xlb_frags"
 	xlbvariantMapXlbIcmpRl              = "xlb_icmp_rl"
@@ -111,27 +112,28 @@ type xlbvariantProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbvariantMapSpecs struct {
-	XlbCt        *ebpf.MapSpec `ebpf:"xlb_ct"`
-	XlbFlood     *ebpf.MapSpec `ebpf:"xlb_flood"`
-	XlbFragBuf   *ebpf.MapSpec `ebpf:"xlb_frag_buf"`
-	XlbFragConf  *ebpf.MapSpec `ebpf:"xlb_frag_conf"`
-	XlbFragPeers *ebpf.MapSpec `ebpf:"xlb_frag_peers"`
-	XlbFragRing  *ebpf.MapSpec `ebpf:"xlb_frag_ring"`
-	XlbFrags     *ebpf.MapSpec `ebpf:"xlb_frags"`
-	XlbIcmpRl    *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
-	XlbNode      *ebpf.MapSpec `ebpf:"xlb_node"`
-	XlbRealStats *ebpf.MapSpec `ebpf:"xlb_real_stats"`
-	XlbReals     *ebpf.MapSpec `ebpf:"xlb_reals"`
-	XlbStats     *ebpf.MapSpec `ebpf:"xlb_stats"`
-	XlbSvcStats  *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
-	XlbTables    *ebpf.MapSpec `ebpf:"xlb_tables"`
-	XlbTooBigRl  *ebpf.MapSpec `ebpf:"xlb_too_big_rl"`
-	XlbTraceRing *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
-	XlbTraceRl   *ebpf.MapSpec `ebpf:"xlb_trace_rl"`
-	XlbVipAddrs  *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
-	XlbVipEnts   *ebpf.MapSpec `ebpf:"xlb_vip_ents"`
-	XlbVipIndex  *ebpf.MapSpec `ebpf:"xlb_vip_index"`
-	XlbVips      *ebpf.MapSpec `ebpf:"xlb_vips"`
+	XlbCt         *ebpf.MapSpec `ebpf:"xlb_ct"`
+	XlbFlood      *ebpf.MapSpec `ebpf:"xlb_flood"`
+	XlbFragBuf    *ebpf.MapSpec `ebpf:"xlb_frag_buf"`
+	XlbFragConf   *ebpf.MapSpec `ebpf:"xlb_frag_conf"`
+	XlbFragPeers  *ebpf.MapSpec `ebpf:"xlb_frag_peers"`
+	XlbFragReader *ebpf.MapSpec `ebpf:"xlb_frag_reader"`
+	XlbFragRing   *ebpf.MapSpec `ebpf:"xlb_frag_ring"`
+	XlbFrags      *ebpf.MapSpec `ebpf:"xlb_frags"`
+	XlbIcmpRl     *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
+	XlbNode       *ebpf.MapSpec `ebpf:"xlb_node"`
+	XlbRealStats  *ebpf.MapSpec `ebpf:"xlb_real_stats"`
+	XlbReals      *ebpf.MapSpec `ebpf:"xlb_reals"`
+	XlbStats      *ebpf.MapSpec `ebpf:"xlb_stats"`
+	XlbSvcStats   *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
+	XlbTables     *ebpf.MapSpec `ebpf:"xlb_tables"`
+	XlbTooBigRl   *ebpf.MapSpec `ebpf:"xlb_too_big_rl"`
+	XlbTraceRing  *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
+	XlbTraceRl    *ebpf.MapSpec `ebpf:"xlb_trace_rl"`
+	XlbVipAddrs   *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
+	XlbVipEnts    *ebpf.MapSpec `ebpf:"xlb_vip_ents"`
+	XlbVipIndex   *ebpf.MapSpec `ebpf:"xlb_vip_index"`
+	XlbVips       *ebpf.MapSpec `ebpf:"xlb_vips"`
 }
 
 // xlbvariantVariableSpecs contains global variables before they are loaded into the kernel.
@@ -182,27 +184,28 @@ func (o *xlbvariantObjects) Close() error {
 //
 // It can be passed to loadXlbvariantObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbvariantMaps struct {
-	XlbCt        *ebpf.Map `ebpf:"xlb_ct"`
-	XlbFlood     *ebpf.Map `ebpf:"xlb_flood"`
-	XlbFragBuf   *ebpf.Map `ebpf:"xlb_frag_buf"`
-	XlbFragConf  *ebpf.Map `ebpf:"xlb_frag_conf"`
-	XlbFragPeers *ebpf.Map `ebpf:"xlb_frag_peers"`
-	XlbFragRing  *ebpf.Map `ebpf:"xlb_frag_ring"`
-	XlbFrags     *ebpf.Map `ebpf:"xlb_frags"`
-	XlbIcmpRl    *ebpf.Map `ebpf:"xlb_icmp_rl"`
-	XlbNode      *ebpf.Map `ebpf:"xlb_node"`
-	XlbRealStats *ebpf.Map `ebpf:"xlb_real_stats"`
-	XlbReals     *ebpf.Map `ebpf:"xlb_reals"`
-	XlbStats     *ebpf.Map `ebpf:"xlb_stats"`
-	XlbSvcStats  *ebpf.Map `ebpf:"xlb_svc_stats"`
-	XlbTables    *ebpf.Map `ebpf:"xlb_tables"`
-	XlbTooBigRl  *ebpf.Map `ebpf:"xlb_too_big_rl"`
-	XlbTraceRing *ebpf.Map `ebpf:"xlb_trace_ring"`
-	XlbTraceRl   *ebpf.Map `ebpf:"xlb_trace_rl"`
-	XlbVipAddrs  *ebpf.Map `ebpf:"xlb_vip_addrs"`
-	XlbVipEnts   *ebpf.Map `ebpf:"xlb_vip_ents"`
-	XlbVipIndex  *ebpf.Map `ebpf:"xlb_vip_index"`
-	XlbVips      *ebpf.Map `ebpf:"xlb_vips"`
+	XlbCt         *ebpf.Map `ebpf:"xlb_ct"`
+	XlbFlood      *ebpf.Map `ebpf:"xlb_flood"`
+	XlbFragBuf    *ebpf.Map `ebpf:"xlb_frag_buf"`
+	XlbFragConf   *ebpf.Map `ebpf:"xlb_frag_conf"`
+	XlbFragPeers  *ebpf.Map `ebpf:"xlb_frag_peers"`
+	XlbFragReader *ebpf.Map `ebpf:"xlb_frag_reader"`
+	XlbFragRing   *ebpf.Map `ebpf:"xlb_frag_ring"`
+	XlbFrags      *ebpf.Map `ebpf:"xlb_frags"`
+	XlbIcmpRl     *ebpf.Map `ebpf:"xlb_icmp_rl"`
+	XlbNode       *ebpf.Map `ebpf:"xlb_node"`
+	XlbRealStats  *ebpf.Map `ebpf:"xlb_real_stats"`
+	XlbReals      *ebpf.Map `ebpf:"xlb_reals"`
+	XlbStats      *ebpf.Map `ebpf:"xlb_stats"`
+	XlbSvcStats   *ebpf.Map `ebpf:"xlb_svc_stats"`
+	XlbTables     *ebpf.Map `ebpf:"xlb_tables"`
+	XlbTooBigRl   *ebpf.Map `ebpf:"xlb_too_big_rl"`
+	XlbTraceRing  *ebpf.Map `ebpf:"xlb_trace_ring"`
+	XlbTraceRl    *ebpf.Map `ebpf:"xlb_trace_rl"`
+	XlbVipAddrs   *ebpf.Map `ebpf:"xlb_vip_addrs"`
+	XlbVipEnts    *ebpf.Map `ebpf:"xlb_vip_ents"`
+	XlbVipIndex   *ebpf.Map `ebpf:"xlb_vip_index"`
+	XlbVips       *ebpf.Map `ebpf:"xlb_vips"`
 }
 
 func (m *xlbvariantMaps) Close() error {
@@ -212,6 +215,7 @@ func (m *xlbvariantMaps) Close() error {
 		m.XlbFragBuf,
 		m.XlbFragConf,
 		m.XlbFragPeers,
+		m.XlbFragReader,
 		m.XlbFragRing,
 		m.XlbFrags,
 		m.XlbIcmpRl,

@@ -1244,12 +1244,15 @@ type Service struct {
 	// The pool new flows go to (the first usable of its pools); "" when no pool
 	// has a usable
 	// backend (the VIP drops new flows).
-	ActivePool    string     `protobuf:"bytes,8,opt,name=active_pool,json=activePool,proto3" json:"active_pool,omitempty"`
-	Pools         []string   `protobuf:"bytes,9,rep,name=pools,proto3" json:"pools,omitempty"` // in order of preference
-	Counters      *Counters  `protobuf:"bytes,10,opt,name=counters,proto3" json:"counters,omitempty"`
-	Rates         *Rates     `protobuf:"bytes,11,opt,name=rates,proto3" json:"rates,omitempty"` // unset unless rate_interval was given
-	Backends      []*Backend `protobuf:"bytes,12,rep,name=backends,proto3" json:"backends,omitempty"`
-	Id            uint32     `protobuf:"varint,13,opt,name=id,proto3" json:"id,omitempty"` // data plane service id
+	ActivePool string     `protobuf:"bytes,8,opt,name=active_pool,json=activePool,proto3" json:"active_pool,omitempty"`
+	Pools      []string   `protobuf:"bytes,9,rep,name=pools,proto3" json:"pools,omitempty"` // in order of preference
+	Counters   *Counters  `protobuf:"bytes,10,opt,name=counters,proto3" json:"counters,omitempty"`
+	Rates      *Rates     `protobuf:"bytes,11,opt,name=rates,proto3" json:"rates,omitempty"` // unset unless rate_interval was given
+	Backends   []*Backend `protobuf:"bytes,12,rep,name=backends,proto3" json:"backends,omitempty"`
+	Id         uint32     `protobuf:"varint,13,opt,name=id,proto3" json:"id,omitempty"` // data plane service id
+	// The blackbox prober's last probe of this VIP; unset while the prober is
+	// off or has not probed it yet.
+	Probe         *Probe `protobuf:"bytes,20,opt,name=probe,proto3" json:"probe,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1373,6 +1376,13 @@ func (x *Service) GetId() uint32 {
 		return x.Id
 	}
 	return 0
+}
+
+func (x *Service) GetProbe() *Probe {
+	if x != nil {
+		return x.Probe
+	}
+	return nil
 }
 
 // Backend is one backend of one service. weight and state are the values in
@@ -3406,7 +3416,7 @@ const file_xlb_v1_xlb_proto_rawDesc = "" +
 	"\aservice\x18\x02 \x01(\tR\aservice\"k\n" +
 	"\x14ListServicesResponse\x12+\n" +
 	"\bservices\x18\x01 \x03(\v2\x0f.xlb.v1.ServiceR\bservices\x12&\n" +
-	"\x06sample\x18\x02 \x01(\v2\x0e.xlb.v1.SampleR\x06sample\"\x8b\x03\n" +
+	"\x06sample\x18\x02 \x01(\v2\x0e.xlb.v1.SampleR\x06sample\"\xb0\x03\n" +
 	"\aService\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03vip\x18\x02 \x01(\tR\x03vip\x12\x12\n" +
@@ -3423,7 +3433,8 @@ const file_xlb_v1_xlb_proto_rawDesc = "" +
 	" \x01(\v2\x10.xlb.v1.CountersR\bcounters\x12#\n" +
 	"\x05rates\x18\v \x01(\v2\r.xlb.v1.RatesR\x05rates\x12+\n" +
 	"\bbackends\x18\f \x03(\v2\x0f.xlb.v1.BackendR\bbackends\x12\x0e\n" +
-	"\x02id\x18\r \x01(\rR\x02id\"\xf2\x03\n" +
+	"\x02id\x18\r \x01(\rR\x02id\x12#\n" +
+	"\x05probe\x18\x14 \x01(\v2\r.xlb.v1.ProbeR\x05probe\"\xf2\x03\n" +
 	"\aBackend\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x12\n" +
@@ -3699,64 +3710,65 @@ var file_xlb_v1_xlb_proto_depIdxs = []int32{
 	4,  // 20: xlb.v1.Service.counters:type_name -> xlb.v1.Counters
 	5,  // 21: xlb.v1.Service.rates:type_name -> xlb.v1.Rates
 	19, // 22: xlb.v1.Service.backends:type_name -> xlb.v1.Backend
-	1,  // 23: xlb.v1.Backend.state:type_name -> xlb.v1.BackendState
-	20, // 24: xlb.v1.Backend.override:type_name -> xlb.v1.Override
-	21, // 25: xlb.v1.Backend.health:type_name -> xlb.v1.Health
-	4,  // 26: xlb.v1.Backend.counters:type_name -> xlb.v1.Counters
-	5,  // 27: xlb.v1.Backend.rates:type_name -> xlb.v1.Rates
-	46, // 28: xlb.v1.Override.since:type_name -> google.protobuf.Timestamp
-	46, // 29: xlb.v1.Health.since:type_name -> google.protobuf.Timestamp
-	46, // 30: xlb.v1.Health.last_probe:type_name -> google.protobuf.Timestamp
-	47, // 31: xlb.v1.ListBackendsRequest.rate_interval:type_name -> google.protobuf.Duration
-	19, // 32: xlb.v1.ListBackendsResponse.backends:type_name -> xlb.v1.Backend
-	6,  // 33: xlb.v1.ListBackendsResponse.sample:type_name -> xlb.v1.Sample
-	26, // 34: xlb.v1.ApplyConfigResponse.diff:type_name -> xlb.v1.Diff
-	27, // 35: xlb.v1.Diff.backends_added:type_name -> xlb.v1.BackendRef
-	27, // 36: xlb.v1.Diff.backends_removed:type_name -> xlb.v1.BackendRef
-	27, // 37: xlb.v1.Diff.backends_changed:type_name -> xlb.v1.BackendRef
-	28, // 38: xlb.v1.ConfigErrors.errors:type_name -> xlb.v1.ConfigError
-	27, // 39: xlb.v1.SetBackendResponse.backends:type_name -> xlb.v1.BackendRef
-	47, // 40: xlb.v1.CountersRequest.rate_interval:type_name -> google.protobuf.Duration
-	34, // 41: xlb.v1.CountersResponse.global:type_name -> xlb.v1.NamedCounter
-	35, // 42: xlb.v1.CountersResponse.services:type_name -> xlb.v1.ServiceCounters
-	36, // 43: xlb.v1.CountersResponse.backends:type_name -> xlb.v1.BackendCounters
-	6,  // 44: xlb.v1.CountersResponse.sample:type_name -> xlb.v1.Sample
-	0,  // 45: xlb.v1.ServiceCounters.protocol:type_name -> xlb.v1.Protocol
-	4,  // 46: xlb.v1.ServiceCounters.counters:type_name -> xlb.v1.Counters
-	5,  // 47: xlb.v1.ServiceCounters.rates:type_name -> xlb.v1.Rates
-	4,  // 48: xlb.v1.BackendCounters.counters:type_name -> xlb.v1.Counters
-	5,  // 49: xlb.v1.BackendCounters.rates:type_name -> xlb.v1.Rates
-	2,  // 50: xlb.v1.ConntrackDumpRequest.state:type_name -> xlb.v1.ConntrackState
-	39, // 51: xlb.v1.ConntrackDumpResponse.entries:type_name -> xlb.v1.ConntrackEntry
-	2,  // 52: xlb.v1.ConntrackEntry.state:type_name -> xlb.v1.ConntrackState
-	47, // 53: xlb.v1.ConntrackEntry.age:type_name -> google.protobuf.Duration
-	0,  // 54: xlb.v1.ExplainRequest.protocol:type_name -> xlb.v1.Protocol
-	3,  // 55: xlb.v1.ExplainResponse.conntrack:type_name -> xlb.v1.ConntrackResult
-	7,  // 56: xlb.v1.XLB.Status:input_type -> xlb.v1.StatusRequest
-	16, // 57: xlb.v1.XLB.ListServices:input_type -> xlb.v1.ListServicesRequest
-	22, // 58: xlb.v1.XLB.ListBackends:input_type -> xlb.v1.ListBackendsRequest
-	24, // 59: xlb.v1.XLB.ApplyConfig:input_type -> xlb.v1.ApplyConfigRequest
-	30, // 60: xlb.v1.XLB.SetBackend:input_type -> xlb.v1.SetBackendRequest
-	32, // 61: xlb.v1.XLB.Counters:input_type -> xlb.v1.CountersRequest
-	37, // 62: xlb.v1.XLB.ConntrackDump:input_type -> xlb.v1.ConntrackDumpRequest
-	40, // 63: xlb.v1.XLB.Explain:input_type -> xlb.v1.ExplainRequest
-	42, // 64: xlb.v1.XLB.NodeDrain:input_type -> xlb.v1.NodeDrainRequest
-	44, // 65: xlb.v1.XLB.NodeUndrain:input_type -> xlb.v1.NodeUndrainRequest
-	8,  // 66: xlb.v1.XLB.Status:output_type -> xlb.v1.StatusResponse
-	17, // 67: xlb.v1.XLB.ListServices:output_type -> xlb.v1.ListServicesResponse
-	23, // 68: xlb.v1.XLB.ListBackends:output_type -> xlb.v1.ListBackendsResponse
-	25, // 69: xlb.v1.XLB.ApplyConfig:output_type -> xlb.v1.ApplyConfigResponse
-	31, // 70: xlb.v1.XLB.SetBackend:output_type -> xlb.v1.SetBackendResponse
-	33, // 71: xlb.v1.XLB.Counters:output_type -> xlb.v1.CountersResponse
-	38, // 72: xlb.v1.XLB.ConntrackDump:output_type -> xlb.v1.ConntrackDumpResponse
-	41, // 73: xlb.v1.XLB.Explain:output_type -> xlb.v1.ExplainResponse
-	43, // 74: xlb.v1.XLB.NodeDrain:output_type -> xlb.v1.NodeDrainResponse
-	45, // 75: xlb.v1.XLB.NodeUndrain:output_type -> xlb.v1.NodeUndrainResponse
-	66, // [66:76] is the sub-list for method output_type
-	56, // [56:66] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	11, // 23: xlb.v1.Service.probe:type_name -> xlb.v1.Probe
+	1,  // 24: xlb.v1.Backend.state:type_name -> xlb.v1.BackendState
+	20, // 25: xlb.v1.Backend.override:type_name -> xlb.v1.Override
+	21, // 26: xlb.v1.Backend.health:type_name -> xlb.v1.Health
+	4,  // 27: xlb.v1.Backend.counters:type_name -> xlb.v1.Counters
+	5,  // 28: xlb.v1.Backend.rates:type_name -> xlb.v1.Rates
+	46, // 29: xlb.v1.Override.since:type_name -> google.protobuf.Timestamp
+	46, // 30: xlb.v1.Health.since:type_name -> google.protobuf.Timestamp
+	46, // 31: xlb.v1.Health.last_probe:type_name -> google.protobuf.Timestamp
+	47, // 32: xlb.v1.ListBackendsRequest.rate_interval:type_name -> google.protobuf.Duration
+	19, // 33: xlb.v1.ListBackendsResponse.backends:type_name -> xlb.v1.Backend
+	6,  // 34: xlb.v1.ListBackendsResponse.sample:type_name -> xlb.v1.Sample
+	26, // 35: xlb.v1.ApplyConfigResponse.diff:type_name -> xlb.v1.Diff
+	27, // 36: xlb.v1.Diff.backends_added:type_name -> xlb.v1.BackendRef
+	27, // 37: xlb.v1.Diff.backends_removed:type_name -> xlb.v1.BackendRef
+	27, // 38: xlb.v1.Diff.backends_changed:type_name -> xlb.v1.BackendRef
+	28, // 39: xlb.v1.ConfigErrors.errors:type_name -> xlb.v1.ConfigError
+	27, // 40: xlb.v1.SetBackendResponse.backends:type_name -> xlb.v1.BackendRef
+	47, // 41: xlb.v1.CountersRequest.rate_interval:type_name -> google.protobuf.Duration
+	34, // 42: xlb.v1.CountersResponse.global:type_name -> xlb.v1.NamedCounter
+	35, // 43: xlb.v1.CountersResponse.services:type_name -> xlb.v1.ServiceCounters
+	36, // 44: xlb.v1.CountersResponse.backends:type_name -> xlb.v1.BackendCounters
+	6,  // 45: xlb.v1.CountersResponse.sample:type_name -> xlb.v1.Sample
+	0,  // 46: xlb.v1.ServiceCounters.protocol:type_name -> xlb.v1.Protocol
+	4,  // 47: xlb.v1.ServiceCounters.counters:type_name -> xlb.v1.Counters
+	5,  // 48: xlb.v1.ServiceCounters.rates:type_name -> xlb.v1.Rates
+	4,  // 49: xlb.v1.BackendCounters.counters:type_name -> xlb.v1.Counters
+	5,  // 50: xlb.v1.BackendCounters.rates:type_name -> xlb.v1.Rates
+	2,  // 51: xlb.v1.ConntrackDumpRequest.state:type_name -> xlb.v1.ConntrackState
+	39, // 52: xlb.v1.ConntrackDumpResponse.entries:type_name -> xlb.v1.ConntrackEntry
+	2,  // 53: xlb.v1.ConntrackEntry.state:type_name -> xlb.v1.ConntrackState
+	47, // 54: xlb.v1.ConntrackEntry.age:type_name -> google.protobuf.Duration
+	0,  // 55: xlb.v1.ExplainRequest.protocol:type_name -> xlb.v1.Protocol
+	3,  // 56: xlb.v1.ExplainResponse.conntrack:type_name -> xlb.v1.ConntrackResult
+	7,  // 57: xlb.v1.XLB.Status:input_type -> xlb.v1.StatusRequest
+	16, // 58: xlb.v1.XLB.ListServices:input_type -> xlb.v1.ListServicesRequest
+	22, // 59: xlb.v1.XLB.ListBackends:input_type -> xlb.v1.ListBackendsRequest
+	24, // 60: xlb.v1.XLB.ApplyConfig:input_type -> xlb.v1.ApplyConfigRequest
+	30, // 61: xlb.v1.XLB.SetBackend:input_type -> xlb.v1.SetBackendRequest
+	32, // 62: xlb.v1.XLB.Counters:input_type -> xlb.v1.CountersRequest
+	37, // 63: xlb.v1.XLB.ConntrackDump:input_type -> xlb.v1.ConntrackDumpRequest
+	40, // 64: xlb.v1.XLB.Explain:input_type -> xlb.v1.ExplainRequest
+	42, // 65: xlb.v1.XLB.NodeDrain:input_type -> xlb.v1.NodeDrainRequest
+	44, // 66: xlb.v1.XLB.NodeUndrain:input_type -> xlb.v1.NodeUndrainRequest
+	8,  // 67: xlb.v1.XLB.Status:output_type -> xlb.v1.StatusResponse
+	17, // 68: xlb.v1.XLB.ListServices:output_type -> xlb.v1.ListServicesResponse
+	23, // 69: xlb.v1.XLB.ListBackends:output_type -> xlb.v1.ListBackendsResponse
+	25, // 70: xlb.v1.XLB.ApplyConfig:output_type -> xlb.v1.ApplyConfigResponse
+	31, // 71: xlb.v1.XLB.SetBackend:output_type -> xlb.v1.SetBackendResponse
+	33, // 72: xlb.v1.XLB.Counters:output_type -> xlb.v1.CountersResponse
+	38, // 73: xlb.v1.XLB.ConntrackDump:output_type -> xlb.v1.ConntrackDumpResponse
+	41, // 74: xlb.v1.XLB.Explain:output_type -> xlb.v1.ExplainResponse
+	43, // 75: xlb.v1.XLB.NodeDrain:output_type -> xlb.v1.NodeDrainResponse
+	45, // 76: xlb.v1.XLB.NodeUndrain:output_type -> xlb.v1.NodeUndrainResponse
+	67, // [67:77] is the sub-list for method output_type
+	57, // [57:67] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_xlb_v1_xlb_proto_init() }

@@ -184,6 +184,13 @@ func (f *Fake) Services(ctx context.Context) ([]api.ServiceInfo, error) {
 			Scheduler: s.Scheduler.String(), TableSize: s.TableSize, Encap: s.Encap.String(),
 			Counters: f.svcCount[s.Name],
 		}
+		vip := fmt.Sprintf("%s/%d", netip.AddrPortFrom(s.VIP, s.Port), s.Proto) // as the prober names it
+		for j := range f.Info.Prober.Probes {
+			if f.Info.Prober.Probes[j].VIP == vip {
+				p := f.Info.Prober.Probes[j]
+				si.Probe = &p
+			}
+		}
 		for _, p := range s.Pools {
 			si.Pools = append(si.Pools, p.Name)
 		}
