@@ -4,6 +4,10 @@ BIN     := bin
 CMDS    := xlbd xlbctl xlb-decap xlb-lab
 GOFLAGS ?=
 export GOFLAGS
+# The version every binary's --version prints (internal/version); empty
+# when there is no git, and the binaries then say they carry none.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+LDFLAGS := -X github.com/xlbproject/xlb/internal/version.Version=$(VERSION)
 
 .PHONY: all deps generate proto build test test-unit fuzz demo bench check-generated clean
 
@@ -31,7 +35,7 @@ proto:
 
 build: deps
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
 
 # Privileged tests (netns, XDP) run serially: they share the kernel.
 test: build

@@ -3,9 +3,21 @@
 // backends in ipvsadm-like tables, counters with rates, config apply with a
 // dry-run diff, backend drain and weight overrides, conntrack dump, packet
 // explain, node drain. `-o json` prints the API's messages. The commands
-// live in internal/ctl; `xlbctl help` lists them.
+// live in internal/ctl; `xlbctl help` lists them. `xlbctl --version`
+// prints its own version (the running xlbd's is in `xlbctl status`).
 package main
 
-import "github.com/xlbproject/xlb/internal/ctl"
+import (
+	"os"
 
-func main() { ctl.Main() }
+	"github.com/xlbproject/xlb/internal/ctl"
+	"github.com/xlbproject/xlb/internal/version"
+)
+
+func main() {
+	if len(os.Args) == 2 && (os.Args[1] == "--version" || os.Args[1] == "version") {
+		version.Print(os.Stdout, "xlbctl")
+		return
+	}
+	ctl.Main()
+}

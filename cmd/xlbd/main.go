@@ -24,6 +24,7 @@ import (
 	"github.com/xlbproject/xlb/internal/datapath"
 	xmetrics "github.com/xlbproject/xlb/internal/metrics"
 	"github.com/xlbproject/xlb/internal/prober"
+	"github.com/xlbproject/xlb/internal/version"
 )
 
 // Data plane capacities: VIPs, and (service, backend) pairs (the largest
@@ -32,9 +33,6 @@ const (
 	maxServices = 4096
 	maxReals    = datapath.RealsLimit
 )
-
-// version is set at build time (-ldflags "-X main.version=...").
-var version = "dev"
 
 func main() {
 	var (
@@ -50,9 +48,14 @@ func main() {
 		tlsCA    = flag.String("tls-client-ca", "", "CA that signs client certificates for --api-tcp")
 		metrics  = flag.String("metrics-addr", "", "Prometheus /metrics and /healthz HTTP address, \"\" or \"off\" to disable (default node.metrics_addr, else "+xmetrics.DefaultAddr+")")
 		probe    = flag.Duration("probe-interval", 0, "run the blackbox prober: every interval, a real probe to each VIP through the forwarder and the interface, answered by a backend; a node whose probes all go unanswered withdraws its VIPs (0: off)")
+		showVer  = flag.Bool("version", false, "print the version (git describe) and the kernel's tag of the embedded forwarder program, and exit")
 		discard  = flag.Bool("discard-conntrack", false, "if the pinned connection table does not fit this build or node.conntrack_entries, start with an empty one (tracked connections are re-balanced) instead of refusing")
 	)
 	flag.Parse()
+	if *showVer {
+		version.Print(os.Stdout, "xlbd", datapath.ProgramTags()...)
+		return
+	}
 	// `xlbd --check-config FILE`: the file may follow the flag.
 	if flag.NArg() > 0 {
 		cfgSet := false
@@ -185,7 +188,7 @@ func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts
 
 // serve starts the API server and, when configured, the metrics server.
 func serve(ctx context.Context, log *slog.Logger, cfg *config.Config, pinDir string, so serveOpts) (*controller.API, *xmetrics.Metrics, error) {
-	apiView := controller.NewAPI(cfg.Node.Interface, pinDir, version)
+	apiView := controller.NewAPI(cfg.Node.Interface, pinDir, version.String())
 	server, err := api.Listen(apiView, api.Options{Socket: so.socket, TCP: so.tcp, TLS: so.tls, Log: log})
 	if err != nil {
 		return nil, nil, err
