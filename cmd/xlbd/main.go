@@ -48,13 +48,13 @@ func main() {
 		tlsCA    = flag.String("tls-client-ca", "", "CA that signs client certificates for --api-tcp")
 		metrics  = flag.String("metrics-addr", "", "Prometheus /metrics and /healthz HTTP address, \"\" or \"off\" to disable (default node.metrics_addr, else "+xmetrics.DefaultAddr+")")
 		probe    = flag.Duration("probe-interval", 0, "run the blackbox prober: every interval, a real probe to each VIP through the forwarder and the interface, answered by a backend; a node whose probes all go unanswered withdraws its VIPs (0: off)")
+		kernel   = flag.Bool("check-kernel", false, "probe the running kernel for every feature xlb needs, print each with the Linux version that has it, and exit (1 if one is missing)")
 		showVer  = flag.Bool("version", false, "print the version (git describe) and the kernel's tag of the embedded forwarder program, and exit")
 		discard  = flag.Bool("discard-conntrack", false, "if the pinned connection table does not fit this build or node.conntrack_entries, start with an empty one (tracked connections are re-balanced) instead of refusing")
 	)
 	flag.Parse()
-	if *showVer {
-		version.Print(os.Stdout, "xlbd", datapath.ProgramTags()...)
-		return
+	if *showVer || *kernel {
+		infoAndExit(*showVer, *kernel)
 	}
 	// `xlbd --check-config FILE`: the file may follow the flag.
 	if flag.NArg() > 0 {
@@ -86,6 +86,12 @@ func main() {
 	if *pinDir == "" {
 		*pinDir = filepath.Join(datapath.BPFFSRoot, cfg.Node.Name)
 	}
+	if !*cleanup {
+		if err := checkKernel(log); err != nil {
+			fmt.Fprintf(os.Stderr, "xlbd: %v\n", err)
+			os.Exit(1)
+		}
+	}
 	if *cleanup {
 		if err := datapath.Cleanup(*pinDir); err != nil {
 			log.Error("cleanup failed", "pin_dir", *pinDir, "error", err)
@@ -100,6 +106,17 @@ func main() {
 		log.Error("xlbd stopped", "error", err)
 		os.Exit(1)
 	}
+}
+
+// infoAndExit answers --version and --check-kernel.
+func infoAndExit(showVersion, kernel bool) {
+	if showVersion {
+		version.Print(os.Stdout, "xlbd", datapath.ProgramTags()...)
+	}
+	if kernel && !printKernel(os.Stdout) {
+		os.Exit(1)
+	}
+	os.Exit(0)
 }
 
 func bgpConfig(b *config.BGP, restarting bool) bgp.Config {

@@ -1,0 +1,105 @@
+package kernelcheck
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"unicode"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/features"
+)
+
+// Forwarder returns the features xlbd needs to run the forwarder of spec:
+// the XDP program type, each map type and each helper the object uses,
+// bpf_link for XDP, live-frame test runs and managed neighbours.
+func Forwarder(spec *ebpf.CollectionSpec) []Feature {
+	fs := []Feature{{
+		Name: "XDP programs", Since: "4.8", Use: "the forwarder",
+		Probe: func() error { return conclusive(features.HaveProgramType(ebpf.XDP)) },
+	}}
+	fs = append(fs, mapFeatures(spec)...)
+	fs = append(fs, helperFeatures(spec)...)
+	return append(fs, controlFeatures()...)
+}
+
+// controlFeatures are what the control plane needs of the kernel beyond
+// what the object declares.
+func controlFeatures() []Feature {
+	return []Feature{
+		{Name: "bpf_link for XDP", Since: "5.9", Use: "attaching the forwarder so it stays attached and is replaced atomically across restarts", Probe: probeXDPLink},
+		{Name: "XDP live-frame test runs (BPF_F_TEST_XDP_LIVE_FRAMES)", Since: "5.18", Use: "re-injecting reassembled fragments and sending self-check probes", Probe: probeLiveFrames},
+		{Name: "managed neighbour entries (NTF_EXT_MANAGED)", Since: "5.16", Use: "keeping backends' next hops resolved for bpf_fib_lookup", Probe: probeManagedNeighbour},
+	}
+}
+
+func mapFeatures(spec *ebpf.CollectionSpec) []Feature {
+	types := map[ebpf.MapType]bool{}
+	for _, m := range spec.Maps {
+		types[m.Type] = true
+	}
+	var fs []Feature
+	for _, t := range slices.Sorted(maps.Keys(types)) {
+		fs = append(fs, Feature{
+			Name: fmt.Sprintf("map type %s", t), Since: sinceOr(mapSince[t]), Use: "the forwarder's tables",
+			Probe: func() error { return conclusive(features.HaveMapType(t)) },
+		})
+	}
+	return fs
+}
+
+func helperFeatures(spec *ebpf.CollectionSpec) []Feature {
+	helpers := map[asm.BuiltinFunc]bool{}
+	for _, p := range spec.Programs {
+		for _, ins := range p.Instructions {
+			if ins.IsBuiltinCall() {
+				helpers[asm.BuiltinFunc(ins.Constant)] = true
+			}
+		}
+	}
+	var fs []Feature
+	for _, fn := range slices.Sorted(maps.Keys(helpers)) {
+		fs = append(fs, Feature{
+			Name: fmt.Sprintf("helper bpf_%s in XDP programs", helperName(fn)), Since: sinceOr(helperSince[fn]), Use: "the forwarder",
+			Probe: func() error { return conclusive(features.HaveProgramHelper(ebpf.XDP, fn)) },
+		})
+	}
+	return fs
+}
+
+// helperName is the C name of fn without "bpf_": FnXdpLoadBytes is
+// xdp_load_bytes.
+func helperName(fn asm.BuiltinFunc) string {
+	var b strings.Builder
+	for i, r := range strings.TrimPrefix(fn.String(), "Fn") {
+		if unicode.IsUpper(r) {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// sinceOr is v, or a placeholder for a feature missing from the tables
+// (TestTablesCoverTheForwarder keeps that from happening).
+func sinceOr(v string) string {
+	if v == "" {
+		return "?"
+	}
+	return v
+}
+
+// conclusive maps the features package's answer: ErrNotSupported is
+// ErrMissing, nil is present, anything else is inconclusive.
+func conclusive(err error) error {
+	if err != nil && errors.Is(err, ebpf.ErrNotSupported) {
+		return fmt.Errorf("%w (%v)", ErrMissing, err)
+	}
+	return err
+}
