@@ -103,6 +103,7 @@ func checkCompletion(t *testing.T, root string) {
 		"xlbctl -o ":                    "table json",
 		"xlbctl node un":                "undrain",
 		"xlbctl apply --dry":            "--dry-run",
+		"xlbctl --vers":                 "--version",
 	} {
 		words := strings.Split(line, " ")
 		prog := `source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _xlbctl; echo "${COMPREPLY[*]}"`

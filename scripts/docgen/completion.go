@@ -101,7 +101,7 @@ func bashCompletion() string {
 	}
 	b.WriteString("\tesac\n\tcase $cmd in\n")
 	names := slices.Sorted(maps.Keys(u.commands))
-	fmt.Fprintf(&b, "\t'') COMPREPLY=($(compgen -W '%s %s help' -- \"$cur\")) ;;\n", strings.Join(names, " "), strings.Join(u.global, " "))
+	fmt.Fprintf(&b, "\t'') COMPREPLY=($(compgen -W '%s %s help --version' -- \"$cur\")) ;;\n", strings.Join(names, " "), strings.Join(u.global, " "))
 	for _, c := range names {
 		words := strings.Join(slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(u.commands[c]), u.global...)))), " ")
 		if c == "node" {

@@ -13,6 +13,10 @@ func manPage(name, section, summary, version, help string) string {
 	fmt.Fprintf(&b, ".TH %s %s \"\" \"xlb %s\" \"xlb manual\"\n", strings.ToUpper(name), section, escape(version))
 	fmt.Fprintf(&b, ".SH NAME\n%s \\- %s\n", escape(name), escape(summary))
 	text, opts := splitFlags(help, name)
+	if len(opts) > 0 {
+		// The heading of the flag list is the OPTIONS section's.
+		text = strings.TrimSuffix(strings.TrimRight(text, "\n"), "flags:")
+	}
 	if strings.TrimSpace(text) != "" {
 		b.WriteString(".SH DESCRIPTION\n.nf\n")
 		for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
