@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xlbproject/xlb/lab"
 )
 
 // TestAppliedConfigSurvivesRestart: a config applied through the API
@@ -52,5 +56,23 @@ func TestAppliedConfigSurvivesRestart(t *testing.T) {
 	}
 	if c := sessionsOn(t, e, 30).Counts(); c["b3"] != 0 || c["b1"] == 0 {
 		t.Fatalf("after the restart new connections reached %v (b3 was left out by the applied config)", c)
+	}
+}
+
+// TestVersionNamesTheRunningProgram: the tag `xlbd --version` prints is
+// the one of the forwarder a running xlbd attached (its start log line).
+func TestVersionNamesTheRunningProgram(t *testing.T) {
+	e := setup(t, []int{1, 1, 1})
+	bin, err := e.lab.Binary(lab.XLBDBinary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "--version").CombinedOutput()
+	m := regexp.MustCompile(`bpf program xlb_forward: tag ([0-9a-f]{16})\n`).FindSubmatch(out)
+	if err != nil || m == nil {
+		t.Fatalf("xlbd --version: %v\n%s", err, out)
+	}
+	if !strings.Contains(e.xlbd.Output(), "program_tag="+string(m[1])) {
+		t.Fatalf("--version names tag %s; the running xlbd logged:\n%s", m[1], e.xlbd.Output())
 	}
 }

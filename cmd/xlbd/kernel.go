@@ -56,3 +56,13 @@ func printKernel(w io.Writer) bool {
 	}
 	return ok
 }
+
+// programTag is the kernel's tag of the running forwarder (as bpftool prog
+// show lists it, and xlbd --version prints it for this build).
+func programTag(dp *datapath.Datapath) string {
+	info, err := dp.Program().Info()
+	if err != nil {
+		return "unknown: " + err.Error()
+	}
+	return info.Tag
+}

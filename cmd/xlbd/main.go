@@ -197,7 +197,7 @@ func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts
 		// the pinned forwarder goes on; a drain is explicit (SIGUSR1).
 		defer speaker.Stop(true)
 	}
-	log.Info("xlbd running", "interface", cfg.Node.Interface, "mode", dp.Mode(), "pin_dir", pinDir, "config", path)
+	log.Info("xlbd running", "version", version.String(), "program_tag", programTag(dp), "interface", cfg.Node.Interface, "mode", dp.Mode(), "pin_dir", pinDir, "config", path)
 	ctl.Run(ctx, signalRequests())
 	log.Info("xlbd stopping; the forwarder keeps running on the last committed state", "pin_dir", pinDir)
 	return nil
