@@ -121,6 +121,9 @@ func dispatch(args []string, stdout io.Writer) error {
 		if err != nil {
 			return usagef("%v", err)
 		}
+		if err := checkKernel(); err != nil {
+			return err
+		}
 		if err := decap.Attach(iface, m); err != nil {
 			return err
 		}

@@ -27,11 +27,7 @@ func checkKernel(log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	unsure, err := kernelcheck.Check(fs)
-	for _, r := range unsure {
-		log.Warn("kernel feature could not be probed", "feature", r.Name, "since", "Linux "+r.Since, "error", r.Err)
-	}
-	return err
+	return kernelcheck.Require(fs, log)
 }
 
 // printKernel is `xlbd --check-kernel`: every feature and its probe's

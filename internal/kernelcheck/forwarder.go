@@ -17,26 +17,39 @@ import (
 // the XDP program type, each map type and each helper the object uses,
 // bpf_link for XDP, live-frame test runs and managed neighbours.
 func Forwarder(spec *ebpf.CollectionSpec) []Feature {
-	fs := []Feature{{
-		Name: "XDP programs", Since: "4.8", Use: "the forwarder",
-		Probe: func() error { return conclusive(features.HaveProgramType(ebpf.XDP)) },
-	}}
-	fs = append(fs, mapFeatures(spec)...)
-	fs = append(fs, helperFeatures(spec)...)
-	return append(fs, controlFeatures()...)
+	return append(Program(spec, "the forwarder"), controlFeatures()...)
 }
 
-// controlFeatures are what the control plane needs of the kernel beyond
+// Decap returns the features xlb-decap needs for the decapsulator of spec:
+// those of its object and bpf_link for XDP.
+func Decap(spec *ebpf.CollectionSpec) []Feature {
+	return append(Program(spec, "the decapsulator"), xdpLink)
+}
+
+// Program returns the features an XDP object needs: the program type,
+// each map type and each helper it uses; use names the program.
+func Program(spec *ebpf.CollectionSpec, use string) []Feature {
+	fs := []Feature{{
+		Name: "XDP programs", Since: "4.8", Use: use,
+		Probe: func() error { return conclusive(features.HaveProgramType(ebpf.XDP)) },
+	}}
+	fs = append(fs, mapFeatures(spec, use)...)
+	return append(fs, helperFeatures(spec, use)...)
+}
+
+var xdpLink = Feature{Name: "bpf_link for XDP", Since: "5.9", Use: "attaching the program so it stays attached after the command exits and is replaced atomically", Probe: probeXDPLink}
+
+// controlFeatures are what xlbd's control plane needs of the kernel beyond
 // what the object declares.
 func controlFeatures() []Feature {
 	return []Feature{
-		{Name: "bpf_link for XDP", Since: "5.9", Use: "attaching the forwarder so it stays attached and is replaced atomically across restarts", Probe: probeXDPLink},
+		xdpLink,
 		{Name: "XDP live-frame test runs (BPF_F_TEST_XDP_LIVE_FRAMES)", Since: "5.18", Use: "re-injecting reassembled fragments and sending self-check probes", Probe: probeLiveFrames},
 		{Name: "managed neighbour entries (NTF_EXT_MANAGED)", Since: "5.16", Use: "keeping backends' next hops resolved for bpf_fib_lookup", Probe: probeManagedNeighbour},
 	}
 }
 
-func mapFeatures(spec *ebpf.CollectionSpec) []Feature {
+func mapFeatures(spec *ebpf.CollectionSpec, use string) []Feature {
 	types := map[ebpf.MapType]bool{}
 	for _, m := range spec.Maps {
 		types[m.Type] = true
@@ -44,14 +57,14 @@ func mapFeatures(spec *ebpf.CollectionSpec) []Feature {
 	var fs []Feature
 	for _, t := range slices.Sorted(maps.Keys(types)) {
 		fs = append(fs, Feature{
-			Name: fmt.Sprintf("map type %s", t), Since: sinceOr(mapSince[t]), Use: "the forwarder's tables",
+			Name: fmt.Sprintf("map type %s", t), Since: sinceOr(mapSince[t]), Use: use + "'s tables",
 			Probe: func() error { return conclusive(features.HaveMapType(t)) },
 		})
 	}
 	return fs
 }
 
-func helperFeatures(spec *ebpf.CollectionSpec) []Feature {
+func helperFeatures(spec *ebpf.CollectionSpec, use string) []Feature {
 	helpers := map[asm.BuiltinFunc]bool{}
 	for _, p := range spec.Programs {
 		for _, ins := range p.Instructions {
@@ -63,7 +76,7 @@ func helperFeatures(spec *ebpf.CollectionSpec) []Feature {
 	var fs []Feature
 	for _, fn := range slices.Sorted(maps.Keys(helpers)) {
 		fs = append(fs, Feature{
-			Name: fmt.Sprintf("helper bpf_%s in XDP programs", helperName(fn)), Since: sinceOr(helperSince[fn]), Use: "the forwarder",
+			Name: fmt.Sprintf("helper bpf_%s in XDP programs", helperName(fn)), Since: sinceOr(helperSince[fn]), Use: use,
 			Probe: func() error { return conclusive(features.HaveProgramHelper(ebpf.XDP, fn)) },
 		})
 	}

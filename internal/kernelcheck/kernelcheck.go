@@ -10,6 +10,7 @@ package kernelcheck
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 
@@ -122,3 +123,13 @@ func Release() string {
 // forwarder this tree builds (TestTablesCoverTheForwarder keeps it true;
 // README.md and docs/OPERATIONS.md state it).
 const MinimumKernel = "5.18"
+
+// Require is Check that logs each probe that could not tell as a warning
+// and returns only the missing features' error.
+func Require(fs []Feature, log *slog.Logger) error {
+	unsure, err := Check(fs)
+	for _, r := range unsure {
+		log.Warn("kernel feature could not be probed", "feature", r.Name, "since", "Linux "+r.Since, "error", r.Err)
+	}
+	return err
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 
 	"github.com/xlbproject/xlb/internal/datapath"
+	"github.com/xlbproject/xlb/internal/decap"
 	"github.com/xlbproject/xlb/internal/testenv"
 )
 
@@ -108,5 +109,29 @@ func TestHelperName(t *testing.T) {
 		if got := helperName(fn); got != want {
 			t.Errorf("helperName(%v) = %q, want %q", fn, got, want)
 		}
+	}
+}
+
+// TestDecapProbesOnThisKernel: the decapsulator's features are in the
+// tables and present on the running kernel; it needs less than the
+// forwarder.
+func TestDecapProbesOnThisKernel(t *testing.T) {
+	spec, err := decap.EmbeddedSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := Decap(spec)
+	for _, f := range fs {
+		if f.Since == "?" {
+			t.Errorf("%s: no Linux version in the tables", f.Name)
+		}
+	}
+	t.Logf("xlb-decap needs Linux %s", Minimum(fs))
+	if versionLess(MinimumKernel, Minimum(fs)) {
+		t.Errorf("xlb-decap needs Linux %s, more than xlbd's %s", Minimum(fs), MinimumKernel)
+	}
+	testenv.RequireRoot(t)
+	if _, err := Check(fs); err != nil {
+		t.Error(err)
 	}
 }
