@@ -1,34 +1,19 @@
-// Package deploy holds the systemd units; its tests check what they let
-// the daemons do. The package test (make deb) verifies them with
-// systemd-analyze.
 package deploy
 
 import (
-	"bufio"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 )
 
-// unit reads a unit file into key -> values (repeated keys append).
 func unit(t *testing.T, name string) map[string][]string {
 	t.Helper()
-	f, err := os.Open(name)
+	u, err := ReadUnit(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	kv := map[string][]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
-			kv[k] = append(kv[k], strings.Fields(v)...)
-		}
-	}
-	return kv
+	return u
 }
 
 // TestUnitLetsXLBDSaveItsConfig: under the unit's sandbox, the directory
