@@ -26,6 +26,9 @@ func runOut(t *testing.T, name string, args ...string) string {
 // (systemd-analyze verify), the man pages (man -l, no warnings), the
 // bash completion, and `--version` of each binary run inside the root.
 func TestPackageInstallsIntoAFreshRoot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the package")
+	}
 	testenv.RequireRoot(t)
 	testenv.RequireCommands(t, "make", "dpkg", "dpkg-deb", "systemd-analyze", "man", "bash", "unshare", "chroot")
 	out := t.TempDir()
