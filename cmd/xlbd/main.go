@@ -3,7 +3,8 @@
 // SIGHUP. SIGUSR1 drains the node (BGP graceful shutdown), SIGUSR2 undrains.
 // SIGTERM stops the daemon and leaves the forwarder running on its last
 // committed state; the next xlbd adopts it. `xlbd --cleanup` detaches and
-// removes everything.
+// removes everything. Before touching the data plane xlbd checks that the
+// kernel has every feature it uses (kernel.go; `xlbd --check-kernel`).
 package main
 
 import (
