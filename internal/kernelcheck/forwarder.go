@@ -10,6 +10,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/features"
 )
 
@@ -33,8 +34,27 @@ func Program(spec *ebpf.CollectionSpec, use string) []Feature {
 		Name: "XDP programs", Since: "4.8", Use: use,
 		Probe: func() error { return conclusive(features.HaveProgramType(ebpf.XDP)) },
 	}}
+	if hasGlobalFunctions(spec) {
+		fs = append(fs, Feature{
+			Name: "BTF (BPF_BTF_LOAD)", Since: "4.18", Use: use + "'s global functions, which the verifier checks one by one from their BTF (Linux 5.6)",
+			Probe: probeBTF,
+		})
+	}
 	fs = append(fs, mapFeatures(spec, use)...)
 	return append(fs, helperFeatures(spec, use)...)
+}
+
+// hasGlobalFunctions reports whether a program of spec calls a global
+// (non-static) function: the kernel verifies those apart, from their BTF.
+func hasGlobalFunctions(spec *ebpf.CollectionSpec) bool {
+	for _, p := range spec.Programs {
+		for i := range p.Instructions {
+			if fn := btf.FuncMetadata(&p.Instructions[i]); fn != nil && fn.Linkage == btf.GlobalFunc {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 var xdpLink = Feature{Name: "bpf_link for XDP", Since: "5.9", Use: "attaching the program so it stays attached after the command exits and is replaced atomically", Probe: probeXDPLink}
@@ -44,7 +64,7 @@ var xdpLink = Feature{Name: "bpf_link for XDP", Since: "5.9", Use: "attaching th
 func controlFeatures() []Feature {
 	return []Feature{
 		xdpLink,
-		{Name: "XDP live-frame test runs (BPF_F_TEST_XDP_LIVE_FRAMES)", Since: "5.18", Use: "re-injecting reassembled fragments and sending self-check probes", Probe: probeLiveFrames},
+		{Name: "XDP live-frame test runs (BPF_F_TEST_XDP_LIVE_FRAMES)", Since: "5.18", Use: "re-injecting held fragments and sending self-check probes", Probe: probeLiveFrames},
 		{Name: "managed neighbour entries (NTF_EXT_MANAGED)", Since: "5.16", Use: "keeping backends' next hops resolved for bpf_fib_lookup", Probe: probeManagedNeighbour},
 	}
 }

@@ -77,10 +77,15 @@ func TestTablesCoverTheForwarder(t *testing.T) {
 		t.Fatal(err)
 	}
 	fs := Forwarder(spec)
+	btfListed := false
 	for _, f := range fs {
 		if f.Since == "?" {
 			t.Errorf("%s: no Linux version in the tables", f.Name)
 		}
+		btfListed = btfListed || f.Probe != nil && f.Name == "BTF (BPF_BTF_LOAD)"
+	}
+	if !btfListed {
+		t.Errorf("BTF not among the features; the forwarder has global functions")
 	}
 	if got := Minimum(fs); got != MinimumKernel {
 		t.Errorf("the forwarder needs Linux %s; MinimumKernel (stated in the docs) is %s", got, MinimumKernel)

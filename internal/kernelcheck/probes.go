@@ -8,6 +8,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -130,4 +131,17 @@ func managedIn(h *netlink.Handle, ifindex int, ip net.IP) error {
 		}
 	}
 	return fmt.Errorf("%w (the managed entry was not kept)", ErrMissing)
+}
+
+// probeBTF loads a BTF blob holding one integer type.
+func probeBTF() error {
+	b, err := btf.NewBuilder([]btf.Type{&btf.Int{Name: "probe", Size: 4}}, nil)
+	if err != nil {
+		return err
+	}
+	h, err := btf.NewHandle(b)
+	if err != nil {
+		return conclusive(err)
+	}
+	return h.Close()
 }
