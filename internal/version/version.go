@@ -35,7 +35,7 @@ func String() string {
 
 func fromBuildInfo(bi *debug.BuildInfo, ok bool) string {
 	if !ok {
-		return "unknown (built without git or version information)"
+		return "unknown (no build information)"
 	}
 	var rev, modified string
 	for _, s := range bi.Settings {
@@ -47,7 +47,7 @@ func fromBuildInfo(bi *debug.BuildInfo, ok bool) string {
 		}
 	}
 	if rev == "" {
-		return "unknown (built without git: no version stamped, no commit recorded)"
+		return "unknown (not built by make from a git checkout: no version stamped, no commit recorded)"
 	}
 	if len(rev) > 12 {
 		rev = rev[:12]
@@ -99,7 +99,7 @@ func Tags(spec *ebpf.CollectionSpec, err error) []Program {
 	names := slices.Sorted(maps.Keys(spec.Programs))
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
-		return []Program{{Name: strings.Join(names, ","), Err: fmt.Errorf("load to read the kernel's tag: %w", loadHint(err))}}
+		return []Program{{Name: strings.Join(names, ","), Err: loadHint(fmt.Errorf("load to read the kernel's tag: %w", err))}}
 	}
 	defer coll.Close()
 	var out []Program
@@ -117,7 +117,7 @@ func Tags(spec *ebpf.CollectionSpec, err error) []Program {
 
 func loadHint(err error) error {
 	if errors.Is(err, os.ErrPermission) {
-		return fmt.Errorf("%w (run as root: the tag is read from the loaded program)", err)
+		return errors.New("loading a program needs root (CAP_BPF), and the tag is the kernel's, read back after loading")
 	}
 	return err
 }

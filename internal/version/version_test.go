@@ -14,8 +14,8 @@ func TestStringFallbacks(t *testing.T) {
 		ok   bool
 		want string
 	}{
-		{nil, false, "unknown (built without git or version information)"},
-		{&debug.BuildInfo{}, true, "unknown (built without git: no version stamped, no commit recorded)"},
+		{nil, false, "unknown (no build information)"},
+		{&debug.BuildInfo{}, true, "unknown (not built by make from a git checkout: no version stamped, no commit recorded)"},
 		{&debug.BuildInfo{Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.modified", Value: "true"}}}, true,
 			"g0123456789ab-dirty (commit recorded by go build; not stamped by make)"},
 	} {
