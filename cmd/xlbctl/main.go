@@ -8,16 +8,28 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/xlbproject/xlb/internal/ctl"
 	"github.com/xlbproject/xlb/internal/version"
 )
 
+const versionHelp = `
+xlbctl --version prints this build's version (git describe); xlbctl embeds
+no BPF program ('xlbctl status' shows the running xlbd's version).
+`
+
 func main() {
-	if len(os.Args) == 2 && (os.Args[1] == "--version" || os.Args[1] == "version") {
-		version.Print(os.Stdout, "xlbctl")
-		return
+	if len(os.Args) == 2 {
+		switch os.Args[1] {
+		case "--version", "version":
+			version.Print(os.Stdout, "xlbctl")
+			return
+		case "help", "-h", "--help":
+			fmt.Print(ctl.Usage + versionHelp)
+			return
+		}
 	}
 	ctl.Main()
 }
