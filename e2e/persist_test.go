@@ -40,7 +40,7 @@ func TestAppliedConfigSurvivesRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	xlbd := sandboxedXLBD(t, unitSandbox(t, scripts, confDir, l.Dir), bin)
+	xlbd := sandboxedXLBD(t, unitSandbox(t, scripts, "xlbd.service", map[string]string{"/etc/xlb": confDir}, l.Dir), bin)
 	start := func() string {
 		if e.xlbd, err = l.StartXLBDBinary(ctx, 0, e.config, xlbd); err != nil {
 			t.Fatal(err)
