@@ -4,8 +4,12 @@ BIN     := bin
 CMDS    := xlbd xlbctl xlb-decap xlb-lab
 GOFLAGS ?=
 export GOFLAGS
+# The version every binary's --version prints (internal/version); empty
+# when there is no git, and the binaries then say they carry none.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+LDFLAGS := -X github.com/xlbproject/xlb/internal/version.Version=$(VERSION)
 
-.PHONY: all deps generate proto build test test-unit fuzz demo bench check-generated clean
+.PHONY: all deps generate proto build test test-unit fuzz demo bench check-generated clean dist install deb
 
 all: build
 
@@ -31,7 +35,7 @@ proto:
 
 build: deps
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
 
 # Privileged tests (netns, XDP) run serially: they share the kernel.
 test: build
@@ -63,7 +67,52 @@ check-generated: generate
 	@test -z "$$(git status --porcelain --untracked-files=all -- internal bpf api bench lab)" || { git status --porcelain -- internal bpf api bench lab; echo "untracked generated files: commit them" >&2; exit 1; }
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) build
+
+# Install and package. The binaries are static (CGO_ENABLED=0): the
+# package depends on nothing and builds without network once the Go
+# modules are in the module cache (make deps). Man pages and the bash
+# completion are generated from the binaries' own help (scripts/docgen).
+PREFIX      ?= /usr/local
+DESTDIR     ?=
+BINDIR      ?= $(PREFIX)/bin
+MANDIR      ?= $(PREFIX)/share/man
+DOCDIR      ?= $(PREFIX)/share/doc/xlb
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+SYSCONFDIR  ?= /etc
+DIST        := build/dist
+PKGCMDS     := xlbd xlbctl xlb-decap
+DEBOUT      ?= build
+MANVERSION  := $(or $(VERSION),unknown)
+
+dist:
+	@mkdir -p $(DIST)/bin $(DIST)/man
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(DIST)/bin/ $(addprefix ./cmd/,$(PKGCMDS))
+	$(GO) build -o $(DIST)/docgen ./scripts/docgen
+	$(DIST)/bin/xlbd -h 2>&1 | $(DIST)/docgen man xlbd 8 "the xlb L4 load balancer daemon (XDP forwarder, health checks, BGP, API)" "$(MANVERSION)" > $(DIST)/man/xlbd.8
+	$(DIST)/bin/xlbctl help | $(DIST)/docgen man xlbctl 8 "operate a running xlbd over its API" "$(MANVERSION)" > $(DIST)/man/xlbctl.8
+	$(DIST)/bin/xlb-decap help | $(DIST)/docgen man xlb-decap 8 "strip xlb's GRE and IPIP encapsulation on a backend with XDP" "$(MANVERSION)" > $(DIST)/man/xlb-decap.8
+	$(DIST)/docgen bash-completion > $(DIST)/xlbctl.bash
+
+# The config is installed only where none exists (the package marks it a
+# conffile instead). The units name $(BINDIR).
+install: dist
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(UNITDIR) $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(SYSCONFDIR)/xlb
+	install -m 0755 $(addprefix $(DIST)/bin/,$(PKGCMDS)) $(DESTDIR)$(BINDIR)/
+	for u in xlbd.service xlb-decap@.service; do \
+		sed 's|/usr/bin/|$(BINDIR)/|g' deploy/$$u > $(DESTDIR)$(UNITDIR)/$$u && chmod 0644 $(DESTDIR)$(UNITDIR)/$$u || exit 1; done
+	for m in $(PKGCMDS); do gzip -9nc $(DIST)/man/$$m.8 > $(DESTDIR)$(MANDIR)/man8/$$m.8.gz || exit 1; done
+	install -m 0644 $(DIST)/xlbctl.bash $(DESTDIR)$(BASHCOMPDIR)/xlbctl
+	install -m 0644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
+	install -m 0644 examples/*.yaml $(DESTDIR)$(DOCDIR)/examples/
+	test -e $(DESTDIR)$(SYSCONFDIR)/xlb/xlb.yaml || install -m 0644 examples/xlb.yaml $(DESTDIR)$(SYSCONFDIR)/xlb/xlb.yaml
+
+# A Debian package (dpkg-deb, no network): build/xlb_<version>_<arch>.deb.
+deb:
+	rm -rf build/deb
+	$(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/build/deb/root PREFIX=/usr UNITDIR=/usr/lib/systemd/system
+	./scripts/deb.sh build/deb/root "$(VERSION)" $(DEBOUT)
 
 # Benchmarks (cmd/xlb-bench): every part at full size; prints each
 # figure and writes bench/out/report.json, report.md, PNG plots and Go CPU

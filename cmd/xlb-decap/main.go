@@ -22,6 +22,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 
 	"github.com/xlbproject/xlb/internal/decap"
+	"github.com/xlbproject/xlb/internal/version"
 )
 
 const usage = `usage:
@@ -36,6 +37,9 @@ const usage = `usage:
         reload this host's addresses into the program (after they change)
   xlb-decap prune
         remove the pins of attachments whose interface or namespace is gone
+  xlb-decap --version
+        the version (git describe) and the kernel's tag of the embedded
+        program (read back after loading it; needs root)
 `
 
 // usageError is a command-line mistake: exit status 2 and the usage text.
@@ -97,6 +101,9 @@ func dispatch(args []string, stdout io.Writer) error {
 		return err
 	case "help", "-h", "--help":
 		return flag.ErrHelp
+	case "version", "--version":
+		version.Print(stdout, "xlb-decap", decap.ProgramTags()...)
+		return nil
 	default:
 		return usagef("unknown command %q", cmd)
 	}
@@ -113,6 +120,9 @@ func dispatch(args []string, stdout io.Writer) error {
 		m, err := decap.ParseMode(*mode)
 		if err != nil {
 			return usagef("%v", err)
+		}
+		if err := checkKernel(); err != nil {
+			return err
 		}
 		if err := decap.Attach(iface, m); err != nil {
 			return err

@@ -3,7 +3,8 @@
 // SIGHUP. SIGUSR1 drains the node (BGP graceful shutdown), SIGUSR2 undrains.
 // SIGTERM stops the daemon and leaves the forwarder running on its last
 // committed state; the next xlbd adopts it. `xlbd --cleanup` detaches and
-// removes everything.
+// removes everything. Before touching the data plane xlbd checks that the
+// kernel has every feature it uses (kernel.go; `xlbd --check-kernel`).
 package main
 
 import (
@@ -24,6 +25,7 @@ import (
 	"github.com/xlbproject/xlb/internal/datapath"
 	xmetrics "github.com/xlbproject/xlb/internal/metrics"
 	"github.com/xlbproject/xlb/internal/prober"
+	"github.com/xlbproject/xlb/internal/version"
 )
 
 // Data plane capacities: VIPs, and (service, backend) pairs (the largest
@@ -32,9 +34,6 @@ const (
 	maxServices = 4096
 	maxReals    = datapath.RealsLimit
 )
-
-// version is set at build time (-ldflags "-X main.version=...").
-var version = "dev"
 
 func main() {
 	var (
@@ -50,9 +49,14 @@ func main() {
 		tlsCA    = flag.String("tls-client-ca", "", "CA that signs client certificates for --api-tcp")
 		metrics  = flag.String("metrics-addr", "", "Prometheus /metrics and /healthz HTTP address, \"\" or \"off\" to disable (default node.metrics_addr, else "+xmetrics.DefaultAddr+")")
 		probe    = flag.Duration("probe-interval", 0, "run the blackbox prober: every interval, a real probe to each VIP through the forwarder and the interface, answered by a backend; a node whose probes all go unanswered withdraws its VIPs (0: off)")
+		kernel   = flag.Bool("check-kernel", false, "probe the running kernel for every feature xlb needs, print each with the Linux version that has it, and exit (1 if one is missing)")
+		showVer  = flag.Bool("version", false, "print the version (git describe) and the kernel's tag of the embedded forwarder program, and exit")
 		discard  = flag.Bool("discard-conntrack", false, "if the pinned connection table does not fit this build or node.conntrack_entries, start with an empty one (tracked connections are re-balanced) instead of refusing")
 	)
 	flag.Parse()
+	if *showVer || *kernel {
+		infoAndExit(*showVer, *kernel)
+	}
 	// `xlbd --check-config FILE`: the file may follow the flag.
 	if flag.NArg() > 0 {
 		cfgSet := false
@@ -83,6 +87,12 @@ func main() {
 	if *pinDir == "" {
 		*pinDir = filepath.Join(datapath.BPFFSRoot, cfg.Node.Name)
 	}
+	if !*cleanup {
+		if err := checkKernel(log); err != nil {
+			fmt.Fprintf(os.Stderr, "xlbd: %v\n", err)
+			os.Exit(1)
+		}
+	}
 	if *cleanup {
 		if err := datapath.Cleanup(*pinDir); err != nil {
 			log.Error("cleanup failed", "pin_dir", *pinDir, "error", err)
@@ -97,6 +107,17 @@ func main() {
 		log.Error("xlbd stopped", "error", err)
 		os.Exit(1)
 	}
+}
+
+// infoAndExit answers --version and --check-kernel.
+func infoAndExit(showVersion, kernel bool) {
+	if showVersion {
+		version.Print(os.Stdout, "xlbd", datapath.ProgramTags()...)
+	}
+	if kernel && !printKernel(os.Stdout) {
+		os.Exit(1)
+	}
+	os.Exit(0)
 }
 
 func bgpConfig(b *config.BGP, restarting bool) bgp.Config {
@@ -177,7 +198,7 @@ func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts
 		// the pinned forwarder goes on; a drain is explicit (SIGUSR1).
 		defer speaker.Stop(true)
 	}
-	log.Info("xlbd running", "interface", cfg.Node.Interface, "mode", dp.Mode(), "pin_dir", pinDir, "config", path)
+	log.Info("xlbd running", "version", version.String(), "program_tag", programTag(dp), "interface", cfg.Node.Interface, "mode", dp.Mode(), "pin_dir", pinDir, "config", path)
 	ctl.Run(ctx, signalRequests())
 	log.Info("xlbd stopping; the forwarder keeps running on the last committed state", "pin_dir", pinDir)
 	return nil
@@ -185,7 +206,7 @@ func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts
 
 // serve starts the API server and, when configured, the metrics server.
 func serve(ctx context.Context, log *slog.Logger, cfg *config.Config, pinDir string, so serveOpts) (*controller.API, *xmetrics.Metrics, error) {
-	apiView := controller.NewAPI(cfg.Node.Interface, pinDir, version)
+	apiView := controller.NewAPI(cfg.Node.Interface, pinDir, version.String())
 	server, err := api.Listen(apiView, api.Options{Socket: so.socket, TCP: so.tcp, TLS: so.tls, Log: log})
 	if err != nil {
 		return nil, nil, err
