@@ -121,6 +121,9 @@ type XLBDOptions struct {
 	// (default 1 s).
 	BGP          bool
 	ShutdownWait time.Duration
+	// StatusPage writes node.status_page: true (the page at StatusPageAddr
+	// in the node's namespace; ForwardTCP brings it out).
+	StatusPage bool
 	// Instance, when set, names a further xlb instance of the node:
 	// node.name is <NodeName>-<Instance>, on the node's second interface
 	// (Config.SecondIface) with its addresses.
@@ -202,6 +205,9 @@ func (l *Lab) XLBDConfig(i int, opts XLBDOptions) []byte {
 	fmt.Fprintf(&b, "  conntrack_entries: %d\n", opts.ConntrackEntries)
 	if opts.FloodSynRate > 0 {
 		fmt.Fprintf(&b, "  flood_syn_rate: %d\n", opts.FloodSynRate)
+	}
+	if opts.StatusPage {
+		fmt.Fprintf(&b, "  status_page: true\n")
 	}
 	fmt.Fprintf(&b, "pools:\n")
 	for _, p := range []struct {

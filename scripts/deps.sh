@@ -4,7 +4,8 @@
 set -euo pipefail
 
 # protobuf-compiler + libprotobuf-dev (the well-known .proto files): make proto.
-pkgs=(clang llvm libbpf-dev bpftool iproute2 ethtool python3 bird2 tcpdump protobuf-compiler libprotobuf-dev)
+# chromium: the status page test (headless, driven with chromedp).
+pkgs=(clang llvm libbpf-dev bpftool iproute2 ethtool python3 bird2 tcpdump protobuf-compiler libprotobuf-dev chromium)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -50,6 +50,7 @@ func main() {
 		tlsCA    = flag.String("tls-client-ca", "", "CA that signs client certificates for --api-tcp")
 		metrics  = flag.String("metrics-addr", "", "Prometheus /metrics and /healthz HTTP address, \"\" or \"off\" to disable (default node.metrics_addr, else "+xmetrics.DefaultAddr+")")
 		probe    = flag.Duration("probe-interval", 0, "run the blackbox prober: every interval, a real probe to each VIP through the forwarder and the interface, answered by a backend; a node whose probes all go unanswered withdraws its VIPs (0: off)")
+		page     = flag.Bool("status-page", false, "serve the live status page at / of the metrics address (also node.status_page: true)")
 		discard  = flag.Bool("discard-conntrack", false, "if the pinned connection table does not fit this build or node.conntrack_entries, start with an empty one (tracked connections are re-balanced) instead of refusing")
 	)
 	flag.Parse()
@@ -91,8 +92,13 @@ func main() {
 		log.Info("forwarder detached and pins removed", "pin_dir", *pinDir)
 		return
 	}
-	srv := serveOpts{tcp: *apiTCP, tls: api.TLSFiles{Cert: *tlsCert, Key: *tlsKey, CA: *tlsCA}, discardCT: *discard, probe: *probe}
+	srv := serveOpts{tcp: *apiTCP, tls: api.TLSFiles{Cert: *tlsCert, Key: *tlsKey, CA: *tlsCA}, discardCT: *discard, probe: *probe,
+		statusPage: *page || cfg.Node.StatusPage}
 	srv.socket, srv.metrics, srv.metricsDefault = endpoints(cfg.Node, flagValue("api-socket", *apiSock), flagValue("metrics-addr", *metrics))
+	if srv.statusPage && srv.metrics == "" {
+		fmt.Fprintf(os.Stderr, "xlbd: the status page is served by the metrics listener, which is off: give --metrics-addr (or node.metrics_addr) an address\n")
+		os.Exit(2)
+	}
 	if err := run(log, cfg, *cfgPath, *pinDir, srv); err != nil {
 		log.Error("xlbd stopped", "error", err)
 		os.Exit(1)
@@ -121,6 +127,7 @@ type serveOpts struct {
 	metricsDefault bool
 	discardCT      bool
 	probe          time.Duration // prober interval; 0: no prober
+	statusPage     bool          // serve the status page on the metrics listener
 }
 
 func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts) error {

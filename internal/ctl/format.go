@@ -13,14 +13,14 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/xlbproject/xlb/api/xlb/v1"
+	"github.com/xlbproject/xlb/internal/api"
 )
 
-var jsonOpts = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
+var jsonOpts = api.JSONOptions
 
 // printJSON prints m indented. protojson's own spacing is deliberately
 // unstable, so it is normalised through encoding/json.
