@@ -89,6 +89,10 @@ func main() {
 			log.Error("cleanup failed", "pin_dir", *pinDir, "error", err)
 			os.Exit(1)
 		}
+		if err := cleanupKernelRoutes(cfg.BGP, log); err != nil {
+			log.Error("cleanup of the VIP routes failed", "error", err)
+			os.Exit(1)
+		}
 		log.Info("forwarder detached and pins removed", "pin_dir", *pinDir)
 		return
 	}
@@ -234,7 +238,13 @@ func newController(log *slog.Logger, cfg *config.Config, path string, dp *datapa
 		copts.Prober = prober.New(prober.Options{Send: dp.SendProbe, Src4: cfg.Node.Address, Src6: cfg.Node.Address6, Interval: probe, Log: log})
 	}
 	var speaker *bgp.Speaker
-	if cfg.BGP != nil {
+	if cfg.BGP != nil && cfg.BGP.Mode == config.BGPExternal {
+		k, err := kernelRoutes(cfg.BGP, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		copts.BGP = k
+	} else if cfg.BGP != nil {
 		var err error
 		if speaker, err = bgp.New(bgpConfig(cfg.BGP, dp.Adopted()), log); err != nil {
 			return nil, nil, err
