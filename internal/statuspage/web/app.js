@@ -195,7 +195,7 @@ function conntrack(st) {
   const ct = st.conntrack || {};
   const cap = Number(ct.capacity || 0);
   if (ct.in_use === undefined || ct.in_use === null) {
-    return el("div", {}, "capacity " + num(cap) + " entries; occupancy not counted by this kernel");
+    return el("div", {}, "capacity " + num(cap) + " entries; occupancy not counted here (xlbctl conntrack counts the entries)");
   }
   const used = Number(ct.in_use), pct = cap ? 100 * used / cap : 0;
   const fill = el("div", {});
