@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/netip"
 	"os"
 	"slices"
@@ -13,8 +12,6 @@ import (
 	"unicode"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/xlbproject/xlb/internal/testenv"
 	"github.com/xlbproject/xlb/lab"
@@ -159,17 +156,7 @@ func dashboardQueries(t *testing.T) []string {
 // histogram's _bucket, _sum and _count series, with le on _bucket).
 func scrapeNames(t *testing.T, l *lab.Lab) map[string][]string {
 	t.Helper()
-	resp, err := lab.HTTPClient(l.Nodes[0].NS, 5*time.Second).Get("http://" + lab.StatusPageAddr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
-	if err != nil {
-		t.Fatalf("metrics do not parse: %v", err)
-	}
+	families := metricFamilies(t, l, 0)
 	out := map[string][]string{}
 	add := func(name string, labels ...string) {
 		for _, lb := range labels {

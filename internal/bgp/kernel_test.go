@@ -5,39 +5,15 @@ import (
 	"errors"
 	"net"
 	"net/netip"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/xlbproject/xlb/internal/testenv"
 )
-
-// inNewNetns runs the rest of the test on this goroutine's thread in a new
-// network namespace, restored and closed at cleanup.
-func inNewNetns(t *testing.T) {
-	t.Helper()
-	testenv.RequireRoot(t)
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		netns.Set(orig)
-		ns.Close()
-		orig.Close()
-		runtime.UnlockOSThread()
-	})
-}
 
 func present(t *testing.T, k *Kernel) []string {
 	t.Helper()
@@ -57,7 +33,7 @@ func present(t *testing.T, k *Kernel) []string {
 // new Kernel (a restarted xlbd) adopts the routes it finds; routes of
 // other protocols in the table are never touched.
 func TestKernelTable(t *testing.T) {
-	inNewNetns(t)
+	testenv.InNewNetns(t)
 	lo, _ := netlink.LinkByName("lo")
 	netlink.LinkSetUp(lo)
 	foreign := &netlink.Route{Dst: &net.IPNet{IP: net.IPv4(10, 9, 9, 9), Mask: net.CIDRMask(32, 32)}, Table: 100, Protocol: unix.RTPROT_STATIC, Type: unix.RTN_BLACKHOLE}
@@ -116,7 +92,7 @@ func TestKernelOptions(t *testing.T) {
 	if _, err := NewKernel(KernelOptions{}); err == nil {
 		t.Fatal("neither accepted")
 	}
-	inNewNetns(t)
+	testenv.InNewNetns(t)
 	if _, err := NewKernel(KernelOptions{Dummy: "lo"}); err == nil || !strings.Contains(err.Error(), "not a dummy") {
 		t.Fatalf("lo as the dummy interface: %v", err)
 	}
