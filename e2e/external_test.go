@@ -29,8 +29,9 @@ const (
 // router gets 2-way ECMP routes for both VIPs; a node drain withdraws that
 // node and undrain brings it back; an xlbd restart keeps the routes
 // throughout (the forwarder keeps running, the routes stay in the
-// kernel); a failed self-check (forwarder detached behind xlbd's back)
-// withdraws the node.
+// kernel); with every backend failing its check (withdraw_when_down) both
+// nodes withdraw and come back with the backends; a failed self-check
+// (forwarder detached behind xlbd's back) withdraws the node.
 func TestExternalBGP(t *testing.T) {
 	t.Run("table", func(t *testing.T) {
 		testExternalBGP(t, lab.XLBDOptions{RouteTable: externalTable}, lab.NodeBIRDOptions{KernelTable: externalTable})
@@ -43,101 +44,168 @@ func TestExternalBGP(t *testing.T) {
 	})
 }
 
+// externalEnv is a lab of two nodes, each with xlbd in bgp.mode external
+// and a BIRD exporting what it keeps, and the router's BIRD.
+type externalEnv struct {
+	l          *lab.Lab
+	opts       lab.XLBDOptions
+	daemons    []*lab.Daemon
+	configs    []string
+	vip4, vip6 netip.Prefix
+}
+
 func testExternalBGP(t *testing.T, opts lab.XLBDOptions, bopts lab.NodeBIRDOptions) {
 	testenv.RequireRoot(t)
 	testenv.RequireCommands(t, "nsenter", "ip", "bird", "birdc", "bpftool")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	e := startExternal(ctx, t, opts, bopts)
+	e.drain(ctx, t)
+	e.restart(ctx, t)
+	e.noUsablePool(ctx, t)
+	e.selfCheck(ctx, t)
+}
+
+// startExternal builds the lab and waits for 2-way ECMP routes of both VIPs
+// at the router. The services withdraw their VIP when no backend is
+// usable; every backend has an HTTP health check.
+func startExternal(ctx context.Context, t *testing.T, opts lab.XLBDOptions, bopts lab.NodeBIRDOptions) *externalEnv {
 	l := newLab(ctx, t, lab.Config{Nodes: 2, Backends: 2, Routing: lab.RouteNone})
 	if _, err := l.StartBIRD(ctx, lab.BIRDOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	daemons := make([]*lab.Daemon, 2)
-	configs := make([]string, 2)
-	for i := range daemons {
-		var err error
-		if _, err = l.StartNodeBIRD(ctx, i, bopts); err != nil {
+	e := &externalEnv{l: l, opts: opts, daemons: make([]*lab.Daemon, 2), configs: make([]string, 2),
+		vip4: netip.PrefixFrom(l.VIP4(), 32), vip6: netip.PrefixFrom(l.VIP6(), 128)}
+	for i := range e.daemons {
+		if _, err := l.StartNodeBIRD(ctx, i, bopts); err != nil {
 			t.Fatal(err)
 		}
-		if configs[i], err = l.WriteXLBDConfig(i, opts); err != nil {
+		cfg := withHTTPCheck(withWithdrawWhenDown(string(l.XLBDConfig(i, opts))))
+		e.configs[i] = filepath.Join(l.Dir, "xlbd-external-"+l.Nodes[i].Short+".yaml")
+		if err := os.WriteFile(e.configs[i], []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if daemons[i], err = l.StartXLBD(ctx, i, configs[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	vip4 := netip.PrefixFrom(l.VIP4(), 32)
-	vip6 := netip.PrefixFrom(l.VIP6(), 128)
-	for _, p := range []netip.Prefix{vip4, vip6} {
-		took, err := l.WaitRoute(ctx, p, l.NodeNextHops(p.Addr(), 0, 1), 30*time.Second)
+		d, err := l.StartXLBD(ctx, i, e.configs[i])
 		if err != nil {
-			t.Fatalf("2-way ECMP for %s: %v", p, err)
+			t.Fatal(err)
 		}
-		t.Logf("%s: 2-way ECMP route at the router after %v", p, took.Round(time.Millisecond))
+		e.daemons[i] = d
+	}
+	for _, p := range []netip.Prefix{e.vip4, e.vip6} {
+		took := e.waitNodes(ctx, t, p, "2-way ECMP", 30*time.Second, 0, 1)
+		t.Logf("%s: 2-way ECMP route at the router after %v", p, took)
 	}
 	if got := kept(t, l, 0, opts); !strings.Contains(got, l.VIP4().String()) {
 		t.Fatalf("n1's VIP routes:\n%s", got)
 	}
-	if err := l.WaitForwarding(ctx, netip.AddrPortFrom(l.VIP4(), lab.DefaultPorts.HTTP), 20*time.Second, daemons...); err != nil {
+	if err := l.WaitForwarding(ctx, netip.AddrPortFrom(l.VIP4(), lab.DefaultPorts.HTTP), 20*time.Second, e.daemons...); err != nil {
 		t.Fatal(err)
 	}
+	return e
+}
 
-	// Drain n1 and undrain it.
-	xlbctl := mustBinary(t, l, "xlbctl")
-	if out, err := l.Nodes[0].Run(ctx, xlbctl, "--socket", l.APISocket(0), "node", "drain"); err != nil {
-		t.Fatalf("xlbctl node drain: %v\n%s", err, out)
+// withWithdrawWhenDown sets withdraw_when_down on every service of a
+// generated config.
+func withWithdrawWhenDown(cfg string) string {
+	lines := strings.Split(cfg, "\n")
+	for i, ln := range lines {
+		if strings.HasPrefix(ln, "  - {name: ") {
+			lines[i] = strings.TrimSuffix(ln, "}") + ", withdraw_when_down: true}"
+		}
 	}
-	took, err := l.WaitRoute(ctx, vip4, l.NodeNextHops(vip4.Addr(), 1), 10*time.Second)
+	return strings.Join(lines, "\n")
+}
+
+// waitNodes waits until the router's route to p goes to exactly nodes
+// (none: until it has no route).
+func (e *externalEnv) waitNodes(ctx context.Context, t *testing.T, p netip.Prefix, what string, timeout time.Duration, nodes ...int) time.Duration {
+	t.Helper()
+	var want []netip.Addr
+	if len(nodes) > 0 {
+		want = e.l.NodeNextHops(p.Addr(), nodes...)
+	}
+	took, err := e.l.WaitRoute(ctx, p, want, timeout)
 	if err != nil {
-		t.Fatalf("drain: %v", err)
+		t.Fatalf("%s: %v", what, err)
 	}
-	t.Logf("drain: n1 left the route after %v", took.Round(time.Millisecond))
-	if got := kept(t, l, 0, opts); strings.Contains(got, l.VIP4().String()) {
-		t.Fatalf("n1 drained, it still keeps the VIP:\n%s", got)
-	}
-	if out, err := l.Nodes[0].Run(ctx, xlbctl, "--socket", l.APISocket(0), "node", "undrain"); err != nil {
-		t.Fatalf("xlbctl node undrain: %v\n%s", err, out)
-	}
-	if took, err = l.WaitRoute(ctx, vip4, l.NodeNextHops(vip4.Addr(), 0, 1), 10*time.Second); err != nil {
-		t.Fatalf("undrain: %v", err)
-	}
-	t.Logf("undrain: n1 back after %v", took.Round(time.Millisecond))
+	return took.Round(time.Millisecond)
+}
 
-	// Restart n1's xlbd: the routes stay in the kernel and at the router.
+// keeps fails t unless node i's kept routes have (or, with !want, lack)
+// the IPv4 VIP.
+func (e *externalEnv) keeps(t *testing.T, i int, want bool, when string) {
+	t.Helper()
+	if got := kept(t, e.l, i, e.opts); strings.Contains(got, e.l.VIP4().String()) != want {
+		t.Fatalf("%s: n%d keeps the VIP: %v, want %v:\n%s", when, i+1, !want, want, got)
+	}
+}
+
+func (e *externalEnv) ctl(ctx context.Context, t *testing.T, i int, args ...string) {
+	t.Helper()
+	xlbctl := mustBinary(t, e.l, "xlbctl")
+	if out, err := e.l.Nodes[i].Run(ctx, append([]string{xlbctl, "--socket", e.l.APISocket(i)}, args...)...); err != nil {
+		t.Fatalf("xlbctl %v: %v\n%s", args, err, out)
+	}
+}
+
+// drain drains n1 (its routes go, the router's route is n2's alone) and
+// undrains it.
+func (e *externalEnv) drain(ctx context.Context, t *testing.T) {
+	e.ctl(ctx, t, 0, "node", "drain")
+	t.Logf("drain: n1 left the route after %v", e.waitNodes(ctx, t, e.vip4, "drain", 10*time.Second, 1))
+	e.keeps(t, 0, false, "drained")
+	e.ctl(ctx, t, 0, "node", "undrain")
+	t.Logf("undrain: n1 back after %v", e.waitNodes(ctx, t, e.vip4, "undrain", 10*time.Second, 0, 1))
+}
+
+// restart stops and starts n1's xlbd: the routes stay in the kernel and at
+// the router throughout.
+func (e *externalEnv) restart(ctx context.Context, t *testing.T) {
 	keep := make(chan error, 1)
-	go func() { keep <- l.KeepsRoute(ctx, vip4, l.NodeNextHops(vip4.Addr(), 0, 1), 8*time.Second) }()
-	if err := daemons[0].Stop(); err != nil {
+	go func() { keep <- e.l.KeepsRoute(ctx, e.vip4, e.l.NodeNextHops(e.vip4.Addr(), 0, 1), 8*time.Second) }()
+	if err := e.daemons[0].Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if got := kept(t, l, 0, opts); !strings.Contains(got, l.VIP4().String()) {
-		t.Fatalf("xlbd stopped, n1 lost the VIP route:\n%s", got)
-	}
+	e.keeps(t, 0, true, "xlbd stopped")
 	time.Sleep(time.Second)
-	if daemons[0], err = l.StartXLBD(ctx, 0, configs[0]); err != nil {
+	d, err := e.l.StartXLBD(ctx, 0, e.configs[0])
+	if err != nil {
 		t.Fatal(err)
 	}
+	e.daemons[0] = d
 	if err := <-keep; err != nil {
 		t.Fatalf("restart of n1's xlbd moved the route: %v", err)
 	}
-	if strings.Contains(daemons[0].Output(), "VIP route removed") {
-		t.Fatalf("the restarted xlbd removed a route:\n%s", daemons[0].Output())
+	if strings.Contains(d.Output(), "VIP route removed") {
+		t.Fatalf("the restarted xlbd removed a route:\n%s", d.Output())
 	}
 	t.Log("restart: n1 stayed in the ECMP route throughout")
+}
 
-	// Self-check: detach n2's forwarder behind xlbd's back.
-	link := filepath.Join(datapath.BPFFSRoot, l.NodeName(1), "link")
-	if out, err := l.Nodes[1].Run(ctx, "bpftool", "link", "detach", "pinned", link); err != nil {
+// noUsablePool fails every backend's health check: both nodes withdraw
+// the VIP (withdraw_when_down); the backends' recovery brings it back.
+func (e *externalEnv) noUsablePool(ctx context.Context, t *testing.T) {
+	for _, s := range e.l.Servers() {
+		s.SetHTTPStatus(503)
+	}
+	t.Logf("no usable backend: both nodes withdrew after %v", e.waitNodes(ctx, t, e.vip4, "no usable pool", 10*time.Second))
+	e.keeps(t, 0, false, "no usable backend")
+	for _, s := range e.l.Servers() {
+		s.SetHTTPStatus(200)
+	}
+	t.Logf("backends back: 2-way ECMP after %v", e.waitNodes(ctx, t, e.vip4, "backends back", 10*time.Second, 0, 1))
+}
+
+// selfCheck detaches n2's forwarder behind xlbd's back: n2 withdraws.
+func (e *externalEnv) selfCheck(ctx context.Context, t *testing.T) {
+	link := filepath.Join(datapath.BPFFSRoot, e.l.NodeName(1), "link")
+	if out, err := e.l.Nodes[1].Run(ctx, "bpftool", "link", "detach", "pinned", link); err != nil {
 		t.Fatalf("bpftool link detach: %v\n%s", err, out)
 	}
-	for _, p := range []netip.Prefix{vip4, vip6} {
-		if took, err = l.WaitRoute(ctx, p, l.NodeNextHops(p.Addr(), 0), 10*time.Second); err != nil {
-			t.Fatalf("self-check failure did not withdraw n2's %s: %v", p, err)
-		}
-		t.Logf("self-check: n2's forwarder detached, %s withdrawn after %v", p, took.Round(time.Millisecond))
+	for _, p := range []netip.Prefix{e.vip4, e.vip6} {
+		t.Logf("self-check: n2's forwarder detached, %s withdrawn after %v", p, e.waitNodes(ctx, t, p, "self-check failure", 10*time.Second, 0))
 	}
-	if got := kept(t, l, 1, opts); strings.Contains(got, l.VIP4().String()) {
-		t.Fatalf("n2's self-check fails, it still keeps the VIP:\n%s", got)
-	}
+	e.keeps(t, 1, false, "self-check failing")
 }
 
 // kernelHasDummy reports whether a dummy interface can be made here (in a

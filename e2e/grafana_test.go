@@ -196,7 +196,7 @@ func scrapeNames(t *testing.T, l *lab.Lab) map[string][]string {
 // names are those of matchers ({a="b"}) and of by, without, on, ignoring
 // and group_left/right lists. It reads enough of PromQL for dashboards:
 // strings, durations and numbers are skipped, an identifier before "(" is
-// a function or an aggregation, keywords are not names.
+// a function, aggregations and keywords are not names.
 func promqlNames(expr string) (metrics, labels []string) {
 	if inner, ok := strings.CutPrefix(strings.TrimSpace(expr), "label_values("); ok {
 		inner = strings.TrimSuffix(strings.TrimSpace(inner), ")")
@@ -205,98 +205,123 @@ func promqlNames(expr string) (metrics, labels []string) {
 			return metrics, append(labels, strings.TrimSpace(inner[i+1:]))
 		}
 	}
-	r := []rune(expr)
-	isIdent := func(c rune, first bool) bool {
-		return c == '_' || c == ':' || unicode.IsLetter(c) || (!first && unicode.IsDigit(c))
+	x := &promLexer{r: []rune(expr)}
+	for x.i < len(x.r) {
+		x.step()
 	}
-	skipSpace := func(i int) int {
-		for i < len(r) && unicode.IsSpace(r[i]) {
-			i++
-		}
-		return i
-	}
-	skipString := func(i int) int { // r[i] is the quote
-		q := r[i]
-		for i++; i < len(r) && r[i] != q; i++ {
-			if r[i] == '\\' {
-				i++
-			}
-		}
-		return i + 1
-	}
-	ident := func(i int) (string, int) {
-		j := i
-		for j < len(r) && isIdent(r[j], j == i) {
-			j++
-		}
-		return string(r[i:j]), j
-	}
-	// labelList reads "(a, b)" at i, adding the names.
-	labelList := func(i int) int {
-		for i++; i < len(r) && r[i] != ')'; i++ {
-			if isIdent(r[i], true) {
-				var n string
-				n, i = ident(i)
-				labels = append(labels, n)
-				i--
-			}
-		}
-		return i + 1
-	}
-	keywords := map[string]bool{"and": true, "or": true, "unless": true, "bool": true, "offset": true, "inf": true, "nan": true,
+	return x.metrics, x.labels
+}
+
+// promLexer walks an expression, collecting names.
+type promLexer struct {
+	r               []rune
+	i               int
+	metrics, labels []string
+}
+
+var (
+	promKeywords = map[string]bool{"and": true, "or": true, "unless": true, "bool": true, "offset": true, "inf": true, "nan": true,
 		// aggregations, which may be followed by by/without before "("
 		"sum": true, "min": true, "max": true, "avg": true, "count": true, "group": true, "stddev": true, "stdvar": true,
 		"topk": true, "bottomk": true, "quantile": true, "count_values": true, "limitk": true, "limit_ratio": true}
-	grouping := map[string]bool{"by": true, "without": true, "on": true, "ignoring": true, "group_left": true, "group_right": true}
-	for i := 0; i < len(r); {
-		c := r[i]
-		switch {
-		case c == '"' || c == '\'' || c == '`':
-			i = skipString(i)
-		case c == '[':
-			for i < len(r) && r[i] != ']' {
-				i++
-			}
-		case c == '{':
-			for i++; i < len(r) && r[i] != '}'; {
-				switch {
-				case r[i] == '"' || r[i] == '\'' || r[i] == '`':
-					i = skipString(i)
-				case isIdent(r[i], true):
-					var n string
-					n, i = ident(i)
-					labels = append(labels, n)
-				default:
-					i++
-				}
-			}
-			i++
-		case unicode.IsDigit(c) || (c == '.' && i+1 < len(r) && unicode.IsDigit(r[i+1])):
-			for i < len(r) && (unicode.IsDigit(r[i]) || r[i] == '.' || r[i] == 'e' || r[i] == 'E' || unicode.IsLetter(r[i])) {
-				i++
-			}
-		case isIdent(c, true):
-			var n string
-			n, i = ident(i)
-			next := skipSpace(i)
-			switch {
-			case grouping[strings.ToLower(n)]:
-				if next < len(r) && r[next] == '(' {
-					i = labelList(next)
-				}
-			case keywords[strings.ToLower(n)]:
-			case next < len(r) && r[next] == '(':
-				// a function or an aggregation
-			default:
-				if !slices.Contains(metrics, n) {
-					metrics = append(metrics, n)
-				}
-			}
-		default:
-			i++
+	promGrouping = map[string]bool{"by": true, "without": true, "on": true, "ignoring": true, "group_left": true, "group_right": true}
+)
+
+func isIdentRune(c rune, first bool) bool {
+	return c == '_' || c == ':' || unicode.IsLetter(c) || (!first && unicode.IsDigit(c))
+}
+
+func isQuote(c rune) bool { return c == '"' || c == '\'' || c == '`' }
+
+// step reads one token at x.i.
+func (x *promLexer) step() {
+	c := x.r[x.i]
+	switch {
+	case isQuote(c):
+		x.skipString()
+	case c == '[':
+		for x.i < len(x.r) && x.r[x.i] != ']' {
+			x.i++
+		}
+	case c == '{':
+		x.matchers()
+	case unicode.IsDigit(c) || (c == '.' && x.i+1 < len(x.r) && unicode.IsDigit(x.r[x.i+1])):
+		for x.i < len(x.r) && (unicode.IsDigit(x.r[x.i]) || x.r[x.i] == '.' || unicode.IsLetter(x.r[x.i])) {
+			x.i++
+		}
+	case isIdentRune(c, true):
+		x.name()
+	default:
+		x.i++
+	}
+}
+
+func (x *promLexer) skipString() {
+	q := x.r[x.i]
+	for x.i++; x.i < len(x.r) && x.r[x.i] != q; x.i++ {
+		if x.r[x.i] == '\\' {
+			x.i++
 		}
 	}
-	return metrics, labels
+	x.i++
+}
+
+func (x *promLexer) ident() string {
+	j := x.i
+	for x.i < len(x.r) && isIdentRune(x.r[x.i], x.i == j) {
+		x.i++
+	}
+	return string(x.r[j:x.i])
+}
+
+// matchers reads {name op "value", ...}.
+func (x *promLexer) matchers() {
+	for x.i++; x.i < len(x.r) && x.r[x.i] != '}'; {
+		switch {
+		case isQuote(x.r[x.i]):
+			x.skipString()
+		case isIdentRune(x.r[x.i], true):
+			x.labels = append(x.labels, x.ident())
+		default:
+			x.i++
+		}
+	}
+	x.i++
+}
+
+// name reads an identifier: a grouping with its label list, a keyword, a
+// function, or a metric.
+func (x *promLexer) name() {
+	n := x.ident()
+	next := x.i
+	for next < len(x.r) && unicode.IsSpace(x.r[next]) {
+		next++
+	}
+	paren := next < len(x.r) && x.r[next] == '('
+	switch {
+	case promGrouping[strings.ToLower(n)]:
+		if paren {
+			x.i = next
+			x.labelList()
+		}
+	case promKeywords[strings.ToLower(n)], paren:
+	default:
+		if !slices.Contains(x.metrics, n) {
+			x.metrics = append(x.metrics, n)
+		}
+	}
+}
+
+// labelList reads "(a, b)".
+func (x *promLexer) labelList() {
+	for x.i++; x.i < len(x.r) && x.r[x.i] != ')'; {
+		if isIdentRune(x.r[x.i], true) {
+			x.labels = append(x.labels, x.ident())
+		} else {
+			x.i++
+		}
+	}
+	x.i++
 }
 
 // TestPromQLNames: the reader of the dashboard's queries finds the names
