@@ -140,20 +140,37 @@ func (e *externalEnv) keeps(t *testing.T, i int, want bool, when string) {
 	}
 }
 
-func (e *externalEnv) ctl(ctx context.Context, t *testing.T, i int, args ...string) {
+func (e *externalEnv) ctl(ctx context.Context, t *testing.T, i int, args ...string) string {
 	t.Helper()
 	xlbctl := mustBinary(t, e.l, "xlbctl")
-	if out, err := e.l.Nodes[i].Run(ctx, append([]string{xlbctl, "--socket", e.l.APISocket(i)}, args...)...); err != nil {
+	out, err := e.l.Nodes[i].Run(ctx, append([]string{xlbctl, "--socket", e.l.APISocket(i)}, args...)...)
+	if err != nil {
 		t.Fatalf("xlbctl %v: %v\n%s", args, err, out)
 	}
+	return string(out)
+}
+
+// where is how xlbctl status names where the routes are.
+func (e *externalEnv) where() string {
+	if e.opts.DummyInterface != "" {
+		return "dummy interface " + e.opts.DummyInterface
+	}
+	return "table " + strconv.Itoa(int(e.opts.RouteTable))
 }
 
 // drain drains n1 (its routes go, the router's route is n2's alone) and
 // undrains it.
 func (e *externalEnv) drain(ctx context.Context, t *testing.T) {
+	want := "2 VIP routes in " + e.where() + " for the routing daemon: " + e.vip4.String() + " " + e.vip6.String()
+	if st := e.ctl(ctx, t, 0, "status"); !strings.Contains(st, want) {
+		t.Fatalf("xlbctl status lacks %q:\n%s", want, st)
+	}
 	e.ctl(ctx, t, 0, "node", "drain")
 	t.Logf("drain: n1 left the route after %v", e.waitNodes(ctx, t, e.vip4, "drain", 10*time.Second, 1))
 	e.keeps(t, 0, false, "drained")
+	if st := e.ctl(ctx, t, 0, "status"); !strings.Contains(st, "no VIP route in "+e.where()) {
+		t.Fatalf("xlbctl status of the drained node:\n%s", st)
+	}
 	e.ctl(ctx, t, 0, "node", "undrain")
 	t.Logf("undrain: n1 back after %v", e.waitNodes(ctx, t, e.vip4, "undrain", 10*time.Second, 0, 1))
 }

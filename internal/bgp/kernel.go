@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 
 	"github.com/vishvananda/netlink"
@@ -117,7 +118,7 @@ func (k *Kernel) GracefulShutdown(ctx context.Context) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.mode = drained
-	k.log.Info("node drain: VIP routes removed from the kernel", "where", k.where())
+	k.log.Info("node drain: VIP routes removed from the kernel", "where", k.Where())
 	return k.reconcileLocked()
 }
 
@@ -137,7 +138,7 @@ func (k *Kernel) RestoreDrain() error {
 	return nil
 }
 
-// Present returns the prefixes in the kernel now (Kernel's own).
+// Present returns the prefixes in the kernel now (Kernel's own), sorted.
 func (k *Kernel) Present() ([]netip.Prefix, error) {
 	cur, err := k.current()
 	if err != nil {
@@ -147,6 +148,7 @@ func (k *Kernel) Present() ([]netip.Prefix, error) {
 	for p := range cur {
 		out = append(out, p)
 	}
+	slices.SortFunc(out, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
 	return out, nil
 }
 
@@ -158,7 +160,9 @@ func (k *Kernel) RemoveAll() error {
 	return k.reconcileLocked()
 }
 
-func (k *Kernel) where() string {
+// Where says where the routes are kept: "table N" or "dummy interface
+// NAME".
+func (k *Kernel) Where() string {
 	if k.link != nil {
 		return "dummy interface " + k.o.Dummy
 	}
@@ -182,7 +186,7 @@ func (k *Kernel) reconcileLocked() error {
 		if ch.Withdraw {
 			verb = "VIP route removed"
 		}
-		k.log.Info(verb, "prefix", ch.Prefix, "where", k.where())
+		k.log.Info(verb, "prefix", ch.Prefix, "where", k.Where())
 	}
 	return errors.Join(errs...)
 }

@@ -173,6 +173,13 @@ function table(heads, rows, empty) {
 }
 
 function bgp(st) {
+  const ext = st.external_routes;
+  if (ext && ext.where) {
+    const n = (ext.prefixes || []).length;
+    return el("div", {id: "bgp-external"}, ext.error ? el("span", {class: "bad"}, "routes in " + ext.where + " unreadable: " + ext.error)
+      : (n ? `bgp.mode external: ${n} VIP route${n > 1 ? "s" : ""} in ${ext.where} for the host's routing daemon: ${ext.prefixes.join(" ")}`
+        : `bgp.mode external: no VIP route in ${ext.where} (the routing daemon announces nothing)`));
+  }
   return table(["peer", "AS", "state", "up for", "advertised", "received"],
     (st.bgp_sessions || []).map(s => el("tr", {"data-peer": s.peer},
       el("td", {}, s.peer), el("td", {}, s.asn),
