@@ -75,8 +75,8 @@ func (s pageSnapshot) names() []string {
 // TestStatusPage opens the node's status page in headless Chromium: it
 // loads without console errors, shows every service of the lab with its
 // backends (the same ones `xlbctl -o json services` lists), shows a
-// backend failing its health check as down within 3 s of the failure, and
-// leaves a screenshot.
+// backend failing its health check as down within 3 s of the failure,
+// counts the connections of running sessions, and leaves a screenshot.
 func TestStatusPage(t *testing.T) {
 	testenv.RequireCommands(t, "chromium")
 	e := setupWith(t, []int{1, 1, 1}, "native", func(c string) string { return withHTTPCheck(withStatusPage(c)) })
@@ -126,7 +126,16 @@ func TestStatusPage(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("the page showed b2 down %v after its check started failing", time.Since(failed).Round(time.Millisecond))
-	time.Sleep(3 * time.Second) // a few more points on the charts
+	// The echo sessions are counted in the connection table (counted
+	// every 10 s) on the backends that serve them.
+	b1 := e.lab.Backends[0].Addr4.String()
+	for deadline := time.Now().Add(15 * time.Second); slices.Contains([]string{"0", "–", ""}, cellText(t, ctx, "echo4", b1, "conns")); time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("echo4's b1 shows no connection with %d sessions running", 30)
+		}
+	}
+	t.Logf("echo4 b1: %s connections on the page", cellText(t, ctx, "echo4", b1, "conns"))
+	time.Sleep(2 * time.Second) // a few more points on the charts
 	screenshot(t, ctx, "statuspage.png")
 	if p := problems(); len(p) > 0 {
 		t.Fatalf("console errors:\n%s", strings.Join(p, "\n"))

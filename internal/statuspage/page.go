@@ -34,6 +34,7 @@ type Source interface {
 	Status(context.Context, *pb.StatusRequest) (*pb.StatusResponse, error)
 	ListServices(context.Context, *pb.ListServicesRequest) (*pb.ListServicesResponse, error)
 	Counters(context.Context, *pb.CountersRequest) (*pb.CountersResponse, error)
+	ConntrackDump(context.Context, *pb.ConntrackDumpRequest) (*pb.ConntrackDumpResponse, error)
 }
 
 // Defaults of Options.
@@ -49,6 +50,9 @@ type Options struct {
 	Interval time.Duration
 	// History is how far back the charts go.
 	History time.Duration
+	// ConnInterval is how often the connection table is counted
+	// (DefaultConnInterval).
+	ConnInterval time.Duration
 	Log     *slog.Logger
 }
 
@@ -60,6 +64,9 @@ type Snapshot struct {
 	Services json.RawMessage `json:"services"`
 	Counters json.RawMessage `json:"counters"`
 	History  History         `json:"history"`
+	// Connections is the last count of the connection table; null until
+	// the first.
+	Connections *Connections `json:"connections"`
 	// Error says why the last sample failed (the parts above are then
 	// from the last one that did not); "" when it did not.
 	Error string `json:"error"`
@@ -75,8 +82,9 @@ type Page struct {
 	src  Source
 	o    Options
 	mu   sync.Mutex
-	snap Snapshot
-	hist *history
+	snap  Snapshot
+	hist  *history
+	conns *Connections // the last count
 }
 
 // New returns a page over src; nothing is sampled until Run.
@@ -87,6 +95,9 @@ func New(src Source, o Options) *Page {
 	if o.History <= 0 {
 		o.History = DefaultHistory
 	}
+	if o.ConnInterval <= 0 {
+		o.ConnInterval = DefaultConnInterval
+	}
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
@@ -94,8 +105,11 @@ func New(src Source, o Options) *Page {
 }
 
 // Run samples until ctx ends. Each round takes one Interval (the rates are
-// measured over it).
+// measured over it); the connection table is counted alongside.
 func (p *Page) Run(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { p.countConnections(ctx); close(done) }()
+	defer func() { <-done }()
 	failing, sampled := false, false
 	for ctx.Err() == nil {
 		start := time.Now()
@@ -171,11 +185,14 @@ func (p *Page) sample(ctx context.Context) error {
 	return nil
 }
 
-// Snapshot returns the last snapshot.
+// Snapshot returns the last snapshot with the last count of the
+// connection table.
 func (p *Page) Snapshot() Snapshot {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.snap
+	s := p.snap
+	s.Connections = p.conns
+	return s
 }
 
 // Handler serves the page: GET / (the page), /status/* (its script and

@@ -28,8 +28,8 @@ func get(t *testing.T, srv *httptest.Server, path string) (*http.Response, strin
 
 // TestSnapshot: /status.json carries the API's messages in their
 // xlbctl -o json form, rates measured over the interval (the fake's
-// counters grow 100 packets per reading), and a history per service that
-// keeps only the configured span.
+// counters grow 100 packets per reading), a history per service that
+// keeps only the configured span, and the connection table's count.
 func TestSnapshot(t *testing.T) {
 	fake := apitest.New()
 	fake.OnRead = func(f *apitest.Fake) { f.AddCounters("web", "10.0.1.1", api.Counters{Packets: 100, Bytes: 1000}) }
@@ -66,8 +66,9 @@ func TestSnapshot(t *testing.T) {
 				Name string `json:"name"`
 			} `json:"global"`
 		} `json:"counters"`
-		History History `json:"history"`
-		Error   string  `json:"error"`
+		History     History      `json:"history"`
+		Connections *Connections `json:"connections"`
+		Error       string       `json:"error"`
 	}
 	if err := json.Unmarshal([]byte(body), &snap); err != nil {
 		t.Fatalf("%v\n%s", err, body)
@@ -77,6 +78,12 @@ func TestSnapshot(t *testing.T) {
 	}
 	if len(snap.Services.Services) != 2 || snap.Services.Services[0].Name != "web" || snap.Services.Services[0].Rates.Packets <= 0 {
 		t.Fatalf("services: %+v", snap.Services)
+	}
+	// The fake's table: web's two backends one live entry each, an
+	// expired entry of dns (in use, not counted per backend).
+	if c := snap.Connections; c == nil || c.InUse != 3 || c.Capacity != 1<<20 || c.Truncated ||
+		c.Backends["web 10.0.1.1"] != 1 || c.Backends["web 10.0.1.2"] != 1 || len(c.Backends) != 2 {
+		t.Fatalf("connections: %+v", snap.Connections)
 	}
 	if len(snap.History.Series) != 2 {
 		t.Fatalf("history: %+v", snap.History)

@@ -69,7 +69,17 @@ function weight(b) {
   return String(b.weight);
 }
 
-function backendRow(s, b) {
+// connections is a backend's tracked connections: what the message carries,
+// else the page's last count of the connection table ("≥" when the count
+// is a lower bound).
+function connections(s, b, conns) {
+  if (b.tracked_flows !== undefined && b.tracked_flows !== null) return num(b.tracked_flows);
+  if (!conns) return "–";
+  const n = (conns.backends || {})[s.name + " " + b.address] || 0;
+  return (conns.truncated ? "≥" : "") + num(n);
+}
+
+function backendRow(s, b, conns) {
   const [h, hcls, why] = health(b);
   const [st, ov] = state(b);
   const r = b.rates || {}, c = b.counters || {};
@@ -83,7 +93,7 @@ function backendRow(s, b) {
     el("td", {class: "health " + hcls, title: why}, h),
     el("td", {class: "dp " + (inDP ? "ok" : "bad")}, inDP ? "yes" : "no"),
     el("td", {class: "num"}, b.table_entries || 0),
-    el("td", {class: "num"}, b.tracked_flows === undefined || b.tracked_flows === null ? "–" : num(b.tracked_flows)),
+    el("td", {class: "num conns"}, connections(s, b, conns)),
     el("td", {class: "num"}, num(r.new_flows)),
     el("td", {class: "num"}, num(r.packets)),
     el("td", {class: "num"}, bits(r.bytes)),
@@ -124,10 +134,10 @@ function chart(series, span) {
   return el("div", {class: "chart"}, el("div", {class: "muted"}, "packets/s"), svg);
 }
 
-function service(s, hist) {
+function service(s, hist, conns) {
   const r = s.rates || {};
   const series = (hist.series || []).find(x => x.service === s.name);
-  const rows = (s.backends || []).map(b => backendRow(s, b));
+  const rows = (s.backends || []).map(b => backendRow(s, b, conns));
   const head = el("tr", {}, ...backendHeads.map((h, i) => el("th", {class: i >= 6 && i < 12 ? "num" : ""}, h)));
   return el("div", {class: "service", "data-service": s.name},
     el("div", {class: "backends"},
@@ -198,17 +208,23 @@ function syncPeers(st) {
     el("td", {}, typeof p[k] === "object" ? JSON.stringify(p[k]) : p[k])))), "");
 }
 
-function conntrack(st) {
+function conntrack(st, conns) {
   const ct = st.conntrack || {};
   const cap = Number(ct.capacity || 0);
-  if (ct.in_use === undefined || ct.in_use === null) {
-    return el("div", {}, "capacity " + num(cap) + " entries; occupancy not counted here (xlbctl conntrack counts the entries)");
+  let used = ct.in_use, note = "";
+  if ((used === undefined || used === null) && conns) {
+    used = conns.in_use;
+    note = " · counted " + ago(conns.at) + ", expired entries included";
   }
-  const used = Number(ct.in_use), pct = cap ? 100 * used / cap : 0;
+  if (used === undefined || used === null) {
+    return el("div", {}, "capacity " + num(cap) + " entries; not counted yet");
+  }
+  used = Number(used);
+  const pct = cap ? 100 * used / cap : 0;
   const fill = el("div", {});
   fill.style.width = Math.min(100, pct).toFixed(1) + "%";
-  return el("div", {id: "ct"}, el("div", {}, `${num(used)} of ${num(cap)} entries (${pct.toFixed(1)} %)`),
-    el("div", {class: "bar"}, fill));
+  return el("div", {id: "ct"}, el("div", {}, `${num(used)} of ${num(cap)} entries (${pct.toFixed(1)} %)`,
+    el("span", {class: "muted"}, note)), el("div", {class: "bar"}, fill));
 }
 
 // A drop is a packet the forwarder did not deliver: drop_* counters, and
@@ -231,10 +247,10 @@ function render(snap) {
   document.title = "xlb " + (st.node || "") + " status";
   document.getElementById("summary").replaceChildren(...summary(st));
   document.getElementById("services").replaceChildren(
-    ...(svcs.length ? svcs.map(s => service(s, snap.history || {})) : [el("div", {class: "muted"}, "no services")]));
+    ...(svcs.length ? svcs.map(s => service(s, snap.history || {}, snap.connections)) : [el("div", {class: "muted"}, "no services")]));
   document.getElementById("bgp").replaceChildren(bgp(st));
   document.getElementById("sync").replaceChildren(syncPeers(st));
-  document.getElementById("conntrack").replaceChildren(conntrack(st));
+  document.getElementById("conntrack").replaceChildren(conntrack(st, snap.connections));
   document.getElementById("drops").replaceChildren(drops(ctrs));
 }
 
