@@ -53,7 +53,7 @@ type Options struct {
 	// ConnInterval is how often the connection table is counted
 	// (DefaultConnInterval).
 	ConnInterval time.Duration
-	Log     *slog.Logger
+	Log          *slog.Logger
 }
 
 // Snapshot is /status.json: the three API responses, each exactly as
@@ -79,9 +79,9 @@ var webFS embed.FS
 
 // Page is the status page: its sampler and its HTTP handler.
 type Page struct {
-	src  Source
-	o    Options
-	mu   sync.Mutex
+	src   Source
+	o     Options
+	mu    sync.Mutex
 	snap  Snapshot
 	hist  *history
 	conns *Connections // the last count
