@@ -18,6 +18,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -206,6 +207,10 @@ func (p *Page) Handler() http.Handler {
 		http.ServeFileFS(w, r, web, "index.html")
 	})
 	mux.Handle("GET /status/", http.StripPrefix("/status", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") { // no listing
+			http.NotFound(w, r)
+			return
+		}
 		setHeaders(w)
 		files.ServeHTTP(w, r)
 	})))

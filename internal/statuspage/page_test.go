@@ -135,7 +135,7 @@ func TestAssets(t *testing.T) {
 			t.Fatalf("%s refers to something outside: %q", path, m)
 		}
 	}
-	for _, path := range []string{"/nothing", "/status/nothing.js"} {
+	for _, path := range []string{"/nothing", "/status/nothing.js", "/status/"} {
 		if resp, _ := get(t, srv, path); resp.StatusCode != 404 {
 			t.Fatalf("%s: %s, want 404", path, resp.Status)
 		}
