@@ -135,7 +135,7 @@ func (d *decoder) bgp(n *ynode, node Node) *BGP {
 	}
 	if d.bgpMode(f, path) == BGPExternal {
 		*b = BGP{Mode: BGPExternal}
-		d.bgpExternal(f, path, b)
+		d.bgpExternal(f, path, b, node)
 		return b
 	}
 	b.ASN = d.asn(f, n, path, "the local AS number")
@@ -214,12 +214,12 @@ func (d *decoder) peer(n *ynode, path string) BGPPeer {
 	return p
 }
 
-func validateBGP(b *BGP, node *Node, c *collector) {
+func validateBGP(b *BGP, c *collector) {
 	if b == nil {
 		return
 	}
 	if b.Mode == BGPExternal {
-		validateBGPExternal(b, node, c)
+		validateBGPExternal(b, c)
 		return
 	}
 	validateASN(b.ASN, "bgp.asn", c)

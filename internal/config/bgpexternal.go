@@ -58,15 +58,19 @@ func (d *decoder) bgpMode(f fieldSet, path string) BGPMode {
 	return mode
 }
 
-// bgpExternal decodes the keys of mode external into b.
-func (d *decoder) bgpExternal(f fieldSet, path string, b *BGP) {
+// bgpExternal decodes the keys of mode external into b; the dummy
+// interface must not be the node's.
+func (d *decoder) bgpExternal(f fieldSet, path string, b *BGP, node Node) {
 	d.uint32Fields(f, path, []uint32Field{{"route_table", 1<<32 - 1, &b.RouteTable}})
 	if v := f.get("dummy_interface"); v != nil {
 		b.DummyInterface, _ = d.str(v, join(path, "dummy_interface"))
+		if n := b.DummyInterface; n != "" && n == node.Interface {
+			d.c.at(pos(v), join(path, "dummy_interface"), ErrInvalid, "%q is node.interface: the VIP addresses go on a dummy interface of their own", n)
+		}
 	}
 }
 
-func validateBGPExternal(b *BGP, node *Node, c *collector) {
+func validateBGPExternal(b *BGP, c *collector) {
 	switch {
 	case b.RouteTable == 0 && b.DummyInterface == "":
 		c.errf("bgp.route_table", ErrRequired, "required with bgp.mode: external: the kernel routing table to keep the VIP routes in (or bgp.dummy_interface)")
@@ -77,13 +81,8 @@ func validateBGPExternal(b *BGP, node *Node, c *collector) {
 	case routeTableDefault, routeTableLocal:
 		c.errf("bgp.route_table", ErrInvalid, "%d is a table of the kernel's own (253 default, 255 local): choose another (e.g. 100)", t)
 	}
-	if n := b.DummyInterface; n != "" {
-		switch {
-		case !validIfName(n):
-			c.errf("bgp.dummy_interface", ErrInvalid, "%q is not a valid interface name (1 to 15 bytes, no '/', ':' or spaces)", n)
-		case n == node.Interface:
-			c.errf("bgp.dummy_interface", ErrInvalid, "%q is node.interface: the VIP addresses go on a dummy interface of their own", n)
-		}
+	if n := b.DummyInterface; n != "" && !validIfName(n) {
+		c.errf("bgp.dummy_interface", ErrInvalid, "%q is not a valid interface name (1 to 15 bytes, no '/', ':' or spaces)", n)
 	}
 }
 

@@ -39,7 +39,7 @@ func validate(cfg *Config, c *collector) {
 	}
 	checkConflicts(cfg.Pools, idx, c)
 	validateServices(cfg, idx, c)
-	validateBGP(cfg.BGP, &cfg.Node, c)
+	validateBGP(cfg.BGP, c)
 	if cfg.BGP != nil && len(cfg.BGP.Peers) > 0 {
 		for i, s := range cfg.Services {
 			if s.VIP.IsValid() && !cfg.BGP.Carries(s.VIP) {
