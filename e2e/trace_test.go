@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -23,12 +24,10 @@ import (
 	"github.com/xlbproject/xlb/lab"
 )
 
-// scrape reads node i's metrics and returns every sample of the families
-// named, keyed by family and then by the label values joined with "|" in
-// the order given.
-func scrape(t *testing.T, l *lab.Lab, i int, want map[string][]string) map[string]map[string]float64 {
+// metricFamilies scrapes node i's /metrics and parses it.
+func metricFamilies(t *testing.T, l *lab.Lab, i int) map[string]*dto.MetricFamily {
 	t.Helper()
-	resp, err := lab.HTTPClient(l.Nodes[i].NS, 5*time.Second).Get("http://127.0.0.1:9469/metrics")
+	resp, err := lab.HTTPClient(l.Nodes[i].NS, 5*time.Second).Get("http://" + lab.StatusPageAddr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,6 +38,15 @@ func scrape(t *testing.T, l *lab.Lab, i int, want map[string][]string) map[strin
 	if err != nil {
 		t.Fatalf("metrics do not parse: %v", err)
 	}
+	return families
+}
+
+// scrape reads node i's metrics and returns every sample of the families
+// named, keyed by family and then by the label values joined with "|" in
+// the order given.
+func scrape(t *testing.T, l *lab.Lab, i int, want map[string][]string) map[string]map[string]float64 {
+	t.Helper()
+	families := metricFamilies(t, l, i)
 	out := map[string]map[string]float64{}
 	for name, labels := range want {
 		f := families[name]

@@ -374,6 +374,11 @@ type NodeBIRDOptions struct {
 	Recover  bool
 	Password string // TCP MD5
 	Debug    bool
+	// KernelTable or Dummy: instead of static routes, announce what xlbd
+	// (bgp.mode external) keeps in that kernel routing table, or as host
+	// addresses on that dummy interface.
+	KernelTable uint32
+	Dummy       string
 }
 
 func (l *Lab) nodeBIRDDefaults(o NodeBIRDOptions) (NodeBIRDOptions, error) {
@@ -399,6 +404,9 @@ func (l *Lab) nodeBIRDDefaults(o NodeBIRDOptions) (NodeBIRDOptions, error) {
 		return o, fmt.Errorf("bird: unknown session mode %v", o.Sessions)
 	}
 	if err := checkBIRDString("password", o.Password); err != nil {
+		return o, err
+	}
+	if err := checkLearned(o); err != nil {
 		return o, err
 	}
 	return o, checkTimers(o.HoldTime, o.KeepaliveTime)
@@ -431,24 +439,13 @@ func (l *Lab) NodeBIRDConfig(i int, opts NodeBIRDOptions, log string) ([]byte, e
 		w("graceful restart wait 10;\n")
 	}
 	w("\nprotocol device { scan time 10; }\n")
-	for _, f := range []struct {
-		on   bool
-		fam  string
-		is4  bool
-		name string
-	}{{v4, "4", true, "vips4"}, {v6, "6", false, "vips6"}} {
-		if !f.on {
-			continue
-		}
-		w("protocol static %s {\n\tipv%s;\n", f.name, f.fam)
-		for _, v := range o.VIPs {
-			if v.Is4() == f.is4 {
-				w("\troute %s blackhole;\n", netip.PrefixFrom(v, v.BitLen()))
-			}
-		}
-		w("}\n")
+	source := "RTS_STATIC"
+	if o.KernelTable != 0 || o.Dummy != "" {
+		source = writeLearnedVIPs(w, o, v4, v6)
+	} else {
+		writeStaticVIPs(w, o, v4, v6)
 	}
-	w("\nfilter vips_out { if source != RTS_STATIC then reject; bgp_origin = ORIGIN_IGP; accept; }\n")
+	w("\nfilter vips_out { if source != %s then reject; bgp_origin = ORIGIN_IGP; accept; }\n", source)
 	w("\ntemplate bgp uplink_tmpl {\n")
 	w("\tlocal as %d;\n", o.ASN)
 	w("\thold time %d;\n\tkeepalive time %d;\n", secs(o.HoldTime), secs(o.KeepaliveTime))

@@ -66,8 +66,9 @@ func RunDemo(ctx context.Context, w io.Writer, opts DemoOptions) (err error) {
 		return err
 	}
 	cfg, err := l.WriteXLBDConfig(0, XLBDOptions{
-		Weights:  opts.Weights,
-		Services: webServices(l),
+		Weights:    opts.Weights,
+		Services:   webServices(l),
+		StatusPage: true,
 	})
 	if err != nil {
 		return err
@@ -88,6 +89,7 @@ func RunDemo(ctx context.Context, w io.Writer, opts DemoOptions) (err error) {
 			return err
 		}
 	}
+	printStatusPage(w, l)
 	fmt.Fprintf(w, "xlbd forwards; sending traffic ...\n")
 
 	before, err := snapshot(l)
@@ -137,6 +139,17 @@ func RunDemo(ctx context.Context, w io.Writer, opts DemoOptions) (err error) {
 	}
 	fmt.Fprintf(w, "\ndemo OK\n")
 	return nil
+}
+
+// printStatusPage brings node 1's status page out of its namespace and
+// prints its address.
+func printStatusPage(w io.Writer, l *Lab) {
+	addr, err := l.ForwardTCP(l.Nodes[0], StatusPageAddr)
+	if err != nil {
+		fmt.Fprintf(w, "status page: not forwarded (%v); inside %s: http://%s/\n", err, l.Nodes[0].Name, StatusPageAddr)
+		return
+	}
+	fmt.Fprintf(w, "status page: http://%s/ (open it in a browser while the demo runs; inside namespace %s it is http://%s/)\n", addr, l.Nodes[0].Name, StatusPageAddr)
 }
 
 // webServices returns only the HTTP services of the lab's VIPs.

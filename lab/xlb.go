@@ -121,6 +121,14 @@ type XLBDOptions struct {
 	// (default 1 s).
 	BGP          bool
 	ShutdownWait time.Duration
+	// RouteTable or DummyInterface: bgp.mode external instead, the VIP
+	// routes kept in that kernel table or on that dummy interface for the
+	// node's own BIRD (StartNodeBIRD with the same KernelTable or Dummy).
+	RouteTable     uint32
+	DummyInterface string
+	// StatusPage writes node.status_page: true (the page at StatusPageAddr
+	// in the node's namespace; ForwardTCP brings it out).
+	StatusPage bool
 	// Instance, when set, names a further xlb instance of the node:
 	// node.name is <NodeName>-<Instance>, on the node's second interface
 	// (Config.SecondIface) with its addresses.
@@ -203,6 +211,9 @@ func (l *Lab) XLBDConfig(i int, opts XLBDOptions) []byte {
 	if opts.FloodSynRate > 0 {
 		fmt.Fprintf(&b, "  flood_syn_rate: %d\n", opts.FloodSynRate)
 	}
+	if opts.StatusPage {
+		fmt.Fprintf(&b, "  status_page: true\n")
+	}
 	fmt.Fprintf(&b, "pools:\n")
 	for _, p := range []struct {
 		name string
@@ -233,6 +244,11 @@ func (l *Lab) XLBDConfig(i int, opts XLBDOptions) []byte {
 		for _, a := range []netip.Addr{l.Router.Addr4, l.Router.Addr6} {
 			fmt.Fprintf(&b, "    - {address: %q, asn: %d, hold_time: 3s, keepalive: 1s}\n", a, RouterASN)
 		}
+	}
+	if opts.RouteTable != 0 {
+		fmt.Fprintf(&b, "bgp: {mode: external, route_table: %d}\n", opts.RouteTable)
+	} else if opts.DummyInterface != "" {
+		fmt.Fprintf(&b, "bgp: {mode: external, dummy_interface: %s}\n", opts.DummyInterface)
 	}
 	fmt.Fprintf(&b, "services:\n")
 	for _, s := range svcs {

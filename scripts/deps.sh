@@ -5,7 +5,8 @@ set -euo pipefail
 
 # protobuf-compiler + libprotobuf-dev (the well-known .proto files): make proto.
 # systemd (systemd-analyze) and man-db: the package test (deploy/) verifies the units and man pages.
-pkgs=(clang llvm libbpf-dev bpftool iproute2 ethtool python3 bird2 tcpdump protobuf-compiler libprotobuf-dev systemd man-db)
+# chromium: the status page test (headless, driven with chromedp).
+pkgs=(clang llvm libbpf-dev bpftool iproute2 ethtool python3 bird2 tcpdump protobuf-compiler libprotobuf-dev systemd man-db chromium)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

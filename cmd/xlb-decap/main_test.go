@@ -5,12 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 
 	"github.com/xlbproject/xlb/internal/decap"
 	"github.com/xlbproject/xlb/internal/testenv"
@@ -64,25 +62,8 @@ func TestCLI(t *testing.T) {
 	ifname := "xdcc" + hex.EncodeToString(b)
 
 	// The whole test runs on this thread, switched to the new namespace.
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		runCLI("detach", ifname)
-		if err := netns.Set(orig); err != nil {
-			t.Errorf("restore netns: %v", err) // the thread stays locked and dies
-			return
-		}
-		ns.Close()
-		orig.Close()
-		runtime.UnlockOSThread()
-	})
+	testenv.InNewNetns(t)
+	t.Cleanup(func() { runCLI("detach", ifname) })
 	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: ifname}, PeerName: ifname + "p"}
 	if err := netlink.LinkAdd(veth); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/xlbproject/xlb/internal/config"
 	"github.com/xlbproject/xlb/internal/controller"
 	xmetrics "github.com/xlbproject/xlb/internal/metrics"
+	"github.com/xlbproject/xlb/internal/statuspage"
 )
 
 // flagValue returns the flag's value when it was given, else nil.
@@ -59,7 +60,13 @@ func serveMetrics(ctx context.Context, log *slog.Logger, apiView *controller.API
 		apiView.SetMetrics("", "disabled (node.metrics_addr: off, or --metrics-addr \"\")")
 		return nil, nil
 	}
-	m := xmetrics.New(apiView, xmetrics.Options{Addr: so.metrics, Log: log})
+	mo := xmetrics.Options{Addr: so.metrics, Log: log}
+	var page *statuspage.Page
+	if so.statusPage {
+		page = statuspage.New(api.NewService(apiView), statuspage.Options{Log: log})
+		mo.Page = page.Handler()
+	}
+	m := xmetrics.New(apiView, mo)
 	err := m.Listen()
 	if err != nil && so.metricsDefault && errors.Is(err, syscall.EADDRINUSE) {
 		note := fmt.Sprintf("the default address %s is in use (another xlbd instance on this host?): set node.metrics_addr to serve this instance's metrics", so.metrics)
@@ -72,5 +79,9 @@ func serveMetrics(ctx context.Context, log *slog.Logger, apiView *controller.API
 	}
 	apiView.SetMetrics(so.metrics, "")
 	go m.Serve(ctx)
+	if page != nil {
+		go page.Run(ctx)
+		log.Info("status page served", "url", "http://"+so.metrics+"/")
+	}
 	return m, nil
 }

@@ -51,6 +51,7 @@ func main() {
 		probe    = flag.Duration("probe-interval", 0, "run the blackbox prober: every interval, a real probe to each VIP through the forwarder and the interface, answered by a backend; a node whose probes all go unanswered withdraws its VIPs (0: off)")
 		kernel   = flag.Bool("check-kernel", false, "probe the running kernel for every feature xlb needs, print each with the Linux version that has it, and exit (1 if one is missing)")
 		showVer  = flag.Bool("version", false, "print the version (git describe) and the kernel's tag of the embedded forwarder program, and exit")
+		page     = flag.Bool("status-page", false, "serve the live status page at / of the metrics address (also node.status_page: true)")
 		discard  = flag.Bool("discard-conntrack", false, "if the pinned connection table does not fit this build or node.conntrack_entries, start with an empty one (tracked connections are re-balanced) instead of refusing")
 	)
 	flag.Parse()
@@ -98,11 +99,20 @@ func main() {
 			log.Error("cleanup failed", "pin_dir", *pinDir, "error", err)
 			os.Exit(1)
 		}
+		if err := cleanupKernelRoutes(cfg.BGP, log); err != nil {
+			log.Error("cleanup of the VIP routes failed", "error", err)
+			os.Exit(1)
+		}
 		log.Info("forwarder detached and pins removed", "pin_dir", *pinDir)
 		return
 	}
-	srv := serveOpts{tcp: *apiTCP, tls: api.TLSFiles{Cert: *tlsCert, Key: *tlsKey, CA: *tlsCA}, discardCT: *discard, probe: *probe}
+	srv := serveOpts{tcp: *apiTCP, tls: api.TLSFiles{Cert: *tlsCert, Key: *tlsKey, CA: *tlsCA}, discardCT: *discard, probe: *probe,
+		statusPage: *page || cfg.Node.StatusPage}
 	srv.socket, srv.metrics, srv.metricsDefault = endpoints(cfg.Node, flagValue("api-socket", *apiSock), flagValue("metrics-addr", *metrics))
+	if srv.statusPage && srv.metrics == "" {
+		fmt.Fprintf(os.Stderr, "xlbd: the status page is served by the metrics listener, which is off: give --metrics-addr (or node.metrics_addr) an address\n")
+		os.Exit(2)
+	}
 	if err := run(log, cfg, *cfgPath, *pinDir, srv); err != nil {
 		log.Error("xlbd stopped", "error", err)
 		os.Exit(1)
@@ -142,6 +152,7 @@ type serveOpts struct {
 	metricsDefault bool
 	discardCT      bool
 	probe          time.Duration // prober interval; 0: no prober
+	statusPage     bool          // serve the status page on the metrics listener
 }
 
 func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts) error {
@@ -248,7 +259,13 @@ func newController(log *slog.Logger, cfg *config.Config, path string, dp *datapa
 		copts.Prober = prober.New(prober.Options{Send: dp.SendProbe, Src4: cfg.Node.Address, Src6: cfg.Node.Address6, Interval: probe, Log: log})
 	}
 	var speaker *bgp.Speaker
-	if cfg.BGP != nil {
+	if cfg.BGP != nil && cfg.BGP.Mode == config.BGPExternal {
+		k, err := kernelRoutes(cfg.BGP, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		copts.BGP = k
+	} else if cfg.BGP != nil {
 		var err error
 		if speaker, err = bgp.New(bgpConfig(cfg.BGP, dp.Adopted()), log); err != nil {
 			return nil, nil, err

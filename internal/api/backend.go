@@ -102,6 +102,8 @@ type StatusInfo struct {
 	StartedAt time.Time
 	SelfCheck SelfCheck
 	BGP       []BGPSession // in config order; nil without BGP
+	// External is set with bgp.mode external: the kept VIP routes.
+	External *ExternalRoutes
 	Drained   bool
 	Config    ConfigInfo
 	Conntrack ConntrackOccupancy
@@ -142,6 +144,13 @@ type SelfCheck struct {
 	LastError     string // of the latest failure; "" if none yet
 	CheckedAt     time.Time
 	LastFailureAt time.Time
+}
+
+// ExternalRoutes are the VIP routes of bgp.mode external (bgp.Kernel).
+type ExternalRoutes struct {
+	Where    string
+	Prefixes []netip.Prefix
+	Err      error
 }
 
 // BGPSession is one BGP peer (see bgp.PeerStatus).

@@ -48,6 +48,15 @@ func statusToPB(s StatusInfo) *pb.StatusResponse {
 		TxCheck: &pb.TXCheck{Ok: s.TX.OK, Detail: s.TX.Detail},
 		Prober:  proberToPB(s.Prober),
 	}
+	if e := s.External; e != nil {
+		r.ExternalRoutes = &pb.ExternalRoutes{Where: e.Where}
+		for _, p := range e.Prefixes {
+			r.ExternalRoutes.Prefixes = append(r.ExternalRoutes.Prefixes, p.String())
+		}
+		if e.Err != nil {
+			r.ExternalRoutes.Error = e.Err.Error()
+		}
+	}
 	for _, b := range s.BGP {
 		r.BgpSessions = append(r.BgpSessions, &pb.BGPSession{
 			Peer: addr(b.Peer), Asn: b.ASN, State: b.State, Uptime: dur(b.Uptime),

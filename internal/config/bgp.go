@@ -45,8 +45,17 @@ const (
 	ASTrans = 23456
 )
 
-// BGP configures the embedded BGP speaker.
+// BGP configures the embedded BGP speaker, or with Mode BGPExternal the
+// kernel routes another daemon announces (only Mode, RouteTable and
+// DummyInterface are set then).
 type BGP struct {
+	Mode BGPMode
+	// RouteTable is the kernel routing table of the VIP routes (external
+	// mode); 0 when DummyInterface is used.
+	RouteTable uint32
+	// DummyInterface is the dummy interface that holds the VIPs as /32 and
+	// /128 addresses (external mode); "" when RouteTable is used.
+	DummyInterface string
 	// ASN is the local AS number, 1..4294967295 except AS_TRANS.
 	ASN uint32
 	// RouterID is the BGP identifier, a non-zero IPv4 address; Parse
@@ -71,6 +80,9 @@ type BGP struct {
 
 // Carries reports whether the sessions can announce VIPs of a's family.
 func (b *BGP) Carries(a netip.Addr) bool {
+	if b.Mode == BGPExternal {
+		return true // the host's daemon's business
+	}
 	for _, p := range b.Peers {
 		if p.Addr.Is4() == a.Is4() {
 			return true
@@ -117,8 +129,13 @@ func (d *decoder) bgp(n *ynode, node Node) *BGP {
 		GracefulRestartTime: DefaultGracefulRestartTime,
 		ShutdownWait:        DefaultShutdownWait,
 	}
-	f := d.fields(n, path, "asn", "router_id", "listen_port", "graceful_restart_time", "shutdown_wait", "next_hop4", "next_hop6", "peers")
+	f := d.fields(n, path, append([]string{"mode"}, append(speakerKeys, externalKeys...)...)...)
 	if f == nil {
+		return b
+	}
+	if d.bgpMode(f, path) == BGPExternal {
+		*b = BGP{Mode: BGPExternal}
+		d.bgpExternal(f, path, b, node)
 		return b
 	}
 	b.ASN = d.asn(f, n, path, "the local AS number")
@@ -199,6 +216,10 @@ func (d *decoder) peer(n *ynode, path string) BGPPeer {
 
 func validateBGP(b *BGP, c *collector) {
 	if b == nil {
+		return
+	}
+	if b.Mode == BGPExternal {
+		validateBGPExternal(b, c)
 		return
 	}
 	validateASN(b.ASN, "bgp.asn", c)
@@ -299,6 +320,9 @@ func validatePeer(p *BGPPeer, path string, c *collector) {
 
 // bgpNode builds the YAML of b for Marshal.
 func bgpNode(b *BGP) *yaml.Node {
+	if b.Mode == BGPExternal {
+		return bgpExternalNode(b)
+	}
 	peers := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
 	for _, p := range b.Peers {
 		pn := mapping(

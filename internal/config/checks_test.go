@@ -447,7 +447,7 @@ func TestRejectChecksAndBGP(t *testing.T) {
 
 		// BGP.
 		{"bgp not a mapping", head + "bgp: [65001]\n", ErrInvalid,
-			[]string{`c.yaml:5: bgp: must be a mapping (asn, router_id, listen_port, graceful_restart_time, shutdown_wait, next_hop4, next_hop6, peers), not a list`}},
+			[]string{`c.yaml:5: bgp: must be a mapping (mode, asn, router_id, listen_port, graceful_restart_time, shutdown_wait, next_hop4, next_hop6, peers, route_table, dummy_interface), not a list`}},
 		{"unknown bgp field", head + "bgp:\n  asn: 65001\n  local_as: 65001\n  peers: [{address: 10.0.0.1, asn: 65000}]\n", ErrUnknownField,
 			[]string{`c.yaml:7: bgp.local_as: unknown field "local_as"`}},
 		{"asn missing", head + "bgp:\n  peers: [{address: 10.0.0.1, asn: 65000}]\n", ErrRequired,

@@ -107,6 +107,9 @@ type Node struct {
 	// "" means the default 127.0.0.1:9469, skipped with a warning when
 	// another instance holds it (xlbd's --metrics-addr overrides it).
 	MetricsAddr string
+	// StatusPage serves the live status page at / of the metrics listener
+	// (xlbd's --status-page also turns it on). Read at start.
+	StatusPage bool
 	// Address is the IPv4 source address of encapsulated packets sent to
 	// IPv4 backends; it is the zero Addr when no IPv4 backend is used.
 	Address netip.Addr

@@ -637,7 +637,7 @@ func (d *decoder) node(n *ynode) Node {
 	}
 	f := d.fields(n, path, "name", "interface", "api_socket", "metrics_addr", "address", "address6", "gateway_mac",
 		"xdp_mode", "conntrack_entries", "timeouts", "flood_syn_rate", "flood_new_flow_rate", "icmp_echo_rate",
-		"icmp_too_big_rate", "fragment_pool", "fragment_table_entries", "trace_rate")
+		"icmp_too_big_rate", "fragment_pool", "fragment_table_entries", "trace_rate", "status_page")
 	if f == nil {
 		return nd
 	}
@@ -676,6 +676,9 @@ func (d *decoder) node(n *ynode) Node {
 		if v := f.get(sf.key); v != nil {
 			*sf.dst, _ = d.str(v, join(path, sf.key))
 		}
+	}
+	if v := f.get("status_page"); v != nil {
+		nd.StatusPage, _ = d.boolean(v, join(path, "status_page"))
 	}
 	if v := f.get("address"); v != nil {
 		nd.Address, _ = d.addr(v, join(path, "address"))

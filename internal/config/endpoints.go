@@ -35,4 +35,7 @@ func validateEndpoints(n *Node, c *collector) {
 			c.errf("node.metrics_addr", ErrInvalid, "%q: host %q is not an IP address (empty: every address)", a, host)
 		}
 	}
+	if n.StatusPage && n.MetricsAddr == MetricsOff {
+		c.errf("node.status_page", ErrInvalid, "the status page is served by the metrics listener, which node.metrics_addr: off disables: give node.metrics_addr an address, or drop status_page")
+	}
 }

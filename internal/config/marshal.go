@@ -28,6 +28,9 @@ func (c *Config) Marshal() ([]byte, error) {
 	if n.MetricsAddr != "" {
 		node.Content = append(node.Content, str("metrics_addr"), str(n.MetricsAddr))
 	}
+	if n.StatusPage {
+		node.Content = append(node.Content, str("status_page"), &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
+	}
 	if n.Address.IsValid() {
 		node.Content = append(node.Content, str("address"), str(n.Address.String()))
 	}

@@ -191,6 +191,10 @@ func (a *API) Status(ctx context.Context) (api.StatusInfo, error) {
 		}
 		return nil
 	})
+	if k, ok := c0.bgp.(*bgp.Kernel); ok && err == nil {
+		st.External = &api.ExternalRoutes{Where: k.Where()}
+		st.External.Prefixes, st.External.Err = k.Present()
+	}
 	if sp := a.speaker.Load(); err == nil && sp != nil {
 		for _, p := range sp.Status() {
 			st.BGP = append(st.BGP, api.BGPSession{Peer: p.Addr, ASN: p.ASN, State: p.State, Uptime: p.Uptime,

@@ -13,14 +13,14 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/xlbproject/xlb/api/xlb/v1"
+	"github.com/xlbproject/xlb/internal/api"
 )
 
-var jsonOpts = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
+var jsonOpts = api.JSONOptions
 
 // printJSON prints m indented. protojson's own spacing is deliberately
 // unstable, so it is normalised through encoding/json.
@@ -157,7 +157,9 @@ func (c *CLI) printStatus(st *pb.StatusResponse) error {
 	} else {
 		fmt.Fprintf(w, "conntrack\t%d entries\n", ct.GetCapacity())
 	}
-	if len(st.BgpSessions) == 0 {
+	if e := st.GetExternalRoutes(); e != nil {
+		fmt.Fprintf(w, "bgp\texternal: %s\n", externalRoutes(e))
+	} else if len(st.BgpSessions) == 0 {
 		fmt.Fprintf(w, "bgp\tnot configured\n")
 	}
 	if err := w.Flush(); err != nil {
@@ -510,4 +512,15 @@ func (c *CLI) printExplain(r *pb.ExplainResponse, hexDump bool) error {
 	}
 	fmt.Fprintln(c.Out, "(read only: run through the live program as a self-check probe; no conntrack entry written, no service or backend counter moved)")
 	return nil
+}
+
+// externalRoutes describes the routes of bgp.mode external.
+func externalRoutes(e *pb.ExternalRoutes) string {
+	if e.Error != "" {
+		return fmt.Sprintf("routes in %s unreadable: %s", e.Where, e.Error)
+	}
+	if len(e.Prefixes) == 0 {
+		return fmt.Sprintf("no VIP route in %s (the routing daemon announces nothing)", e.Where)
+	}
+	return fmt.Sprintf("%d VIP routes in %s for the routing daemon: %s", len(e.Prefixes), e.Where, strings.Join(e.Prefixes, " "))
 }

@@ -52,6 +52,9 @@ type Options struct {
 	// Timeout bounds the Source's calls during one scrape or health
 	// request (default 5 s).
 	Timeout time.Duration
+	// Page, when set, is the status page (internal/statuspage), served at
+	// / and the paths under it that /metrics and /healthz do not take.
+	Page http.Handler
 }
 
 // Metrics is the exporter: a registry, its HTTP handler and, after Listen,
@@ -63,6 +66,7 @@ type Metrics struct {
 	timeout time.Duration
 	reg     *prometheus.Registry
 	l       net.Listener
+	page    http.Handler
 
 	commits    *prometheus.CounterVec
 	plan       prometheus.Histogram
@@ -87,7 +91,7 @@ func New(src Source, o Options) *Metrics {
 		o.Timeout = 5 * time.Second
 	}
 	m := &Metrics{
-		src: src, log: o.Log, addr: o.Addr, timeout: o.Timeout,
+		src: src, log: o.Log, addr: o.Addr, timeout: o.Timeout, page: o.Page,
 		reg: prometheus.NewRegistry(),
 		commits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "xlb_config_commits_total",
@@ -159,7 +163,8 @@ func (m *Metrics) ObserveTableBuild(d time.Duration) {
 	m.tableBuild.Observe(d.Seconds())
 }
 
-// Handler serves /metrics and /healthz.
+// Handler serves /metrics and /healthz, and the status page when there is
+// one.
 func (m *Metrics) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
@@ -168,8 +173,12 @@ func (m *Metrics) Handler() http.Handler {
 		Timeout:       m.timeout + time.Second,
 	}))
 	mux.HandleFunc("GET /healthz", m.healthz)
+	if m.page != nil {
+		mux.Handle("GET /", m.page)
+		return mux
+	}
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintln(w, "xlbd: /metrics (Prometheus), /healthz (forwarder self-check)")
+		fmt.Fprintln(w, "xlbd: /metrics (Prometheus), /healthz (forwarder self-check); the status page is off (xlbd --status-page, node.status_page)")
 	})
 	return mux
 }

@@ -478,12 +478,16 @@ type StatusResponse struct {
 	// The metrics listener's address; "" when none runs, and then
 	// metrics_note says why (disabled, or the default address was taken by
 	// another instance: set node.metrics_addr).
-	MetricsAddr   string   `protobuf:"bytes,14,opt,name=metrics_addr,json=metricsAddr,proto3" json:"metrics_addr,omitempty"`
-	MetricsNote   string   `protobuf:"bytes,15,opt,name=metrics_note,json=metricsNote,proto3" json:"metrics_note,omitempty"`
-	TxCheck       *TXCheck `protobuf:"bytes,16,opt,name=tx_check,json=txCheck,proto3" json:"tx_check,omitempty"` // does the interface deliver what the forwarder sends
-	Prober        *Prober  `protobuf:"bytes,17,opt,name=prober,proto3" json:"prober,omitempty"`                  // the blackbox prober's last round
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MetricsAddr string   `protobuf:"bytes,14,opt,name=metrics_addr,json=metricsAddr,proto3" json:"metrics_addr,omitempty"`
+	MetricsNote string   `protobuf:"bytes,15,opt,name=metrics_note,json=metricsNote,proto3" json:"metrics_note,omitempty"`
+	TxCheck     *TXCheck `protobuf:"bytes,16,opt,name=tx_check,json=txCheck,proto3" json:"tx_check,omitempty"` // does the interface deliver what the forwarder sends
+	Prober      *Prober  `protobuf:"bytes,17,opt,name=prober,proto3" json:"prober,omitempty"`                  // the blackbox prober's last round
+	// With bgp.mode external: the VIP routes xlbd keeps for the host's
+	// routing daemon (unset otherwise). A high number: fields below it are
+	// left for the others of this message.
+	ExternalRoutes *ExternalRoutes `protobuf:"bytes,30,opt,name=external_routes,json=externalRoutes,proto3" json:"external_routes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -635,6 +639,74 @@ func (x *StatusResponse) GetProber() *Prober {
 	return nil
 }
 
+func (x *StatusResponse) GetExternalRoutes() *ExternalRoutes {
+	if x != nil {
+		return x.ExternalRoutes
+	}
+	return nil
+}
+
+// ExternalRoutes are the routes of bgp.mode external.
+type ExternalRoutes struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Where         string                 `protobuf:"bytes,1,opt,name=where,proto3" json:"where,omitempty"`       // "table 100" or "dummy interface NAME"
+	Prefixes      []string               `protobuf:"bytes,2,rep,name=prefixes,proto3" json:"prefixes,omitempty"` // present now, sorted
+	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`       // reading them failed
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExternalRoutes) Reset() {
+	*x = ExternalRoutes{}
+	mi := &file_xlb_v1_xlb_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExternalRoutes) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExternalRoutes) ProtoMessage() {}
+
+func (x *ExternalRoutes) ProtoReflect() protoreflect.Message {
+	mi := &file_xlb_v1_xlb_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExternalRoutes.ProtoReflect.Descriptor instead.
+func (*ExternalRoutes) Descriptor() ([]byte, []int) {
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ExternalRoutes) GetWhere() string {
+	if x != nil {
+		return x.Where
+	}
+	return ""
+}
+
+func (x *ExternalRoutes) GetPrefixes() []string {
+	if x != nil {
+		return x.Prefixes
+	}
+	return nil
+}
+
+func (x *ExternalRoutes) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // TXCheck is the transmit check of the self-check: in native mode on a
 // veth the peer is up and runs XDP; on any device the transmitted packets
 // grow with the frames the forwarder sends.
@@ -649,7 +721,7 @@ type TXCheck struct {
 
 func (x *TXCheck) Reset() {
 	*x = TXCheck{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[5]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -661,7 +733,7 @@ func (x *TXCheck) String() string {
 func (*TXCheck) ProtoMessage() {}
 
 func (x *TXCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[5]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -674,7 +746,7 @@ func (x *TXCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TXCheck.ProtoReflect.Descriptor instead.
 func (*TXCheck) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{5}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TXCheck) GetOk() bool {
@@ -705,7 +777,7 @@ type Prober struct {
 
 func (x *Prober) Reset() {
 	*x = Prober{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[6]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -717,7 +789,7 @@ func (x *Prober) String() string {
 func (*Prober) ProtoMessage() {}
 
 func (x *Prober) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[6]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -730,7 +802,7 @@ func (x *Prober) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prober.ProtoReflect.Descriptor instead.
 func (*Prober) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{6}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Prober) GetEnabled() bool {
@@ -768,7 +840,7 @@ type Probe struct {
 
 func (x *Probe) Reset() {
 	*x = Probe{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[7]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +852,7 @@ func (x *Probe) String() string {
 func (*Probe) ProtoMessage() {}
 
 func (x *Probe) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[7]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +865,7 @@ func (x *Probe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Probe.ProtoReflect.Descriptor instead.
 func (*Probe) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{7}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Probe) GetVip() string {
@@ -844,7 +916,7 @@ type SelfCheck struct {
 
 func (x *SelfCheck) Reset() {
 	*x = SelfCheck{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[8]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -856,7 +928,7 @@ func (x *SelfCheck) String() string {
 func (*SelfCheck) ProtoMessage() {}
 
 func (x *SelfCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[8]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -869,7 +941,7 @@ func (x *SelfCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SelfCheck.ProtoReflect.Descriptor instead.
 func (*SelfCheck) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{8}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SelfCheck) GetOk() bool {
@@ -917,7 +989,7 @@ type BGPSession struct {
 
 func (x *BGPSession) Reset() {
 	*x = BGPSession{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[9]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -929,7 +1001,7 @@ func (x *BGPSession) String() string {
 func (*BGPSession) ProtoMessage() {}
 
 func (x *BGPSession) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[9]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -942,7 +1014,7 @@ func (x *BGPSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BGPSession.ProtoReflect.Descriptor instead.
 func (*BGPSession) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{9}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *BGPSession) GetPeer() string {
@@ -1010,7 +1082,7 @@ type ConfigInfo struct {
 
 func (x *ConfigInfo) Reset() {
 	*x = ConfigInfo{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[10]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1094,7 @@ func (x *ConfigInfo) String() string {
 func (*ConfigInfo) ProtoMessage() {}
 
 func (x *ConfigInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[10]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1107,7 @@ func (x *ConfigInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigInfo.ProtoReflect.Descriptor instead.
 func (*ConfigInfo) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{10}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ConfigInfo) GetSource() string {
@@ -1084,7 +1156,7 @@ type ConntrackOccupancy struct {
 
 func (x *ConntrackOccupancy) Reset() {
 	*x = ConntrackOccupancy{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[11]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1096,7 +1168,7 @@ func (x *ConntrackOccupancy) String() string {
 func (*ConntrackOccupancy) ProtoMessage() {}
 
 func (x *ConntrackOccupancy) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[11]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1109,7 +1181,7 @@ func (x *ConntrackOccupancy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConntrackOccupancy.ProtoReflect.Descriptor instead.
 func (*ConntrackOccupancy) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{11}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ConntrackOccupancy) GetCapacity() uint64 {
@@ -1138,7 +1210,7 @@ type ListServicesRequest struct {
 
 func (x *ListServicesRequest) Reset() {
 	*x = ListServicesRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[12]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1222,7 @@ func (x *ListServicesRequest) String() string {
 func (*ListServicesRequest) ProtoMessage() {}
 
 func (x *ListServicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[12]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1235,7 @@ func (x *ListServicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServicesRequest.ProtoReflect.Descriptor instead.
 func (*ListServicesRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{12}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListServicesRequest) GetRateInterval() *durationpb.Duration {
@@ -1190,7 +1262,7 @@ type ListServicesResponse struct {
 
 func (x *ListServicesResponse) Reset() {
 	*x = ListServicesResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[13]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1274,7 @@ func (x *ListServicesResponse) String() string {
 func (*ListServicesResponse) ProtoMessage() {}
 
 func (x *ListServicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[13]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1287,7 @@ func (x *ListServicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServicesResponse.ProtoReflect.Descriptor instead.
 func (*ListServicesResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{13}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListServicesResponse) GetServices() []*Service {
@@ -1259,7 +1331,7 @@ type Service struct {
 
 func (x *Service) Reset() {
 	*x = Service{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[14]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1271,7 +1343,7 @@ func (x *Service) String() string {
 func (*Service) ProtoMessage() {}
 
 func (x *Service) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[14]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1284,7 +1356,7 @@ func (x *Service) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Service.ProtoReflect.Descriptor instead.
 func (*Service) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{14}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Service) GetName() string {
@@ -1413,7 +1485,7 @@ type Backend struct {
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[15]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1497,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[15]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,7 +1510,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{15}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Backend) GetAddress() string {
@@ -1551,7 +1623,7 @@ type Override struct {
 
 func (x *Override) Reset() {
 	*x = Override{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[16]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1563,7 +1635,7 @@ func (x *Override) String() string {
 func (*Override) ProtoMessage() {}
 
 func (x *Override) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[16]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1576,7 +1648,7 @@ func (x *Override) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Override.ProtoReflect.Descriptor instead.
 func (*Override) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{16}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Override) GetWeight() uint32 {
@@ -1614,7 +1686,7 @@ type Health struct {
 
 func (x *Health) Reset() {
 	*x = Health{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[17]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1698,7 @@ func (x *Health) String() string {
 func (*Health) ProtoMessage() {}
 
 func (x *Health) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[17]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1711,7 @@ func (x *Health) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Health.ProtoReflect.Descriptor instead.
 func (*Health) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{17}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Health) GetCheck() string {
@@ -1695,7 +1767,7 @@ type ListBackendsRequest struct {
 
 func (x *ListBackendsRequest) Reset() {
 	*x = ListBackendsRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[18]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1707,7 +1779,7 @@ func (x *ListBackendsRequest) String() string {
 func (*ListBackendsRequest) ProtoMessage() {}
 
 func (x *ListBackendsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[18]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1720,7 +1792,7 @@ func (x *ListBackendsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackendsRequest.ProtoReflect.Descriptor instead.
 func (*ListBackendsRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{18}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListBackendsRequest) GetRateInterval() *durationpb.Duration {
@@ -1754,7 +1826,7 @@ type ListBackendsResponse struct {
 
 func (x *ListBackendsResponse) Reset() {
 	*x = ListBackendsResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[19]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1766,7 +1838,7 @@ func (x *ListBackendsResponse) String() string {
 func (*ListBackendsResponse) ProtoMessage() {}
 
 func (x *ListBackendsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[19]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1779,7 +1851,7 @@ func (x *ListBackendsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackendsResponse.ProtoReflect.Descriptor instead.
 func (*ListBackendsResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{19}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListBackendsResponse) GetBackends() []*Backend {
@@ -1811,7 +1883,7 @@ type ApplyConfigRequest struct {
 
 func (x *ApplyConfigRequest) Reset() {
 	*x = ApplyConfigRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[20]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1823,7 +1895,7 @@ func (x *ApplyConfigRequest) String() string {
 func (*ApplyConfigRequest) ProtoMessage() {}
 
 func (x *ApplyConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[20]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1836,7 +1908,7 @@ func (x *ApplyConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyConfigRequest.ProtoReflect.Descriptor instead.
 func (*ApplyConfigRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{20}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ApplyConfigRequest) GetYaml() []byte {
@@ -1878,7 +1950,7 @@ type ApplyConfigResponse struct {
 
 func (x *ApplyConfigResponse) Reset() {
 	*x = ApplyConfigResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[21]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1890,7 +1962,7 @@ func (x *ApplyConfigResponse) String() string {
 func (*ApplyConfigResponse) ProtoMessage() {}
 
 func (x *ApplyConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[21]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1903,7 +1975,7 @@ func (x *ApplyConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyConfigResponse.ProtoReflect.Descriptor instead.
 func (*ApplyConfigResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{21}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ApplyConfigResponse) GetDiff() *Diff {
@@ -1946,7 +2018,7 @@ type Diff struct {
 
 func (x *Diff) Reset() {
 	*x = Diff{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[22]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1958,7 +2030,7 @@ func (x *Diff) String() string {
 func (*Diff) ProtoMessage() {}
 
 func (x *Diff) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[22]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1971,7 +2043,7 @@ func (x *Diff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Diff.ProtoReflect.Descriptor instead.
 func (*Diff) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{22}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Diff) GetServicesAdded() []string {
@@ -2047,7 +2119,7 @@ type BackendRef struct {
 
 func (x *BackendRef) Reset() {
 	*x = BackendRef{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[23]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2059,7 +2131,7 @@ func (x *BackendRef) String() string {
 func (*BackendRef) ProtoMessage() {}
 
 func (x *BackendRef) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[23]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2072,7 +2144,7 @@ func (x *BackendRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackendRef.ProtoReflect.Descriptor instead.
 func (*BackendRef) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{23}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BackendRef) GetService() string {
@@ -2105,7 +2177,7 @@ type ConfigError struct {
 
 func (x *ConfigError) Reset() {
 	*x = ConfigError{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[24]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2117,7 +2189,7 @@ func (x *ConfigError) String() string {
 func (*ConfigError) ProtoMessage() {}
 
 func (x *ConfigError) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[24]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2130,7 +2202,7 @@ func (x *ConfigError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigError.ProtoReflect.Descriptor instead.
 func (*ConfigError) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{24}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ConfigError) GetField() string {
@@ -2184,7 +2256,7 @@ type ConfigErrors struct {
 
 func (x *ConfigErrors) Reset() {
 	*x = ConfigErrors{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[25]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2196,7 +2268,7 @@ func (x *ConfigErrors) String() string {
 func (*ConfigErrors) ProtoMessage() {}
 
 func (x *ConfigErrors) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[25]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2209,7 +2281,7 @@ func (x *ConfigErrors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigErrors.ProtoReflect.Descriptor instead.
 func (*ConfigErrors) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{25}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ConfigErrors) GetErrors() []*ConfigError {
@@ -2242,7 +2314,7 @@ type SetBackendRequest struct {
 
 func (x *SetBackendRequest) Reset() {
 	*x = SetBackendRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[26]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2254,7 +2326,7 @@ func (x *SetBackendRequest) String() string {
 func (*SetBackendRequest) ProtoMessage() {}
 
 func (x *SetBackendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[26]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2267,7 +2339,7 @@ func (x *SetBackendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBackendRequest.ProtoReflect.Descriptor instead.
 func (*SetBackendRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{26}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SetBackendRequest) GetAddress() string {
@@ -2349,7 +2421,7 @@ type SetBackendResponse struct {
 
 func (x *SetBackendResponse) Reset() {
 	*x = SetBackendResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[27]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2361,7 +2433,7 @@ func (x *SetBackendResponse) String() string {
 func (*SetBackendResponse) ProtoMessage() {}
 
 func (x *SetBackendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[27]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2374,7 +2446,7 @@ func (x *SetBackendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBackendResponse.ProtoReflect.Descriptor instead.
 func (*SetBackendResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{27}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SetBackendResponse) GetBackends() []*BackendRef {
@@ -2393,7 +2465,7 @@ type CountersRequest struct {
 
 func (x *CountersRequest) Reset() {
 	*x = CountersRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[28]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2405,7 +2477,7 @@ func (x *CountersRequest) String() string {
 func (*CountersRequest) ProtoMessage() {}
 
 func (x *CountersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[28]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2418,7 +2490,7 @@ func (x *CountersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountersRequest.ProtoReflect.Descriptor instead.
 func (*CountersRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{28}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CountersRequest) GetRateInterval() *durationpb.Duration {
@@ -2440,7 +2512,7 @@ type CountersResponse struct {
 
 func (x *CountersResponse) Reset() {
 	*x = CountersResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[29]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2452,7 +2524,7 @@ func (x *CountersResponse) String() string {
 func (*CountersResponse) ProtoMessage() {}
 
 func (x *CountersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[29]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2465,7 +2537,7 @@ func (x *CountersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountersResponse.ProtoReflect.Descriptor instead.
 func (*CountersResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{29}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CountersResponse) GetGlobal() []*NamedCounter {
@@ -2507,7 +2579,7 @@ type NamedCounter struct {
 
 func (x *NamedCounter) Reset() {
 	*x = NamedCounter{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[30]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2519,7 +2591,7 @@ func (x *NamedCounter) String() string {
 func (*NamedCounter) ProtoMessage() {}
 
 func (x *NamedCounter) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[30]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2532,7 +2604,7 @@ func (x *NamedCounter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamedCounter.ProtoReflect.Descriptor instead.
 func (*NamedCounter) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{30}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *NamedCounter) GetName() string {
@@ -2570,7 +2642,7 @@ type ServiceCounters struct {
 
 func (x *ServiceCounters) Reset() {
 	*x = ServiceCounters{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[31]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2582,7 +2654,7 @@ func (x *ServiceCounters) String() string {
 func (*ServiceCounters) ProtoMessage() {}
 
 func (x *ServiceCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[31]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2595,7 +2667,7 @@ func (x *ServiceCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceCounters.ProtoReflect.Descriptor instead.
 func (*ServiceCounters) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{31}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ServiceCounters) GetName() string {
@@ -2652,7 +2724,7 @@ type BackendCounters struct {
 
 func (x *BackendCounters) Reset() {
 	*x = BackendCounters{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[32]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2664,7 +2736,7 @@ func (x *BackendCounters) String() string {
 func (*BackendCounters) ProtoMessage() {}
 
 func (x *BackendCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[32]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2677,7 +2749,7 @@ func (x *BackendCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackendCounters.ProtoReflect.Descriptor instead.
 func (*BackendCounters) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{32}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *BackendCounters) GetService() string {
@@ -2721,7 +2793,7 @@ type ConntrackDumpRequest struct {
 
 func (x *ConntrackDumpRequest) Reset() {
 	*x = ConntrackDumpRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[33]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2733,7 +2805,7 @@ func (x *ConntrackDumpRequest) String() string {
 func (*ConntrackDumpRequest) ProtoMessage() {}
 
 func (x *ConntrackDumpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[33]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2746,7 +2818,7 @@ func (x *ConntrackDumpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConntrackDumpRequest.ProtoReflect.Descriptor instead.
 func (*ConntrackDumpRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{33}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ConntrackDumpRequest) GetService() string {
@@ -2797,7 +2869,7 @@ type ConntrackDumpResponse struct {
 
 func (x *ConntrackDumpResponse) Reset() {
 	*x = ConntrackDumpResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[34]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2809,7 +2881,7 @@ func (x *ConntrackDumpResponse) String() string {
 func (*ConntrackDumpResponse) ProtoMessage() {}
 
 func (x *ConntrackDumpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[34]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2822,7 +2894,7 @@ func (x *ConntrackDumpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConntrackDumpResponse.ProtoReflect.Descriptor instead.
 func (*ConntrackDumpResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{34}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ConntrackDumpResponse) GetEntries() []*ConntrackEntry {
@@ -2881,7 +2953,7 @@ type ConntrackEntry struct {
 
 func (x *ConntrackEntry) Reset() {
 	*x = ConntrackEntry{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[35]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2893,7 +2965,7 @@ func (x *ConntrackEntry) String() string {
 func (*ConntrackEntry) ProtoMessage() {}
 
 func (x *ConntrackEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[35]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2906,7 +2978,7 @@ func (x *ConntrackEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConntrackEntry.ProtoReflect.Descriptor instead.
 func (*ConntrackEntry) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{35}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ConntrackEntry) GetCpu() uint32 {
@@ -2993,7 +3065,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[36]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3005,7 +3077,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[36]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3018,7 +3090,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{36}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ExplainRequest) GetSrc() string {
@@ -3069,7 +3141,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[37]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3081,7 +3153,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[37]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3094,7 +3166,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{37}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ExplainResponse) GetXdpAction() uint32 {
@@ -3175,7 +3247,7 @@ type NodeDrainRequest struct {
 
 func (x *NodeDrainRequest) Reset() {
 	*x = NodeDrainRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[38]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3187,7 +3259,7 @@ func (x *NodeDrainRequest) String() string {
 func (*NodeDrainRequest) ProtoMessage() {}
 
 func (x *NodeDrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[38]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3200,7 +3272,7 @@ func (x *NodeDrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeDrainRequest.ProtoReflect.Descriptor instead.
 func (*NodeDrainRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{38}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{39}
 }
 
 type NodeDrainResponse struct {
@@ -3212,7 +3284,7 @@ type NodeDrainResponse struct {
 
 func (x *NodeDrainResponse) Reset() {
 	*x = NodeDrainResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[39]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3224,7 +3296,7 @@ func (x *NodeDrainResponse) String() string {
 func (*NodeDrainResponse) ProtoMessage() {}
 
 func (x *NodeDrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[39]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3237,7 +3309,7 @@ func (x *NodeDrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeDrainResponse.ProtoReflect.Descriptor instead.
 func (*NodeDrainResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{39}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *NodeDrainResponse) GetChanged() bool {
@@ -3255,7 +3327,7 @@ type NodeUndrainRequest struct {
 
 func (x *NodeUndrainRequest) Reset() {
 	*x = NodeUndrainRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[40]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3267,7 +3339,7 @@ func (x *NodeUndrainRequest) String() string {
 func (*NodeUndrainRequest) ProtoMessage() {}
 
 func (x *NodeUndrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[40]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3280,7 +3352,7 @@ func (x *NodeUndrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeUndrainRequest.ProtoReflect.Descriptor instead.
 func (*NodeUndrainRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{40}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{41}
 }
 
 type NodeUndrainResponse struct {
@@ -3292,7 +3364,7 @@ type NodeUndrainResponse struct {
 
 func (x *NodeUndrainResponse) Reset() {
 	*x = NodeUndrainResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[41]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3304,7 +3376,7 @@ func (x *NodeUndrainResponse) String() string {
 func (*NodeUndrainResponse) ProtoMessage() {}
 
 func (x *NodeUndrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[41]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3317,7 +3389,7 @@ func (x *NodeUndrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeUndrainResponse.ProtoReflect.Descriptor instead.
 func (*NodeUndrainResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{41}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *NodeUndrainResponse) GetChanged() bool {
@@ -3343,7 +3415,7 @@ const file_xlb_v1_xlb_proto_rawDesc = "" +
 	"\x06Sample\x12*\n" +
 	"\x02at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x125\n" +
 	"\binterval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\binterval\"\x0f\n" +
-	"\rStatusRequest\"\x8b\x05\n" +
+	"\rStatusRequest\"\xcc\x05\n" +
 	"\x0eStatusResponse\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
 	"\tinterface\x18\x02 \x01(\tR\tinterface\x12\x19\n" +
@@ -3365,7 +3437,12 @@ const file_xlb_v1_xlb_proto_rawDesc = "" +
 	"\fmetrics_addr\x18\x0e \x01(\tR\vmetricsAddr\x12!\n" +
 	"\fmetrics_note\x18\x0f \x01(\tR\vmetricsNote\x12*\n" +
 	"\btx_check\x18\x10 \x01(\v2\x0f.xlb.v1.TXCheckR\atxCheck\x12&\n" +
-	"\x06prober\x18\x11 \x01(\v2\x0e.xlb.v1.ProberR\x06prober\"1\n" +
+	"\x06prober\x18\x11 \x01(\v2\x0e.xlb.v1.ProberR\x06prober\x12?\n" +
+	"\x0fexternal_routes\x18\x1e \x01(\v2\x16.xlb.v1.ExternalRoutesR\x0eexternalRoutes\"X\n" +
+	"\x0eExternalRoutes\x12\x14\n" +
+	"\x05where\x18\x01 \x01(\tR\x05where\x12\x1a\n" +
+	"\bprefixes\x18\x02 \x03(\tR\bprefixes\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"1\n" +
 	"\aTXCheck\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x16\n" +
 	"\x06detail\x18\x02 \x01(\tR\x06detail\"Y\n" +
@@ -3635,7 +3712,7 @@ func file_xlb_v1_xlb_proto_rawDescGZIP() []byte {
 }
 
 var file_xlb_v1_xlb_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_xlb_v1_xlb_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_xlb_v1_xlb_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_xlb_v1_xlb_proto_goTypes = []any{
 	(Protocol)(0),                 // 0: xlb.v1.Protocol
 	(BackendState)(0),             // 1: xlb.v1.BackendState
@@ -3646,129 +3723,131 @@ var file_xlb_v1_xlb_proto_goTypes = []any{
 	(*Sample)(nil),                // 6: xlb.v1.Sample
 	(*StatusRequest)(nil),         // 7: xlb.v1.StatusRequest
 	(*StatusResponse)(nil),        // 8: xlb.v1.StatusResponse
-	(*TXCheck)(nil),               // 9: xlb.v1.TXCheck
-	(*Prober)(nil),                // 10: xlb.v1.Prober
-	(*Probe)(nil),                 // 11: xlb.v1.Probe
-	(*SelfCheck)(nil),             // 12: xlb.v1.SelfCheck
-	(*BGPSession)(nil),            // 13: xlb.v1.BGPSession
-	(*ConfigInfo)(nil),            // 14: xlb.v1.ConfigInfo
-	(*ConntrackOccupancy)(nil),    // 15: xlb.v1.ConntrackOccupancy
-	(*ListServicesRequest)(nil),   // 16: xlb.v1.ListServicesRequest
-	(*ListServicesResponse)(nil),  // 17: xlb.v1.ListServicesResponse
-	(*Service)(nil),               // 18: xlb.v1.Service
-	(*Backend)(nil),               // 19: xlb.v1.Backend
-	(*Override)(nil),              // 20: xlb.v1.Override
-	(*Health)(nil),                // 21: xlb.v1.Health
-	(*ListBackendsRequest)(nil),   // 22: xlb.v1.ListBackendsRequest
-	(*ListBackendsResponse)(nil),  // 23: xlb.v1.ListBackendsResponse
-	(*ApplyConfigRequest)(nil),    // 24: xlb.v1.ApplyConfigRequest
-	(*ApplyConfigResponse)(nil),   // 25: xlb.v1.ApplyConfigResponse
-	(*Diff)(nil),                  // 26: xlb.v1.Diff
-	(*BackendRef)(nil),            // 27: xlb.v1.BackendRef
-	(*ConfigError)(nil),           // 28: xlb.v1.ConfigError
-	(*ConfigErrors)(nil),          // 29: xlb.v1.ConfigErrors
-	(*SetBackendRequest)(nil),     // 30: xlb.v1.SetBackendRequest
-	(*SetBackendResponse)(nil),    // 31: xlb.v1.SetBackendResponse
-	(*CountersRequest)(nil),       // 32: xlb.v1.CountersRequest
-	(*CountersResponse)(nil),      // 33: xlb.v1.CountersResponse
-	(*NamedCounter)(nil),          // 34: xlb.v1.NamedCounter
-	(*ServiceCounters)(nil),       // 35: xlb.v1.ServiceCounters
-	(*BackendCounters)(nil),       // 36: xlb.v1.BackendCounters
-	(*ConntrackDumpRequest)(nil),  // 37: xlb.v1.ConntrackDumpRequest
-	(*ConntrackDumpResponse)(nil), // 38: xlb.v1.ConntrackDumpResponse
-	(*ConntrackEntry)(nil),        // 39: xlb.v1.ConntrackEntry
-	(*ExplainRequest)(nil),        // 40: xlb.v1.ExplainRequest
-	(*ExplainResponse)(nil),       // 41: xlb.v1.ExplainResponse
-	(*NodeDrainRequest)(nil),      // 42: xlb.v1.NodeDrainRequest
-	(*NodeDrainResponse)(nil),     // 43: xlb.v1.NodeDrainResponse
-	(*NodeUndrainRequest)(nil),    // 44: xlb.v1.NodeUndrainRequest
-	(*NodeUndrainResponse)(nil),   // 45: xlb.v1.NodeUndrainResponse
-	(*timestamppb.Timestamp)(nil), // 46: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 47: google.protobuf.Duration
+	(*ExternalRoutes)(nil),        // 9: xlb.v1.ExternalRoutes
+	(*TXCheck)(nil),               // 10: xlb.v1.TXCheck
+	(*Prober)(nil),                // 11: xlb.v1.Prober
+	(*Probe)(nil),                 // 12: xlb.v1.Probe
+	(*SelfCheck)(nil),             // 13: xlb.v1.SelfCheck
+	(*BGPSession)(nil),            // 14: xlb.v1.BGPSession
+	(*ConfigInfo)(nil),            // 15: xlb.v1.ConfigInfo
+	(*ConntrackOccupancy)(nil),    // 16: xlb.v1.ConntrackOccupancy
+	(*ListServicesRequest)(nil),   // 17: xlb.v1.ListServicesRequest
+	(*ListServicesResponse)(nil),  // 18: xlb.v1.ListServicesResponse
+	(*Service)(nil),               // 19: xlb.v1.Service
+	(*Backend)(nil),               // 20: xlb.v1.Backend
+	(*Override)(nil),              // 21: xlb.v1.Override
+	(*Health)(nil),                // 22: xlb.v1.Health
+	(*ListBackendsRequest)(nil),   // 23: xlb.v1.ListBackendsRequest
+	(*ListBackendsResponse)(nil),  // 24: xlb.v1.ListBackendsResponse
+	(*ApplyConfigRequest)(nil),    // 25: xlb.v1.ApplyConfigRequest
+	(*ApplyConfigResponse)(nil),   // 26: xlb.v1.ApplyConfigResponse
+	(*Diff)(nil),                  // 27: xlb.v1.Diff
+	(*BackendRef)(nil),            // 28: xlb.v1.BackendRef
+	(*ConfigError)(nil),           // 29: xlb.v1.ConfigError
+	(*ConfigErrors)(nil),          // 30: xlb.v1.ConfigErrors
+	(*SetBackendRequest)(nil),     // 31: xlb.v1.SetBackendRequest
+	(*SetBackendResponse)(nil),    // 32: xlb.v1.SetBackendResponse
+	(*CountersRequest)(nil),       // 33: xlb.v1.CountersRequest
+	(*CountersResponse)(nil),      // 34: xlb.v1.CountersResponse
+	(*NamedCounter)(nil),          // 35: xlb.v1.NamedCounter
+	(*ServiceCounters)(nil),       // 36: xlb.v1.ServiceCounters
+	(*BackendCounters)(nil),       // 37: xlb.v1.BackendCounters
+	(*ConntrackDumpRequest)(nil),  // 38: xlb.v1.ConntrackDumpRequest
+	(*ConntrackDumpResponse)(nil), // 39: xlb.v1.ConntrackDumpResponse
+	(*ConntrackEntry)(nil),        // 40: xlb.v1.ConntrackEntry
+	(*ExplainRequest)(nil),        // 41: xlb.v1.ExplainRequest
+	(*ExplainResponse)(nil),       // 42: xlb.v1.ExplainResponse
+	(*NodeDrainRequest)(nil),      // 43: xlb.v1.NodeDrainRequest
+	(*NodeDrainResponse)(nil),     // 44: xlb.v1.NodeDrainResponse
+	(*NodeUndrainRequest)(nil),    // 45: xlb.v1.NodeUndrainRequest
+	(*NodeUndrainResponse)(nil),   // 46: xlb.v1.NodeUndrainResponse
+	(*timestamppb.Timestamp)(nil), // 47: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 48: google.protobuf.Duration
 }
 var file_xlb_v1_xlb_proto_depIdxs = []int32{
-	46, // 0: xlb.v1.Sample.at:type_name -> google.protobuf.Timestamp
-	47, // 1: xlb.v1.Sample.interval:type_name -> google.protobuf.Duration
-	46, // 2: xlb.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
-	12, // 3: xlb.v1.StatusResponse.self_check:type_name -> xlb.v1.SelfCheck
-	13, // 4: xlb.v1.StatusResponse.bgp_sessions:type_name -> xlb.v1.BGPSession
-	14, // 5: xlb.v1.StatusResponse.config:type_name -> xlb.v1.ConfigInfo
-	15, // 6: xlb.v1.StatusResponse.conntrack:type_name -> xlb.v1.ConntrackOccupancy
-	9,  // 7: xlb.v1.StatusResponse.tx_check:type_name -> xlb.v1.TXCheck
-	10, // 8: xlb.v1.StatusResponse.prober:type_name -> xlb.v1.Prober
-	11, // 9: xlb.v1.Prober.probes:type_name -> xlb.v1.Probe
-	47, // 10: xlb.v1.Probe.latency:type_name -> google.protobuf.Duration
-	46, // 11: xlb.v1.Probe.checked_at:type_name -> google.protobuf.Timestamp
-	46, // 12: xlb.v1.SelfCheck.checked_at:type_name -> google.protobuf.Timestamp
-	46, // 13: xlb.v1.SelfCheck.last_failure_at:type_name -> google.protobuf.Timestamp
-	47, // 14: xlb.v1.BGPSession.uptime:type_name -> google.protobuf.Duration
-	46, // 15: xlb.v1.ConfigInfo.committed_at:type_name -> google.protobuf.Timestamp
-	47, // 16: xlb.v1.ListServicesRequest.rate_interval:type_name -> google.protobuf.Duration
-	18, // 17: xlb.v1.ListServicesResponse.services:type_name -> xlb.v1.Service
-	6,  // 18: xlb.v1.ListServicesResponse.sample:type_name -> xlb.v1.Sample
-	0,  // 19: xlb.v1.Service.protocol:type_name -> xlb.v1.Protocol
-	4,  // 20: xlb.v1.Service.counters:type_name -> xlb.v1.Counters
-	5,  // 21: xlb.v1.Service.rates:type_name -> xlb.v1.Rates
-	19, // 22: xlb.v1.Service.backends:type_name -> xlb.v1.Backend
-	11, // 23: xlb.v1.Service.probe:type_name -> xlb.v1.Probe
-	1,  // 24: xlb.v1.Backend.state:type_name -> xlb.v1.BackendState
-	20, // 25: xlb.v1.Backend.override:type_name -> xlb.v1.Override
-	21, // 26: xlb.v1.Backend.health:type_name -> xlb.v1.Health
-	4,  // 27: xlb.v1.Backend.counters:type_name -> xlb.v1.Counters
-	5,  // 28: xlb.v1.Backend.rates:type_name -> xlb.v1.Rates
-	46, // 29: xlb.v1.Override.since:type_name -> google.protobuf.Timestamp
-	46, // 30: xlb.v1.Health.since:type_name -> google.protobuf.Timestamp
-	46, // 31: xlb.v1.Health.last_probe:type_name -> google.protobuf.Timestamp
-	47, // 32: xlb.v1.ListBackendsRequest.rate_interval:type_name -> google.protobuf.Duration
-	19, // 33: xlb.v1.ListBackendsResponse.backends:type_name -> xlb.v1.Backend
-	6,  // 34: xlb.v1.ListBackendsResponse.sample:type_name -> xlb.v1.Sample
-	26, // 35: xlb.v1.ApplyConfigResponse.diff:type_name -> xlb.v1.Diff
-	27, // 36: xlb.v1.Diff.backends_added:type_name -> xlb.v1.BackendRef
-	27, // 37: xlb.v1.Diff.backends_removed:type_name -> xlb.v1.BackendRef
-	27, // 38: xlb.v1.Diff.backends_changed:type_name -> xlb.v1.BackendRef
-	28, // 39: xlb.v1.ConfigErrors.errors:type_name -> xlb.v1.ConfigError
-	27, // 40: xlb.v1.SetBackendResponse.backends:type_name -> xlb.v1.BackendRef
-	47, // 41: xlb.v1.CountersRequest.rate_interval:type_name -> google.protobuf.Duration
-	34, // 42: xlb.v1.CountersResponse.global:type_name -> xlb.v1.NamedCounter
-	35, // 43: xlb.v1.CountersResponse.services:type_name -> xlb.v1.ServiceCounters
-	36, // 44: xlb.v1.CountersResponse.backends:type_name -> xlb.v1.BackendCounters
-	6,  // 45: xlb.v1.CountersResponse.sample:type_name -> xlb.v1.Sample
-	0,  // 46: xlb.v1.ServiceCounters.protocol:type_name -> xlb.v1.Protocol
-	4,  // 47: xlb.v1.ServiceCounters.counters:type_name -> xlb.v1.Counters
-	5,  // 48: xlb.v1.ServiceCounters.rates:type_name -> xlb.v1.Rates
-	4,  // 49: xlb.v1.BackendCounters.counters:type_name -> xlb.v1.Counters
-	5,  // 50: xlb.v1.BackendCounters.rates:type_name -> xlb.v1.Rates
-	2,  // 51: xlb.v1.ConntrackDumpRequest.state:type_name -> xlb.v1.ConntrackState
-	39, // 52: xlb.v1.ConntrackDumpResponse.entries:type_name -> xlb.v1.ConntrackEntry
-	2,  // 53: xlb.v1.ConntrackEntry.state:type_name -> xlb.v1.ConntrackState
-	47, // 54: xlb.v1.ConntrackEntry.age:type_name -> google.protobuf.Duration
-	0,  // 55: xlb.v1.ExplainRequest.protocol:type_name -> xlb.v1.Protocol
-	3,  // 56: xlb.v1.ExplainResponse.conntrack:type_name -> xlb.v1.ConntrackResult
-	7,  // 57: xlb.v1.XLB.Status:input_type -> xlb.v1.StatusRequest
-	16, // 58: xlb.v1.XLB.ListServices:input_type -> xlb.v1.ListServicesRequest
-	22, // 59: xlb.v1.XLB.ListBackends:input_type -> xlb.v1.ListBackendsRequest
-	24, // 60: xlb.v1.XLB.ApplyConfig:input_type -> xlb.v1.ApplyConfigRequest
-	30, // 61: xlb.v1.XLB.SetBackend:input_type -> xlb.v1.SetBackendRequest
-	32, // 62: xlb.v1.XLB.Counters:input_type -> xlb.v1.CountersRequest
-	37, // 63: xlb.v1.XLB.ConntrackDump:input_type -> xlb.v1.ConntrackDumpRequest
-	40, // 64: xlb.v1.XLB.Explain:input_type -> xlb.v1.ExplainRequest
-	42, // 65: xlb.v1.XLB.NodeDrain:input_type -> xlb.v1.NodeDrainRequest
-	44, // 66: xlb.v1.XLB.NodeUndrain:input_type -> xlb.v1.NodeUndrainRequest
-	8,  // 67: xlb.v1.XLB.Status:output_type -> xlb.v1.StatusResponse
-	17, // 68: xlb.v1.XLB.ListServices:output_type -> xlb.v1.ListServicesResponse
-	23, // 69: xlb.v1.XLB.ListBackends:output_type -> xlb.v1.ListBackendsResponse
-	25, // 70: xlb.v1.XLB.ApplyConfig:output_type -> xlb.v1.ApplyConfigResponse
-	31, // 71: xlb.v1.XLB.SetBackend:output_type -> xlb.v1.SetBackendResponse
-	33, // 72: xlb.v1.XLB.Counters:output_type -> xlb.v1.CountersResponse
-	38, // 73: xlb.v1.XLB.ConntrackDump:output_type -> xlb.v1.ConntrackDumpResponse
-	41, // 74: xlb.v1.XLB.Explain:output_type -> xlb.v1.ExplainResponse
-	43, // 75: xlb.v1.XLB.NodeDrain:output_type -> xlb.v1.NodeDrainResponse
-	45, // 76: xlb.v1.XLB.NodeUndrain:output_type -> xlb.v1.NodeUndrainResponse
-	67, // [67:77] is the sub-list for method output_type
-	57, // [57:67] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	47, // 0: xlb.v1.Sample.at:type_name -> google.protobuf.Timestamp
+	48, // 1: xlb.v1.Sample.interval:type_name -> google.protobuf.Duration
+	47, // 2: xlb.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	13, // 3: xlb.v1.StatusResponse.self_check:type_name -> xlb.v1.SelfCheck
+	14, // 4: xlb.v1.StatusResponse.bgp_sessions:type_name -> xlb.v1.BGPSession
+	15, // 5: xlb.v1.StatusResponse.config:type_name -> xlb.v1.ConfigInfo
+	16, // 6: xlb.v1.StatusResponse.conntrack:type_name -> xlb.v1.ConntrackOccupancy
+	10, // 7: xlb.v1.StatusResponse.tx_check:type_name -> xlb.v1.TXCheck
+	11, // 8: xlb.v1.StatusResponse.prober:type_name -> xlb.v1.Prober
+	9,  // 9: xlb.v1.StatusResponse.external_routes:type_name -> xlb.v1.ExternalRoutes
+	12, // 10: xlb.v1.Prober.probes:type_name -> xlb.v1.Probe
+	48, // 11: xlb.v1.Probe.latency:type_name -> google.protobuf.Duration
+	47, // 12: xlb.v1.Probe.checked_at:type_name -> google.protobuf.Timestamp
+	47, // 13: xlb.v1.SelfCheck.checked_at:type_name -> google.protobuf.Timestamp
+	47, // 14: xlb.v1.SelfCheck.last_failure_at:type_name -> google.protobuf.Timestamp
+	48, // 15: xlb.v1.BGPSession.uptime:type_name -> google.protobuf.Duration
+	47, // 16: xlb.v1.ConfigInfo.committed_at:type_name -> google.protobuf.Timestamp
+	48, // 17: xlb.v1.ListServicesRequest.rate_interval:type_name -> google.protobuf.Duration
+	19, // 18: xlb.v1.ListServicesResponse.services:type_name -> xlb.v1.Service
+	6,  // 19: xlb.v1.ListServicesResponse.sample:type_name -> xlb.v1.Sample
+	0,  // 20: xlb.v1.Service.protocol:type_name -> xlb.v1.Protocol
+	4,  // 21: xlb.v1.Service.counters:type_name -> xlb.v1.Counters
+	5,  // 22: xlb.v1.Service.rates:type_name -> xlb.v1.Rates
+	20, // 23: xlb.v1.Service.backends:type_name -> xlb.v1.Backend
+	12, // 24: xlb.v1.Service.probe:type_name -> xlb.v1.Probe
+	1,  // 25: xlb.v1.Backend.state:type_name -> xlb.v1.BackendState
+	21, // 26: xlb.v1.Backend.override:type_name -> xlb.v1.Override
+	22, // 27: xlb.v1.Backend.health:type_name -> xlb.v1.Health
+	4,  // 28: xlb.v1.Backend.counters:type_name -> xlb.v1.Counters
+	5,  // 29: xlb.v1.Backend.rates:type_name -> xlb.v1.Rates
+	47, // 30: xlb.v1.Override.since:type_name -> google.protobuf.Timestamp
+	47, // 31: xlb.v1.Health.since:type_name -> google.protobuf.Timestamp
+	47, // 32: xlb.v1.Health.last_probe:type_name -> google.protobuf.Timestamp
+	48, // 33: xlb.v1.ListBackendsRequest.rate_interval:type_name -> google.protobuf.Duration
+	20, // 34: xlb.v1.ListBackendsResponse.backends:type_name -> xlb.v1.Backend
+	6,  // 35: xlb.v1.ListBackendsResponse.sample:type_name -> xlb.v1.Sample
+	27, // 36: xlb.v1.ApplyConfigResponse.diff:type_name -> xlb.v1.Diff
+	28, // 37: xlb.v1.Diff.backends_added:type_name -> xlb.v1.BackendRef
+	28, // 38: xlb.v1.Diff.backends_removed:type_name -> xlb.v1.BackendRef
+	28, // 39: xlb.v1.Diff.backends_changed:type_name -> xlb.v1.BackendRef
+	29, // 40: xlb.v1.ConfigErrors.errors:type_name -> xlb.v1.ConfigError
+	28, // 41: xlb.v1.SetBackendResponse.backends:type_name -> xlb.v1.BackendRef
+	48, // 42: xlb.v1.CountersRequest.rate_interval:type_name -> google.protobuf.Duration
+	35, // 43: xlb.v1.CountersResponse.global:type_name -> xlb.v1.NamedCounter
+	36, // 44: xlb.v1.CountersResponse.services:type_name -> xlb.v1.ServiceCounters
+	37, // 45: xlb.v1.CountersResponse.backends:type_name -> xlb.v1.BackendCounters
+	6,  // 46: xlb.v1.CountersResponse.sample:type_name -> xlb.v1.Sample
+	0,  // 47: xlb.v1.ServiceCounters.protocol:type_name -> xlb.v1.Protocol
+	4,  // 48: xlb.v1.ServiceCounters.counters:type_name -> xlb.v1.Counters
+	5,  // 49: xlb.v1.ServiceCounters.rates:type_name -> xlb.v1.Rates
+	4,  // 50: xlb.v1.BackendCounters.counters:type_name -> xlb.v1.Counters
+	5,  // 51: xlb.v1.BackendCounters.rates:type_name -> xlb.v1.Rates
+	2,  // 52: xlb.v1.ConntrackDumpRequest.state:type_name -> xlb.v1.ConntrackState
+	40, // 53: xlb.v1.ConntrackDumpResponse.entries:type_name -> xlb.v1.ConntrackEntry
+	2,  // 54: xlb.v1.ConntrackEntry.state:type_name -> xlb.v1.ConntrackState
+	48, // 55: xlb.v1.ConntrackEntry.age:type_name -> google.protobuf.Duration
+	0,  // 56: xlb.v1.ExplainRequest.protocol:type_name -> xlb.v1.Protocol
+	3,  // 57: xlb.v1.ExplainResponse.conntrack:type_name -> xlb.v1.ConntrackResult
+	7,  // 58: xlb.v1.XLB.Status:input_type -> xlb.v1.StatusRequest
+	17, // 59: xlb.v1.XLB.ListServices:input_type -> xlb.v1.ListServicesRequest
+	23, // 60: xlb.v1.XLB.ListBackends:input_type -> xlb.v1.ListBackendsRequest
+	25, // 61: xlb.v1.XLB.ApplyConfig:input_type -> xlb.v1.ApplyConfigRequest
+	31, // 62: xlb.v1.XLB.SetBackend:input_type -> xlb.v1.SetBackendRequest
+	33, // 63: xlb.v1.XLB.Counters:input_type -> xlb.v1.CountersRequest
+	38, // 64: xlb.v1.XLB.ConntrackDump:input_type -> xlb.v1.ConntrackDumpRequest
+	41, // 65: xlb.v1.XLB.Explain:input_type -> xlb.v1.ExplainRequest
+	43, // 66: xlb.v1.XLB.NodeDrain:input_type -> xlb.v1.NodeDrainRequest
+	45, // 67: xlb.v1.XLB.NodeUndrain:input_type -> xlb.v1.NodeUndrainRequest
+	8,  // 68: xlb.v1.XLB.Status:output_type -> xlb.v1.StatusResponse
+	18, // 69: xlb.v1.XLB.ListServices:output_type -> xlb.v1.ListServicesResponse
+	24, // 70: xlb.v1.XLB.ListBackends:output_type -> xlb.v1.ListBackendsResponse
+	26, // 71: xlb.v1.XLB.ApplyConfig:output_type -> xlb.v1.ApplyConfigResponse
+	32, // 72: xlb.v1.XLB.SetBackend:output_type -> xlb.v1.SetBackendResponse
+	34, // 73: xlb.v1.XLB.Counters:output_type -> xlb.v1.CountersResponse
+	39, // 74: xlb.v1.XLB.ConntrackDump:output_type -> xlb.v1.ConntrackDumpResponse
+	42, // 75: xlb.v1.XLB.Explain:output_type -> xlb.v1.ExplainResponse
+	44, // 76: xlb.v1.XLB.NodeDrain:output_type -> xlb.v1.NodeDrainResponse
+	46, // 77: xlb.v1.XLB.NodeUndrain:output_type -> xlb.v1.NodeUndrainResponse
+	68, // [68:78] is the sub-list for method output_type
+	58, // [58:68] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_xlb_v1_xlb_proto_init() }
@@ -3776,10 +3855,10 @@ func file_xlb_v1_xlb_proto_init() {
 	if File_xlb_v1_xlb_proto != nil {
 		return
 	}
-	file_xlb_v1_xlb_proto_msgTypes[11].OneofWrappers = []any{}
-	file_xlb_v1_xlb_proto_msgTypes[15].OneofWrappers = []any{}
+	file_xlb_v1_xlb_proto_msgTypes[12].OneofWrappers = []any{}
 	file_xlb_v1_xlb_proto_msgTypes[16].OneofWrappers = []any{}
-	file_xlb_v1_xlb_proto_msgTypes[26].OneofWrappers = []any{
+	file_xlb_v1_xlb_proto_msgTypes[17].OneofWrappers = []any{}
+	file_xlb_v1_xlb_proto_msgTypes[27].OneofWrappers = []any{
 		(*SetBackendRequest_Weight)(nil),
 		(*SetBackendRequest_Drain)(nil),
 		(*SetBackendRequest_Reset_)(nil),
@@ -3790,7 +3869,7 @@ func file_xlb_v1_xlb_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_xlb_v1_xlb_proto_rawDesc), len(file_xlb_v1_xlb_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   42,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
