@@ -160,3 +160,6 @@ func (d *Datapath) SyncCounters() (SyncCounters, error) {
 	}
 	return c, nil
 }
+
+// CTTick is one conntrack tick, the unit of SyncInstall.Age.
+const CTTick = time.Duration(1) << ctTickShift
