@@ -142,4 +142,3 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
-
