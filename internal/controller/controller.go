@@ -71,6 +71,7 @@ type Controller struct {
 	info      runInfo
 	nhGen     uint64 // the last NextHops generation given
 	onCommit  func(CommitEvent)
+	version   string // ClusterVersion of the committed config
 	prober    *prober.Prober // nil: no blackbox prober
 }
 
@@ -91,6 +92,11 @@ type CommitEvent struct {
 	Plan, Apply time.Duration
 	TablesBuilt int
 	Err         error
+	// State is what the data plane holds after the commit (the previous
+	// state when it failed); Version the config version it came from
+	// (config.Config.ClusterVersion).
+	State   *state.State
+	Version string
 }
 
 // Options configure New.
@@ -151,7 +157,10 @@ func (c *Controller) Commit(cfg *config.Config) error {
 		return fmt.Errorf("health checks: %w", err)
 	}
 	c.pruneOverrides(d)
+	prev := c.version
+	c.version = cfg.ClusterVersion()
 	if err := c.apply(c.withOverrides(d), "config committed", "reload"); err != nil {
+		c.version = prev
 		return err
 	}
 	c.base = d
@@ -255,7 +264,8 @@ func (c *Controller) apply(d *config.Desired, what, trigger string) (err error) 
 	)
 	defer func() {
 		if c.onCommit != nil {
-			c.onCommit(CommitEvent{Trigger: trigger, Plan: planned, Apply: as.Duration, TablesBuilt: pl.Stats.TablesBuilt, Err: err})
+			c.onCommit(CommitEvent{Trigger: trigger, Plan: planned, Apply: as.Duration, TablesBuilt: pl.Stats.TablesBuilt, Err: err,
+				State: c.state, Version: c.version})
 		}
 	}()
 	c.resolveNextHops(d, false)
