@@ -125,6 +125,9 @@ type XLBDOptions struct {
 	// node.name is <NodeName>-<Instance>, on the node's second interface
 	// (Config.SecondIface) with its addresses.
 	Instance string
+	// Sync adds node.sync: connection sync with every other node of the
+	// lab (sync.go).
+	Sync bool
 }
 
 // Pools of the generated config: the backends' IPv4 and IPv6 addresses.
@@ -202,6 +205,9 @@ func (l *Lab) XLBDConfig(i int, opts XLBDOptions) []byte {
 	fmt.Fprintf(&b, "  conntrack_entries: %d\n", opts.ConntrackEntries)
 	if opts.FloodSynRate > 0 {
 		fmt.Fprintf(&b, "  flood_syn_rate: %d\n", opts.FloodSynRate)
+	}
+	if opts.Sync {
+		b.WriteString(l.syncSection(i))
 	}
 	fmt.Fprintf(&b, "pools:\n")
 	for _, p := range []struct {

@@ -23,6 +23,7 @@ import (
 	"github.com/xlbproject/xlb/internal/controller"
 	"github.com/xlbproject/xlb/internal/datapath"
 	xmetrics "github.com/xlbproject/xlb/internal/metrics"
+	"github.com/xlbproject/xlb/internal/peersync"
 	"github.com/xlbproject/xlb/internal/prober"
 )
 
@@ -159,12 +160,19 @@ func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts
 		return err
 	}
 	defer closeRings()
-	ctl, speaker, err := newController(log, cfg, path, dp, m, so.probe)
+	syncer, err := newSyncer(log, cfg, dp, m) // sync.go; nil without node.sync
+	if err != nil {
+		return err
+	}
+	ctl, speaker, err := newController(log, cfg, path, dp, m, so.probe, syncer)
 	if err != nil {
 		return err
 	}
 	if err := ctl.Commit(cfg); err != nil {
 		return fmt.Errorf("initial config: %w (the forwarder keeps its previous state)", err)
+	}
+	if cfg.Node.Sync != nil {
+		startSync(ctx, log, syncer, len(cfg.Node.Sync.Peers)) // before the VIPs are announced
 	}
 	apiView.Attach(ctl, speaker)
 	if speaker != nil {
@@ -218,10 +226,13 @@ func startRings(ctx context.Context, log *slog.Logger, dp *datapath.Datapath, no
 }
 
 // newController makes the controller and, with a bgp section, its speaker.
-func newController(log *slog.Logger, cfg *config.Config, path string, dp *datapath.Datapath, m *xmetrics.Metrics, probe time.Duration) (*controller.Controller, *bgp.Speaker, error) {
+func newController(log *slog.Logger, cfg *config.Config, path string, dp *datapath.Datapath, m *xmetrics.Metrics, probe time.Duration, syncer *peersync.Syncer) (*controller.Controller, *bgp.Speaker, error) {
 	lim := controller.Limits{MaxServices: maxServices, MaxReals: maxReals}
 	copts := controller.Options{Path: path, Limits: lim, Log: log, OnCommit: func(e controller.CommitEvent) {
 		m.ObserveCommit(xmetrics.Commit{Trigger: e.Trigger, Plan: e.Plan, Apply: e.Apply, Err: e.Err})
+		if syncer != nil {
+			syncer.SetState(e.State, e.Version)
+		}
 	}}
 	if probe > 0 {
 		copts.Prober = prober.New(prober.Options{Send: dp.SendProbe, Src4: cfg.Node.Address, Src6: cfg.Node.Address6, Interval: probe, Log: log})

@@ -331,6 +331,8 @@ func immutable(old, new config.Node) error {
 		return fmt.Errorf("node.conntrack_entries %d -> %d: %w", old.ConntrackEntries, new.ConntrackEntries, ErrRestartRequired)
 	case old.XDPMode != new.XDPMode:
 		return fmt.Errorf("node.xdp_mode %s -> %s: %w", old.XDPMode, new.XDPMode, ErrRestartRequired)
+	case !reflect.DeepEqual(old.Sync, new.Sync):
+		return fmt.Errorf("node.sync: %w (the sync socket and key are set up at start)", ErrRestartRequired)
 	}
 	return nil
 }
