@@ -71,7 +71,7 @@ type Controller struct {
 	info      runInfo
 	nhGen     uint64 // the last NextHops generation given
 	onCommit  func(CommitEvent)
-	version   string // ClusterVersion of the committed config
+	version   string         // ClusterVersion of the committed config
 	prober    *prober.Prober // nil: no blackbox prober
 }
 
