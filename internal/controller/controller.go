@@ -71,7 +71,8 @@ type Controller struct {
 	info      runInfo
 	nhGen     uint64 // the last NextHops generation given
 	onCommit  func(CommitEvent)
-	version   string         // ClusterVersion of the committed config
+	version   string // ClusterVersion of the committed config
+	load      func() (*config.Config, error)
 	prober    *prober.Prober // nil: no blackbox prober
 }
 
@@ -113,6 +114,9 @@ type Options struct {
 	// Prober, when set, is run by Run, given the VIPs to probe at every
 	// commit, and part of the self-check's verdict.
 	Prober *prober.Prober
+	// Load, when set, is what Reload (SIGHUP) reads instead of the file
+	// at Path (a config from the cluster's store).
+	Load func() (*config.Config, error)
 }
 
 // New returns a controller for dp.
@@ -131,6 +135,7 @@ func New(dp *datapath.Datapath, o Options) *Controller {
 		info:        runInfo{startedAt: time.Now(), source: o.Path},
 		onCommit:    o.OnCommit,
 		prober:      o.Prober,
+		load:        o.Load,
 	}
 	c.restoreOperator()
 	return c
@@ -347,7 +352,11 @@ func immutableBGP(old, new *config.BGP) error {
 // Reload reads the config file again and commits it. A file that does not
 // parse or validate changes nothing.
 func (c *Controller) Reload() error {
-	cfg, err := config.Load(c.path)
+	load := c.load
+	if load == nil {
+		load = func() (*config.Config, error) { return config.Load(c.path) }
+	}
+	cfg, err := load()
 	if err != nil {
 		return err
 	}
