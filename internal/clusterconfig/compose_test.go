@@ -38,3 +38,13 @@ func TestComposeSections(t *testing.T) {
 		}
 	}
 }
+
+const (
+	cluster4 = "pools:\n  web:\n    backends:\n      - {address: 10.0.1.1, weight: 1}\n      - {address: 10.0.1.2, weight: 1}\n" +
+		"services:\n  - {name: web, vip: 10.200.0.1, port: 80, protocol: tcp, pools: [web]}\n"
+	badDoc = "pools:\n  web:\n    backends:\n      - {address: 10.0.1.300, weight: 1}\n" +
+		"services:\n  - {name: web, vip: 10.200.0.1, port: 80, protocol: tcp, pools: [web]}\n"
+)
+
+// For the external tests (source_test.go).
+var Cluster4, BadDoc = cluster4, badDoc

@@ -1,4 +1,4 @@
-package clusterconfig
+package clusterconfig_test
 
 import (
 	"context"
@@ -9,11 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	. "github.com/xlbproject/xlb/internal/clusterconfig"
 	"github.com/xlbproject/xlb/internal/controller"
+	"github.com/xlbproject/xlb/internal/ctl"
 	"github.com/xlbproject/xlb/internal/datapath"
 	"github.com/xlbproject/xlb/internal/testenv"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -96,13 +99,6 @@ func (e *etcdServer) put(t *testing.T, key, val string) int64 {
 	return resp.Header.Revision
 }
 
-const (
-	cluster4 = "pools:\n  web:\n    backends:\n      - {address: 10.0.1.1, weight: 1}\n      - {address: 10.0.1.2, weight: 1}\n" +
-		"services:\n  - {name: web, vip: 10.200.0.1, port: 80, protocol: tcp, pools: [web]}\n"
-	badDoc = "pools:\n  web:\n    backends:\n      - {address: 10.0.1.300, weight: 1}\n" +
-		"services:\n  - {name: web, vip: 10.200.0.1, port: 80, protocol: tcp, pools: [web]}\n"
-)
-
 // cluster6Doc is cluster4 with a second pool and service of IPv6 backends.
 func cluster6Doc() string {
 	return "pools:\n  web:\n    backends:\n      - {address: 10.0.1.1, weight: 1}\n      - {address: 10.0.1.2, weight: 1}\n" +
@@ -117,6 +113,7 @@ type testNode struct {
 	name string
 	src  *Source
 	ctl  *controller.Controller
+	opts Options
 }
 
 func startNode(t *testing.T, ctx context.Context, e *etcdServer, name string, v6 bool, cache string) *testNode {
@@ -132,7 +129,8 @@ func startNode(t *testing.T, ctx context.Context, e *etcdServer, name string, v6
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := Open(Options{Location: loc, NodeFile: nodeFile, Cache: cache, Timeout: time.Second})
+	opts := Options{Location: loc, NodeFile: nodeFile, Cache: cache, Timeout: time.Second}
+	src, err := Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +146,7 @@ func startNode(t *testing.T, ctx context.Context, e *etcdServer, name string, v6
 	src.Committed(ctx, cfg, src.Status().Revision)
 	go ctl.Run(ctx, nil)
 	go src.Run(ctx, ctl)
-	return &testNode{name: name, src: src, ctl: ctl}
+	return &testNode{name: name, src: src, ctl: ctl, opts: opts}
 }
 
 func loadForwarder(t *testing.T) *datapath.Datapath {
@@ -205,7 +203,7 @@ func TestClusterConfigFromEtcd(t *testing.T) {
 	e := startEtcd(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	rev1 := e.put(t, "/xlb/config", cluster4)
+	rev1 := e.put(t, "/xlb/config", Cluster4)
 	cacheDir := t.TempDir()
 	n1 := startNode(t, ctx, e, "n1", true, filepath.Join(cacheDir, "n1.yaml"))
 	n2 := startNode(t, ctx, e, "n2", false, filepath.Join(cacheDir, "n2.yaml"))
@@ -228,7 +226,7 @@ func TestClusterConfigFromEtcd(t *testing.T) {
 	}
 	t.Logf("n2 refused revision %d: %s", rev2, m["n2"].Refused.Reason)
 
-	rev3 := e.put(t, "/xlb/config", badDoc)
+	rev3 := e.put(t, "/xlb/config", BadDoc)
 	m = waitStatuses(t, e, "both refuse rev3", func(m map[string]Status) bool {
 		return m["n1"].Refused != nil && m["n1"].Refused.Revision == rev3 && m["n2"].Refused != nil && m["n2"].Refused.Revision == rev3
 	})
@@ -254,7 +252,7 @@ func TestClusterConfigFromEtcd(t *testing.T) {
 		t.Fatalf("etcd down changed the running configs")
 	}
 	// A node starting now runs the cached copy of its last commit.
-	n3src, err := Open(Options{Location: n1.src.o.Location, NodeFile: n1.src.o.NodeFile, Cache: n1.src.o.Cache, Timeout: time.Second})
+	n3src, err := Open(n1.opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,13 +265,37 @@ func TestClusterConfigFromEtcd(t *testing.T) {
 		t.Fatalf("start with etcd down: %d services, status %+v", len(cfg.Services), n3src.Status())
 	}
 
-	// etcd back: a good value is committed by both again.
+	// etcd back: xlbctl apply --cluster writes a good value; both nodes
+	// commit it and xlbctl shows them running it.
 	e.start(t)
-	rev4 := e.put(t, "/xlb/config", cluster4)
-	waitStatuses(t, e, "both running rev4", func(m map[string]Status) bool {
-		return m["n1"].State == StateRunning && m["n1"].Revision == rev4 && m["n2"].State == StateRunning && m["n2"].Revision == rev4
+	file := filepath.Join(t.TempDir(), "cluster.yaml")
+	os.WriteFile(file, []byte(Cluster4), 0o644)
+	var out, errOut strings.Builder
+	url := "etcd://" + e.client + "/xlb/config"
+	if code := ctl.New(&out, &errOut).Run(ctx, []string{"apply", "--cluster", "--etcd", url, "-f", file}); code != 0 {
+		t.Fatalf("xlbctl apply --cluster: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	t.Logf("xlbctl apply --cluster:\n%s", out.String())
+	m = waitStatuses(t, e, "both running the applied revision", func(m map[string]Status) bool {
+		return m["n1"].State == StateRunning && m["n2"].State == StateRunning && m["n1"].Revision == m["n2"].Revision && m["n1"].Revision > rev3
 	})
+	for _, n := range []string{"n1", "n2"} {
+		if !regexp.MustCompile(`(?m)^` + n + `\s+running\s`).MatchString(out.String()) {
+			t.Fatalf("xlbctl did not show %s running:\n%s", n, out.String())
+		}
+	}
 	if services(n1) != 1 || services(n2) != 1 {
 		t.Fatalf("after etcd came back: %d and %d services", services(n1), services(n2))
+	}
+	// An invalid document is refused by xlbctl before anything is written.
+	os.WriteFile(file, []byte(BadDoc), 0o644)
+	out.Reset()
+	errOut.Reset()
+	if code := ctl.New(&out, &errOut).Run(ctx, []string{"apply", "--cluster", "--etcd", url, "-f", file}); code == 0 ||
+		!strings.Contains(errOut.String(), file+":4: pools.web.backends[0].address") {
+		t.Fatalf("xlbctl apply --cluster of an invalid document: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	if m2 := waitStatuses(t, e, "unchanged", func(map[string]Status) bool { return true }); m2["n1"].Revision != m["n1"].Revision {
+		t.Fatalf("an invalid document reached the nodes")
 	}
 }
