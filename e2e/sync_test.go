@@ -167,3 +167,99 @@ func metric(t *testing.T, l *lab.Lab, i int, name string) float64 {
 	t.Fatal(fmt.Errorf("metric %s not exported by node %d", name, i))
 	return 0
 }
+
+// TestSyncDriftVisible: three nodes with sync run the same tables (no
+// mismatch anywhere); n2's weights are changed by hand (its file, SIGHUP):
+// within 5 s `xlbctl status` on every node flags the mismatch (on n2 both
+// peers, on n1 and n3 the peer n2), and the metric says so too.
+func TestSyncDriftVisible(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireCommands(t, "nsenter", "ip")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l := newLab(ctx, t, lab.Config{Nodes: 3, Backends: 4})
+	opts := lab.XLBDOptions{Sync: true}
+	daemons := make([]*lab.Daemon, 3)
+	configs := make([]string, 3)
+	var err error
+	for i := range daemons {
+		if configs[i], err = l.WriteXLBDConfig(i, opts); err != nil {
+			t.Fatal(err)
+		}
+		if daemons[i], err = l.StartXLBD(ctx, i, configs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	xlbctl, err := l.Binary("xlbctl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := func(i int) string { // "" while xlbd is starting
+		out, err := l.Nodes[i].Run(ctx, xlbctl, "--socket", l.APISocket(i), "status")
+		if err != nil {
+			return ""
+		}
+		return string(out)
+	}
+	// mismatches waits until xlbctl status on each node shows want[i]
+	// peers up and flagged peers, within d.
+	wait := func(what string, d time.Duration, up int, want []int) time.Duration {
+		start := time.Now()
+		var last string
+		for time.Since(start) < d {
+			ok := true
+			for i := range daemons {
+				last = status(i)
+				if last == "" || strings.Count(last, " up ") != up || strings.Count(last, "MISMATCH") != want[i] {
+					ok = false
+					break
+				}
+			}
+			if ok {
+				return time.Since(start)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		t.Fatalf("%s: not within %v; last status:\n%s", what, d, last)
+		return 0
+	}
+	wait("all peers up, same tables", 20*time.Second, 2, []int{0, 0, 0})
+	t.Logf("n1's status before:\n%s", status(0))
+
+	opts.Weights = []int{3, 1, 1, 1}
+	if err := os.WriteFile(configs[1], l.XLBDConfig(1, opts), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := daemons[1].Reload(); err != nil {
+		t.Fatal(err)
+	}
+	took := wait("the mismatch on every node", 5*time.Second, 2, []int{1, 2, 1})
+	t.Logf("mismatch shown on all 3 nodes %v after n2's reload was signalled; n3's status:\n%s", took.Round(time.Millisecond), status(2))
+	if v := metricLabelled(t, l, 0, "xlb_sync_peer_fingerprint_mismatch", l.NodeName(1)); v != 1 {
+		t.Fatalf("n1's metric for n2's mismatch: %v", v)
+	}
+}
+
+// metricLabelled reads the value of name whose labels mention label, from
+// node i's exporter.
+func metricLabelled(t *testing.T, l *lab.Lab, i int, name, label string) float64 {
+	t.Helper()
+	resp, err := lab.HTTPClient(l.Nodes[i].NS, 2*time.Second).Get("http://127.0.0.1:9469/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, name+"{") && strings.Contains(line, `"`+label+`"`) {
+			f, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("metric %s{...%s...} not exported by node %d", name, label, i)
+	return 0
+}

@@ -180,6 +180,9 @@ func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts
 	if cfg.Node.Sync != nil {
 		startSync(ctx, log, syncer, len(cfg.Node.Sync.Peers)) // before the VIPs are announced
 	}
+	if syncer != nil {
+		apiView.SetClusterStatus(syncer.ClusterInfo)
+	}
 	apiView.Attach(ctl, speaker)
 	if speaker != nil {
 		// The announcements were recorded by the first commit; a restart

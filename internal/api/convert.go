@@ -47,6 +47,7 @@ func statusToPB(s StatusInfo) *pb.StatusResponse {
 		MetricsAddr: s.MetricsAddr, MetricsNote: s.MetricsNote,
 		TxCheck: &pb.TXCheck{Ok: s.TX.OK, Detail: s.TX.Detail},
 		Prober:  proberToPB(s.Prober),
+		Cluster: clusterToPB(s.Cluster), // cluster.go
 	}
 	for _, b := range s.BGP {
 		r.BgpSessions = append(r.BgpSessions, &pb.BGPSession{

@@ -1,11 +1,13 @@
 package peersync
 
 import (
+	"fmt"
 	"net/netip"
 	"sort"
 	"sync/atomic"
 	"time"
 
+	"github.com/xlbproject/xlb/internal/api"
 	"github.com/xlbproject/xlb/internal/state"
 )
 
@@ -108,4 +110,35 @@ func (s *Syncer) Peers() []PeerStatus {
 func (f Fingerprints) ServiceFingerprint(k state.VIPKey) (uint64, bool) {
 	h, ok := f.Services[k]
 	return h, ok
+}
+
+// ClusterInfo is the syncer's part of the node's status.
+func (s *Syncer) ClusterInfo() *api.ClusterInfo {
+	self := s.Self()
+	st := s.Stats()
+	ci := &api.ClusterInfo{Version: self.ConfigVersion, Fingerprint: fmt.Sprintf("%016x", self.Fingerprints.Overall),
+		Listen: s.o.Listen.String(), Sent: st.Sent, Received: st.Received, Lag: st.Lag}
+	for _, n := range st.Rejected {
+		ci.Rejected += n
+	}
+	if dc, err := s.dp.SyncCounters(); err == nil {
+		ci.Applied = dc.Applied
+	}
+	keys := make([]state.VIPKey, 0, len(self.Fingerprints.Services))
+	for k := range self.Fingerprints.Services {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].Compare(keys[j]) < 0 })
+	for _, k := range keys {
+		ci.Services = append(ci.Services, api.ServiceFingerprint{VIP: k.String(), Fingerprint: fmt.Sprintf("%016x", self.Fingerprints.Services[k])})
+	}
+	for _, p := range s.Peers() {
+		sp := api.SyncPeer{Addr: p.Addr.String(), Node: p.Node, Version: p.ConfigVersion, State: p.State,
+			Mismatch: p.Mismatch, LastHello: p.LastHello}
+		if !p.LastHello.IsZero() {
+			sp.Fingerprint = fmt.Sprintf("%016x", p.Fingerprint)
+		}
+		ci.Peers = append(ci.Peers, sp)
+	}
+	return ci
 }

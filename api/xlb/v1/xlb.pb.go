@@ -482,6 +482,7 @@ type StatusResponse struct {
 	MetricsNote   string   `protobuf:"bytes,15,opt,name=metrics_note,json=metricsNote,proto3" json:"metrics_note,omitempty"`
 	TxCheck       *TXCheck `protobuf:"bytes,16,opt,name=tx_check,json=txCheck,proto3" json:"tx_check,omitempty"` // does the interface deliver what the forwarder sends
 	Prober        *Prober  `protobuf:"bytes,17,opt,name=prober,proto3" json:"prober,omitempty"`                  // the blackbox prober's last round
+	Cluster       *Cluster `protobuf:"bytes,30,opt,name=cluster,proto3" json:"cluster,omitempty"`                // connection sync and drift (with node.sync)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -635,6 +636,319 @@ func (x *StatusResponse) GetProber() *Prober {
 	return nil
 }
 
+func (x *StatusResponse) GetCluster() *Cluster {
+	if x != nil {
+		return x.Cluster
+	}
+	return nil
+}
+
+// Cluster is this node among its sync peers: the fingerprints of its
+// committed tables, each peer's as last heard, and the sync counters.
+type Cluster struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`         // config version (hash of health_checks, pools, services)
+	Fingerprint   string                 `protobuf:"bytes,2,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"` // of every committed table, hex
+	Services      []*ServiceFingerprint  `protobuf:"bytes,3,rep,name=services,proto3" json:"services,omitempty"`
+	Listen        string                 `protobuf:"bytes,4,opt,name=listen,proto3" json:"listen,omitempty"` // node.sync.listen
+	Peers         []*SyncPeer            `protobuf:"bytes,5,rep,name=peers,proto3" json:"peers,omitempty"`
+	Counters      *SyncCounters          `protobuf:"bytes,6,opt,name=counters,proto3" json:"counters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Cluster) Reset() {
+	*x = Cluster{}
+	mi := &file_xlb_v1_xlb_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Cluster) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Cluster) ProtoMessage() {}
+
+func (x *Cluster) ProtoReflect() protoreflect.Message {
+	mi := &file_xlb_v1_xlb_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Cluster.ProtoReflect.Descriptor instead.
+func (*Cluster) Descriptor() ([]byte, []int) {
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Cluster) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *Cluster) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+func (x *Cluster) GetServices() []*ServiceFingerprint {
+	if x != nil {
+		return x.Services
+	}
+	return nil
+}
+
+func (x *Cluster) GetListen() string {
+	if x != nil {
+		return x.Listen
+	}
+	return ""
+}
+
+func (x *Cluster) GetPeers() []*SyncPeer {
+	if x != nil {
+		return x.Peers
+	}
+	return nil
+}
+
+func (x *Cluster) GetCounters() *SyncCounters {
+	if x != nil {
+		return x.Counters
+	}
+	return nil
+}
+
+type ServiceFingerprint struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Vip           string                 `protobuf:"bytes,1,opt,name=vip,proto3" json:"vip,omitempty"` // address:port/protocol
+	Fingerprint   string                 `protobuf:"bytes,2,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServiceFingerprint) Reset() {
+	*x = ServiceFingerprint{}
+	mi := &file_xlb_v1_xlb_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceFingerprint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceFingerprint) ProtoMessage() {}
+
+func (x *ServiceFingerprint) ProtoReflect() protoreflect.Message {
+	mi := &file_xlb_v1_xlb_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceFingerprint.ProtoReflect.Descriptor instead.
+func (*ServiceFingerprint) Descriptor() ([]byte, []int) {
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ServiceFingerprint) GetVip() string {
+	if x != nil {
+		return x.Vip
+	}
+	return ""
+}
+
+func (x *ServiceFingerprint) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+type SyncPeer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Address       string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"` // ADDR:PORT as configured
+	Node          string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`       // its node.name, from its last hello ("" never heard)
+	Version       string                 `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	Fingerprint   string                 `protobuf:"bytes,4,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	State         string                 `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`        // up | down | unknown
+	Mismatch      bool                   `protobuf:"varint,6,opt,name=mismatch,proto3" json:"mismatch,omitempty"` // up, and its fingerprint differs from this node's
+	LastHello     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_hello,json=lastHello,proto3" json:"last_hello,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncPeer) Reset() {
+	*x = SyncPeer{}
+	mi := &file_xlb_v1_xlb_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncPeer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncPeer) ProtoMessage() {}
+
+func (x *SyncPeer) ProtoReflect() protoreflect.Message {
+	mi := &file_xlb_v1_xlb_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncPeer.ProtoReflect.Descriptor instead.
+func (*SyncPeer) Descriptor() ([]byte, []int) {
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SyncPeer) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *SyncPeer) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *SyncPeer) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *SyncPeer) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+func (x *SyncPeer) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *SyncPeer) GetMismatch() bool {
+	if x != nil {
+		return x.Mismatch
+	}
+	return false
+}
+
+func (x *SyncPeer) GetLastHello() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastHello
+	}
+	return nil
+}
+
+type SyncCounters struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sent          uint64                 `protobuf:"varint,1,opt,name=sent,proto3" json:"sent,omitempty"`         // flow decisions sent (once per peer)
+	Received      uint64                 `protobuf:"varint,2,opt,name=received,proto3" json:"received,omitempty"` // in accepted messages
+	Applied       uint64                 `protobuf:"varint,3,opt,name=applied,proto3" json:"applied,omitempty"`   // written into the connection table
+	Rejected      uint64                 `protobuf:"varint,4,opt,name=rejected,proto3" json:"rejected,omitempty"` // messages refused (unknown sender, auth, replay, version, size, format)
+	Lag           *durationpb.Duration   `protobuf:"bytes,5,opt,name=lag,proto3" json:"lag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncCounters) Reset() {
+	*x = SyncCounters{}
+	mi := &file_xlb_v1_xlb_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncCounters) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncCounters) ProtoMessage() {}
+
+func (x *SyncCounters) ProtoReflect() protoreflect.Message {
+	mi := &file_xlb_v1_xlb_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncCounters.ProtoReflect.Descriptor instead.
+func (*SyncCounters) Descriptor() ([]byte, []int) {
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SyncCounters) GetSent() uint64 {
+	if x != nil {
+		return x.Sent
+	}
+	return 0
+}
+
+func (x *SyncCounters) GetReceived() uint64 {
+	if x != nil {
+		return x.Received
+	}
+	return 0
+}
+
+func (x *SyncCounters) GetApplied() uint64 {
+	if x != nil {
+		return x.Applied
+	}
+	return 0
+}
+
+func (x *SyncCounters) GetRejected() uint64 {
+	if x != nil {
+		return x.Rejected
+	}
+	return 0
+}
+
+func (x *SyncCounters) GetLag() *durationpb.Duration {
+	if x != nil {
+		return x.Lag
+	}
+	return nil
+}
+
 // TXCheck is the transmit check of the self-check: in native mode on a
 // veth the peer is up and runs XDP; on any device the transmitted packets
 // grow with the frames the forwarder sends.
@@ -649,7 +963,7 @@ type TXCheck struct {
 
 func (x *TXCheck) Reset() {
 	*x = TXCheck{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[5]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -661,7 +975,7 @@ func (x *TXCheck) String() string {
 func (*TXCheck) ProtoMessage() {}
 
 func (x *TXCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[5]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -674,7 +988,7 @@ func (x *TXCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TXCheck.ProtoReflect.Descriptor instead.
 func (*TXCheck) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{5}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TXCheck) GetOk() bool {
@@ -705,7 +1019,7 @@ type Prober struct {
 
 func (x *Prober) Reset() {
 	*x = Prober{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[6]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -717,7 +1031,7 @@ func (x *Prober) String() string {
 func (*Prober) ProtoMessage() {}
 
 func (x *Prober) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[6]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -730,7 +1044,7 @@ func (x *Prober) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prober.ProtoReflect.Descriptor instead.
 func (*Prober) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{6}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Prober) GetEnabled() bool {
@@ -768,7 +1082,7 @@ type Probe struct {
 
 func (x *Probe) Reset() {
 	*x = Probe{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[7]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +1094,7 @@ func (x *Probe) String() string {
 func (*Probe) ProtoMessage() {}
 
 func (x *Probe) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[7]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +1107,7 @@ func (x *Probe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Probe.ProtoReflect.Descriptor instead.
 func (*Probe) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{7}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Probe) GetVip() string {
@@ -844,7 +1158,7 @@ type SelfCheck struct {
 
 func (x *SelfCheck) Reset() {
 	*x = SelfCheck{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[8]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -856,7 +1170,7 @@ func (x *SelfCheck) String() string {
 func (*SelfCheck) ProtoMessage() {}
 
 func (x *SelfCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[8]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -869,7 +1183,7 @@ func (x *SelfCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SelfCheck.ProtoReflect.Descriptor instead.
 func (*SelfCheck) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{8}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SelfCheck) GetOk() bool {
@@ -917,7 +1231,7 @@ type BGPSession struct {
 
 func (x *BGPSession) Reset() {
 	*x = BGPSession{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[9]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -929,7 +1243,7 @@ func (x *BGPSession) String() string {
 func (*BGPSession) ProtoMessage() {}
 
 func (x *BGPSession) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[9]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -942,7 +1256,7 @@ func (x *BGPSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BGPSession.ProtoReflect.Descriptor instead.
 func (*BGPSession) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{9}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *BGPSession) GetPeer() string {
@@ -1010,7 +1324,7 @@ type ConfigInfo struct {
 
 func (x *ConfigInfo) Reset() {
 	*x = ConfigInfo{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[10]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1336,7 @@ func (x *ConfigInfo) String() string {
 func (*ConfigInfo) ProtoMessage() {}
 
 func (x *ConfigInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[10]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1349,7 @@ func (x *ConfigInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigInfo.ProtoReflect.Descriptor instead.
 func (*ConfigInfo) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{10}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ConfigInfo) GetSource() string {
@@ -1084,7 +1398,7 @@ type ConntrackOccupancy struct {
 
 func (x *ConntrackOccupancy) Reset() {
 	*x = ConntrackOccupancy{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[11]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1096,7 +1410,7 @@ func (x *ConntrackOccupancy) String() string {
 func (*ConntrackOccupancy) ProtoMessage() {}
 
 func (x *ConntrackOccupancy) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[11]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1109,7 +1423,7 @@ func (x *ConntrackOccupancy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConntrackOccupancy.ProtoReflect.Descriptor instead.
 func (*ConntrackOccupancy) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{11}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ConntrackOccupancy) GetCapacity() uint64 {
@@ -1138,7 +1452,7 @@ type ListServicesRequest struct {
 
 func (x *ListServicesRequest) Reset() {
 	*x = ListServicesRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[12]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1464,7 @@ func (x *ListServicesRequest) String() string {
 func (*ListServicesRequest) ProtoMessage() {}
 
 func (x *ListServicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[12]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1477,7 @@ func (x *ListServicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServicesRequest.ProtoReflect.Descriptor instead.
 func (*ListServicesRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{12}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListServicesRequest) GetRateInterval() *durationpb.Duration {
@@ -1190,7 +1504,7 @@ type ListServicesResponse struct {
 
 func (x *ListServicesResponse) Reset() {
 	*x = ListServicesResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[13]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1516,7 @@ func (x *ListServicesResponse) String() string {
 func (*ListServicesResponse) ProtoMessage() {}
 
 func (x *ListServicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[13]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1529,7 @@ func (x *ListServicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServicesResponse.ProtoReflect.Descriptor instead.
 func (*ListServicesResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{13}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListServicesResponse) GetServices() []*Service {
@@ -1256,7 +1570,7 @@ type Service struct {
 
 func (x *Service) Reset() {
 	*x = Service{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[14]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1582,7 @@ func (x *Service) String() string {
 func (*Service) ProtoMessage() {}
 
 func (x *Service) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[14]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1595,7 @@ func (x *Service) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Service.ProtoReflect.Descriptor instead.
 func (*Service) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{14}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Service) GetName() string {
@@ -1403,7 +1717,7 @@ type Backend struct {
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[15]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1415,7 +1729,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[15]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1428,7 +1742,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{15}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Backend) GetAddress() string {
@@ -1541,7 +1855,7 @@ type Override struct {
 
 func (x *Override) Reset() {
 	*x = Override{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[16]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1553,7 +1867,7 @@ func (x *Override) String() string {
 func (*Override) ProtoMessage() {}
 
 func (x *Override) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[16]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1566,7 +1880,7 @@ func (x *Override) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Override.ProtoReflect.Descriptor instead.
 func (*Override) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{16}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Override) GetWeight() uint32 {
@@ -1604,7 +1918,7 @@ type Health struct {
 
 func (x *Health) Reset() {
 	*x = Health{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[17]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1616,7 +1930,7 @@ func (x *Health) String() string {
 func (*Health) ProtoMessage() {}
 
 func (x *Health) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[17]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1629,7 +1943,7 @@ func (x *Health) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Health.ProtoReflect.Descriptor instead.
 func (*Health) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{17}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Health) GetCheck() string {
@@ -1685,7 +1999,7 @@ type ListBackendsRequest struct {
 
 func (x *ListBackendsRequest) Reset() {
 	*x = ListBackendsRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[18]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1697,7 +2011,7 @@ func (x *ListBackendsRequest) String() string {
 func (*ListBackendsRequest) ProtoMessage() {}
 
 func (x *ListBackendsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[18]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1710,7 +2024,7 @@ func (x *ListBackendsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackendsRequest.ProtoReflect.Descriptor instead.
 func (*ListBackendsRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{18}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListBackendsRequest) GetRateInterval() *durationpb.Duration {
@@ -1744,7 +2058,7 @@ type ListBackendsResponse struct {
 
 func (x *ListBackendsResponse) Reset() {
 	*x = ListBackendsResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[19]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1756,7 +2070,7 @@ func (x *ListBackendsResponse) String() string {
 func (*ListBackendsResponse) ProtoMessage() {}
 
 func (x *ListBackendsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[19]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1769,7 +2083,7 @@ func (x *ListBackendsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackendsResponse.ProtoReflect.Descriptor instead.
 func (*ListBackendsResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{19}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListBackendsResponse) GetBackends() []*Backend {
@@ -1801,7 +2115,7 @@ type ApplyConfigRequest struct {
 
 func (x *ApplyConfigRequest) Reset() {
 	*x = ApplyConfigRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[20]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1813,7 +2127,7 @@ func (x *ApplyConfigRequest) String() string {
 func (*ApplyConfigRequest) ProtoMessage() {}
 
 func (x *ApplyConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[20]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1826,7 +2140,7 @@ func (x *ApplyConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyConfigRequest.ProtoReflect.Descriptor instead.
 func (*ApplyConfigRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{20}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ApplyConfigRequest) GetYaml() []byte {
@@ -1868,7 +2182,7 @@ type ApplyConfigResponse struct {
 
 func (x *ApplyConfigResponse) Reset() {
 	*x = ApplyConfigResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[21]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1880,7 +2194,7 @@ func (x *ApplyConfigResponse) String() string {
 func (*ApplyConfigResponse) ProtoMessage() {}
 
 func (x *ApplyConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[21]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1893,7 +2207,7 @@ func (x *ApplyConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyConfigResponse.ProtoReflect.Descriptor instead.
 func (*ApplyConfigResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{21}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ApplyConfigResponse) GetDiff() *Diff {
@@ -1936,7 +2250,7 @@ type Diff struct {
 
 func (x *Diff) Reset() {
 	*x = Diff{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[22]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1948,7 +2262,7 @@ func (x *Diff) String() string {
 func (*Diff) ProtoMessage() {}
 
 func (x *Diff) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[22]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1961,7 +2275,7 @@ func (x *Diff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Diff.ProtoReflect.Descriptor instead.
 func (*Diff) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{22}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Diff) GetServicesAdded() []string {
@@ -2037,7 +2351,7 @@ type BackendRef struct {
 
 func (x *BackendRef) Reset() {
 	*x = BackendRef{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[23]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2049,7 +2363,7 @@ func (x *BackendRef) String() string {
 func (*BackendRef) ProtoMessage() {}
 
 func (x *BackendRef) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[23]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2062,7 +2376,7 @@ func (x *BackendRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackendRef.ProtoReflect.Descriptor instead.
 func (*BackendRef) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{23}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *BackendRef) GetService() string {
@@ -2095,7 +2409,7 @@ type ConfigError struct {
 
 func (x *ConfigError) Reset() {
 	*x = ConfigError{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[24]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2421,7 @@ func (x *ConfigError) String() string {
 func (*ConfigError) ProtoMessage() {}
 
 func (x *ConfigError) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[24]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2434,7 @@ func (x *ConfigError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigError.ProtoReflect.Descriptor instead.
 func (*ConfigError) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{24}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ConfigError) GetField() string {
@@ -2174,7 +2488,7 @@ type ConfigErrors struct {
 
 func (x *ConfigErrors) Reset() {
 	*x = ConfigErrors{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[25]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2186,7 +2500,7 @@ func (x *ConfigErrors) String() string {
 func (*ConfigErrors) ProtoMessage() {}
 
 func (x *ConfigErrors) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[25]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2199,7 +2513,7 @@ func (x *ConfigErrors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigErrors.ProtoReflect.Descriptor instead.
 func (*ConfigErrors) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{25}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ConfigErrors) GetErrors() []*ConfigError {
@@ -2232,7 +2546,7 @@ type SetBackendRequest struct {
 
 func (x *SetBackendRequest) Reset() {
 	*x = SetBackendRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[26]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2244,7 +2558,7 @@ func (x *SetBackendRequest) String() string {
 func (*SetBackendRequest) ProtoMessage() {}
 
 func (x *SetBackendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[26]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2257,7 +2571,7 @@ func (x *SetBackendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBackendRequest.ProtoReflect.Descriptor instead.
 func (*SetBackendRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{26}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SetBackendRequest) GetAddress() string {
@@ -2339,7 +2653,7 @@ type SetBackendResponse struct {
 
 func (x *SetBackendResponse) Reset() {
 	*x = SetBackendResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[27]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2351,7 +2665,7 @@ func (x *SetBackendResponse) String() string {
 func (*SetBackendResponse) ProtoMessage() {}
 
 func (x *SetBackendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[27]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2364,7 +2678,7 @@ func (x *SetBackendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBackendResponse.ProtoReflect.Descriptor instead.
 func (*SetBackendResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{27}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SetBackendResponse) GetBackends() []*BackendRef {
@@ -2383,7 +2697,7 @@ type CountersRequest struct {
 
 func (x *CountersRequest) Reset() {
 	*x = CountersRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[28]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2395,7 +2709,7 @@ func (x *CountersRequest) String() string {
 func (*CountersRequest) ProtoMessage() {}
 
 func (x *CountersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[28]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2408,7 +2722,7 @@ func (x *CountersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountersRequest.ProtoReflect.Descriptor instead.
 func (*CountersRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{28}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CountersRequest) GetRateInterval() *durationpb.Duration {
@@ -2430,7 +2744,7 @@ type CountersResponse struct {
 
 func (x *CountersResponse) Reset() {
 	*x = CountersResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[29]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2442,7 +2756,7 @@ func (x *CountersResponse) String() string {
 func (*CountersResponse) ProtoMessage() {}
 
 func (x *CountersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[29]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2455,7 +2769,7 @@ func (x *CountersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountersResponse.ProtoReflect.Descriptor instead.
 func (*CountersResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{29}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CountersResponse) GetGlobal() []*NamedCounter {
@@ -2497,7 +2811,7 @@ type NamedCounter struct {
 
 func (x *NamedCounter) Reset() {
 	*x = NamedCounter{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[30]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2509,7 +2823,7 @@ func (x *NamedCounter) String() string {
 func (*NamedCounter) ProtoMessage() {}
 
 func (x *NamedCounter) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[30]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2522,7 +2836,7 @@ func (x *NamedCounter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamedCounter.ProtoReflect.Descriptor instead.
 func (*NamedCounter) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{30}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *NamedCounter) GetName() string {
@@ -2560,7 +2874,7 @@ type ServiceCounters struct {
 
 func (x *ServiceCounters) Reset() {
 	*x = ServiceCounters{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[31]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2572,7 +2886,7 @@ func (x *ServiceCounters) String() string {
 func (*ServiceCounters) ProtoMessage() {}
 
 func (x *ServiceCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[31]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2585,7 +2899,7 @@ func (x *ServiceCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceCounters.ProtoReflect.Descriptor instead.
 func (*ServiceCounters) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{31}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ServiceCounters) GetName() string {
@@ -2642,7 +2956,7 @@ type BackendCounters struct {
 
 func (x *BackendCounters) Reset() {
 	*x = BackendCounters{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[32]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2654,7 +2968,7 @@ func (x *BackendCounters) String() string {
 func (*BackendCounters) ProtoMessage() {}
 
 func (x *BackendCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[32]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2667,7 +2981,7 @@ func (x *BackendCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackendCounters.ProtoReflect.Descriptor instead.
 func (*BackendCounters) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{32}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *BackendCounters) GetService() string {
@@ -2711,7 +3025,7 @@ type ConntrackDumpRequest struct {
 
 func (x *ConntrackDumpRequest) Reset() {
 	*x = ConntrackDumpRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[33]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2723,7 +3037,7 @@ func (x *ConntrackDumpRequest) String() string {
 func (*ConntrackDumpRequest) ProtoMessage() {}
 
 func (x *ConntrackDumpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[33]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2736,7 +3050,7 @@ func (x *ConntrackDumpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConntrackDumpRequest.ProtoReflect.Descriptor instead.
 func (*ConntrackDumpRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{33}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ConntrackDumpRequest) GetService() string {
@@ -2787,7 +3101,7 @@ type ConntrackDumpResponse struct {
 
 func (x *ConntrackDumpResponse) Reset() {
 	*x = ConntrackDumpResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[34]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2799,7 +3113,7 @@ func (x *ConntrackDumpResponse) String() string {
 func (*ConntrackDumpResponse) ProtoMessage() {}
 
 func (x *ConntrackDumpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[34]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2812,7 +3126,7 @@ func (x *ConntrackDumpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConntrackDumpResponse.ProtoReflect.Descriptor instead.
 func (*ConntrackDumpResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{34}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ConntrackDumpResponse) GetEntries() []*ConntrackEntry {
@@ -2871,7 +3185,7 @@ type ConntrackEntry struct {
 
 func (x *ConntrackEntry) Reset() {
 	*x = ConntrackEntry{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[35]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2883,7 +3197,7 @@ func (x *ConntrackEntry) String() string {
 func (*ConntrackEntry) ProtoMessage() {}
 
 func (x *ConntrackEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[35]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2896,7 +3210,7 @@ func (x *ConntrackEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConntrackEntry.ProtoReflect.Descriptor instead.
 func (*ConntrackEntry) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{35}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ConntrackEntry) GetCpu() uint32 {
@@ -2983,7 +3297,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[36]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2995,7 +3309,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[36]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3008,7 +3322,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{36}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ExplainRequest) GetSrc() string {
@@ -3059,7 +3373,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[37]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3071,7 +3385,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[37]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3084,7 +3398,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{37}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ExplainResponse) GetXdpAction() uint32 {
@@ -3165,7 +3479,7 @@ type NodeDrainRequest struct {
 
 func (x *NodeDrainRequest) Reset() {
 	*x = NodeDrainRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[38]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3177,7 +3491,7 @@ func (x *NodeDrainRequest) String() string {
 func (*NodeDrainRequest) ProtoMessage() {}
 
 func (x *NodeDrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[38]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3190,7 +3504,7 @@ func (x *NodeDrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeDrainRequest.ProtoReflect.Descriptor instead.
 func (*NodeDrainRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{38}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{42}
 }
 
 type NodeDrainResponse struct {
@@ -3202,7 +3516,7 @@ type NodeDrainResponse struct {
 
 func (x *NodeDrainResponse) Reset() {
 	*x = NodeDrainResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[39]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3214,7 +3528,7 @@ func (x *NodeDrainResponse) String() string {
 func (*NodeDrainResponse) ProtoMessage() {}
 
 func (x *NodeDrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[39]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3227,7 +3541,7 @@ func (x *NodeDrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeDrainResponse.ProtoReflect.Descriptor instead.
 func (*NodeDrainResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{39}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *NodeDrainResponse) GetChanged() bool {
@@ -3245,7 +3559,7 @@ type NodeUndrainRequest struct {
 
 func (x *NodeUndrainRequest) Reset() {
 	*x = NodeUndrainRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[40]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3257,7 +3571,7 @@ func (x *NodeUndrainRequest) String() string {
 func (*NodeUndrainRequest) ProtoMessage() {}
 
 func (x *NodeUndrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[40]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3270,7 +3584,7 @@ func (x *NodeUndrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeUndrainRequest.ProtoReflect.Descriptor instead.
 func (*NodeUndrainRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{40}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{44}
 }
 
 type NodeUndrainResponse struct {
@@ -3282,7 +3596,7 @@ type NodeUndrainResponse struct {
 
 func (x *NodeUndrainResponse) Reset() {
 	*x = NodeUndrainResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[41]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3294,7 +3608,7 @@ func (x *NodeUndrainResponse) String() string {
 func (*NodeUndrainResponse) ProtoMessage() {}
 
 func (x *NodeUndrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[41]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3307,7 +3621,7 @@ func (x *NodeUndrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeUndrainResponse.ProtoReflect.Descriptor instead.
 func (*NodeUndrainResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{41}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *NodeUndrainResponse) GetChanged() bool {
@@ -3333,7 +3647,7 @@ const file_xlb_v1_xlb_proto_rawDesc = "" +
 	"\x06Sample\x12*\n" +
 	"\x02at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x125\n" +
 	"\binterval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\binterval\"\x0f\n" +
-	"\rStatusRequest\"\x8b\x05\n" +
+	"\rStatusRequest\"\xb6\x05\n" +
 	"\x0eStatusResponse\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
 	"\tinterface\x18\x02 \x01(\tR\tinterface\x12\x19\n" +
@@ -3355,7 +3669,33 @@ const file_xlb_v1_xlb_proto_rawDesc = "" +
 	"\fmetrics_addr\x18\x0e \x01(\tR\vmetricsAddr\x12!\n" +
 	"\fmetrics_note\x18\x0f \x01(\tR\vmetricsNote\x12*\n" +
 	"\btx_check\x18\x10 \x01(\v2\x0f.xlb.v1.TXCheckR\atxCheck\x12&\n" +
-	"\x06prober\x18\x11 \x01(\v2\x0e.xlb.v1.ProberR\x06prober\"1\n" +
+	"\x06prober\x18\x11 \x01(\v2\x0e.xlb.v1.ProberR\x06prober\x12)\n" +
+	"\acluster\x18\x1e \x01(\v2\x0f.xlb.v1.ClusterR\acluster\"\xef\x01\n" +
+	"\aCluster\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12 \n" +
+	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\x126\n" +
+	"\bservices\x18\x03 \x03(\v2\x1a.xlb.v1.ServiceFingerprintR\bservices\x12\x16\n" +
+	"\x06listen\x18\x04 \x01(\tR\x06listen\x12&\n" +
+	"\x05peers\x18\x05 \x03(\v2\x10.xlb.v1.SyncPeerR\x05peers\x120\n" +
+	"\bcounters\x18\x06 \x01(\v2\x14.xlb.v1.SyncCountersR\bcounters\"H\n" +
+	"\x12ServiceFingerprint\x12\x10\n" +
+	"\x03vip\x18\x01 \x01(\tR\x03vip\x12 \n" +
+	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\"\xe1\x01\n" +
+	"\bSyncPeer\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\tR\aversion\x12 \n" +
+	"\vfingerprint\x18\x04 \x01(\tR\vfingerprint\x12\x14\n" +
+	"\x05state\x18\x05 \x01(\tR\x05state\x12\x1a\n" +
+	"\bmismatch\x18\x06 \x01(\bR\bmismatch\x129\n" +
+	"\n" +
+	"last_hello\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tlastHello\"\xa1\x01\n" +
+	"\fSyncCounters\x12\x12\n" +
+	"\x04sent\x18\x01 \x01(\x04R\x04sent\x12\x1a\n" +
+	"\breceived\x18\x02 \x01(\x04R\breceived\x12\x18\n" +
+	"\aapplied\x18\x03 \x01(\x04R\aapplied\x12\x1a\n" +
+	"\brejected\x18\x04 \x01(\x04R\brejected\x12+\n" +
+	"\x03lag\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x03lag\"1\n" +
 	"\aTXCheck\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x16\n" +
 	"\x06detail\x18\x02 \x01(\tR\x06detail\"Y\n" +
@@ -3624,7 +3964,7 @@ func file_xlb_v1_xlb_proto_rawDescGZIP() []byte {
 }
 
 var file_xlb_v1_xlb_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_xlb_v1_xlb_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_xlb_v1_xlb_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_xlb_v1_xlb_proto_goTypes = []any{
 	(Protocol)(0),                 // 0: xlb.v1.Protocol
 	(BackendState)(0),             // 1: xlb.v1.BackendState
@@ -3635,128 +3975,138 @@ var file_xlb_v1_xlb_proto_goTypes = []any{
 	(*Sample)(nil),                // 6: xlb.v1.Sample
 	(*StatusRequest)(nil),         // 7: xlb.v1.StatusRequest
 	(*StatusResponse)(nil),        // 8: xlb.v1.StatusResponse
-	(*TXCheck)(nil),               // 9: xlb.v1.TXCheck
-	(*Prober)(nil),                // 10: xlb.v1.Prober
-	(*Probe)(nil),                 // 11: xlb.v1.Probe
-	(*SelfCheck)(nil),             // 12: xlb.v1.SelfCheck
-	(*BGPSession)(nil),            // 13: xlb.v1.BGPSession
-	(*ConfigInfo)(nil),            // 14: xlb.v1.ConfigInfo
-	(*ConntrackOccupancy)(nil),    // 15: xlb.v1.ConntrackOccupancy
-	(*ListServicesRequest)(nil),   // 16: xlb.v1.ListServicesRequest
-	(*ListServicesResponse)(nil),  // 17: xlb.v1.ListServicesResponse
-	(*Service)(nil),               // 18: xlb.v1.Service
-	(*Backend)(nil),               // 19: xlb.v1.Backend
-	(*Override)(nil),              // 20: xlb.v1.Override
-	(*Health)(nil),                // 21: xlb.v1.Health
-	(*ListBackendsRequest)(nil),   // 22: xlb.v1.ListBackendsRequest
-	(*ListBackendsResponse)(nil),  // 23: xlb.v1.ListBackendsResponse
-	(*ApplyConfigRequest)(nil),    // 24: xlb.v1.ApplyConfigRequest
-	(*ApplyConfigResponse)(nil),   // 25: xlb.v1.ApplyConfigResponse
-	(*Diff)(nil),                  // 26: xlb.v1.Diff
-	(*BackendRef)(nil),            // 27: xlb.v1.BackendRef
-	(*ConfigError)(nil),           // 28: xlb.v1.ConfigError
-	(*ConfigErrors)(nil),          // 29: xlb.v1.ConfigErrors
-	(*SetBackendRequest)(nil),     // 30: xlb.v1.SetBackendRequest
-	(*SetBackendResponse)(nil),    // 31: xlb.v1.SetBackendResponse
-	(*CountersRequest)(nil),       // 32: xlb.v1.CountersRequest
-	(*CountersResponse)(nil),      // 33: xlb.v1.CountersResponse
-	(*NamedCounter)(nil),          // 34: xlb.v1.NamedCounter
-	(*ServiceCounters)(nil),       // 35: xlb.v1.ServiceCounters
-	(*BackendCounters)(nil),       // 36: xlb.v1.BackendCounters
-	(*ConntrackDumpRequest)(nil),  // 37: xlb.v1.ConntrackDumpRequest
-	(*ConntrackDumpResponse)(nil), // 38: xlb.v1.ConntrackDumpResponse
-	(*ConntrackEntry)(nil),        // 39: xlb.v1.ConntrackEntry
-	(*ExplainRequest)(nil),        // 40: xlb.v1.ExplainRequest
-	(*ExplainResponse)(nil),       // 41: xlb.v1.ExplainResponse
-	(*NodeDrainRequest)(nil),      // 42: xlb.v1.NodeDrainRequest
-	(*NodeDrainResponse)(nil),     // 43: xlb.v1.NodeDrainResponse
-	(*NodeUndrainRequest)(nil),    // 44: xlb.v1.NodeUndrainRequest
-	(*NodeUndrainResponse)(nil),   // 45: xlb.v1.NodeUndrainResponse
-	(*timestamppb.Timestamp)(nil), // 46: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 47: google.protobuf.Duration
+	(*Cluster)(nil),               // 9: xlb.v1.Cluster
+	(*ServiceFingerprint)(nil),    // 10: xlb.v1.ServiceFingerprint
+	(*SyncPeer)(nil),              // 11: xlb.v1.SyncPeer
+	(*SyncCounters)(nil),          // 12: xlb.v1.SyncCounters
+	(*TXCheck)(nil),               // 13: xlb.v1.TXCheck
+	(*Prober)(nil),                // 14: xlb.v1.Prober
+	(*Probe)(nil),                 // 15: xlb.v1.Probe
+	(*SelfCheck)(nil),             // 16: xlb.v1.SelfCheck
+	(*BGPSession)(nil),            // 17: xlb.v1.BGPSession
+	(*ConfigInfo)(nil),            // 18: xlb.v1.ConfigInfo
+	(*ConntrackOccupancy)(nil),    // 19: xlb.v1.ConntrackOccupancy
+	(*ListServicesRequest)(nil),   // 20: xlb.v1.ListServicesRequest
+	(*ListServicesResponse)(nil),  // 21: xlb.v1.ListServicesResponse
+	(*Service)(nil),               // 22: xlb.v1.Service
+	(*Backend)(nil),               // 23: xlb.v1.Backend
+	(*Override)(nil),              // 24: xlb.v1.Override
+	(*Health)(nil),                // 25: xlb.v1.Health
+	(*ListBackendsRequest)(nil),   // 26: xlb.v1.ListBackendsRequest
+	(*ListBackendsResponse)(nil),  // 27: xlb.v1.ListBackendsResponse
+	(*ApplyConfigRequest)(nil),    // 28: xlb.v1.ApplyConfigRequest
+	(*ApplyConfigResponse)(nil),   // 29: xlb.v1.ApplyConfigResponse
+	(*Diff)(nil),                  // 30: xlb.v1.Diff
+	(*BackendRef)(nil),            // 31: xlb.v1.BackendRef
+	(*ConfigError)(nil),           // 32: xlb.v1.ConfigError
+	(*ConfigErrors)(nil),          // 33: xlb.v1.ConfigErrors
+	(*SetBackendRequest)(nil),     // 34: xlb.v1.SetBackendRequest
+	(*SetBackendResponse)(nil),    // 35: xlb.v1.SetBackendResponse
+	(*CountersRequest)(nil),       // 36: xlb.v1.CountersRequest
+	(*CountersResponse)(nil),      // 37: xlb.v1.CountersResponse
+	(*NamedCounter)(nil),          // 38: xlb.v1.NamedCounter
+	(*ServiceCounters)(nil),       // 39: xlb.v1.ServiceCounters
+	(*BackendCounters)(nil),       // 40: xlb.v1.BackendCounters
+	(*ConntrackDumpRequest)(nil),  // 41: xlb.v1.ConntrackDumpRequest
+	(*ConntrackDumpResponse)(nil), // 42: xlb.v1.ConntrackDumpResponse
+	(*ConntrackEntry)(nil),        // 43: xlb.v1.ConntrackEntry
+	(*ExplainRequest)(nil),        // 44: xlb.v1.ExplainRequest
+	(*ExplainResponse)(nil),       // 45: xlb.v1.ExplainResponse
+	(*NodeDrainRequest)(nil),      // 46: xlb.v1.NodeDrainRequest
+	(*NodeDrainResponse)(nil),     // 47: xlb.v1.NodeDrainResponse
+	(*NodeUndrainRequest)(nil),    // 48: xlb.v1.NodeUndrainRequest
+	(*NodeUndrainResponse)(nil),   // 49: xlb.v1.NodeUndrainResponse
+	(*timestamppb.Timestamp)(nil), // 50: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 51: google.protobuf.Duration
 }
 var file_xlb_v1_xlb_proto_depIdxs = []int32{
-	46, // 0: xlb.v1.Sample.at:type_name -> google.protobuf.Timestamp
-	47, // 1: xlb.v1.Sample.interval:type_name -> google.protobuf.Duration
-	46, // 2: xlb.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
-	12, // 3: xlb.v1.StatusResponse.self_check:type_name -> xlb.v1.SelfCheck
-	13, // 4: xlb.v1.StatusResponse.bgp_sessions:type_name -> xlb.v1.BGPSession
-	14, // 5: xlb.v1.StatusResponse.config:type_name -> xlb.v1.ConfigInfo
-	15, // 6: xlb.v1.StatusResponse.conntrack:type_name -> xlb.v1.ConntrackOccupancy
-	9,  // 7: xlb.v1.StatusResponse.tx_check:type_name -> xlb.v1.TXCheck
-	10, // 8: xlb.v1.StatusResponse.prober:type_name -> xlb.v1.Prober
-	11, // 9: xlb.v1.Prober.probes:type_name -> xlb.v1.Probe
-	47, // 10: xlb.v1.Probe.latency:type_name -> google.protobuf.Duration
-	46, // 11: xlb.v1.Probe.checked_at:type_name -> google.protobuf.Timestamp
-	46, // 12: xlb.v1.SelfCheck.checked_at:type_name -> google.protobuf.Timestamp
-	46, // 13: xlb.v1.SelfCheck.last_failure_at:type_name -> google.protobuf.Timestamp
-	47, // 14: xlb.v1.BGPSession.uptime:type_name -> google.protobuf.Duration
-	46, // 15: xlb.v1.ConfigInfo.committed_at:type_name -> google.protobuf.Timestamp
-	47, // 16: xlb.v1.ListServicesRequest.rate_interval:type_name -> google.protobuf.Duration
-	18, // 17: xlb.v1.ListServicesResponse.services:type_name -> xlb.v1.Service
-	6,  // 18: xlb.v1.ListServicesResponse.sample:type_name -> xlb.v1.Sample
-	0,  // 19: xlb.v1.Service.protocol:type_name -> xlb.v1.Protocol
-	4,  // 20: xlb.v1.Service.counters:type_name -> xlb.v1.Counters
-	5,  // 21: xlb.v1.Service.rates:type_name -> xlb.v1.Rates
-	19, // 22: xlb.v1.Service.backends:type_name -> xlb.v1.Backend
-	1,  // 23: xlb.v1.Backend.state:type_name -> xlb.v1.BackendState
-	20, // 24: xlb.v1.Backend.override:type_name -> xlb.v1.Override
-	21, // 25: xlb.v1.Backend.health:type_name -> xlb.v1.Health
-	4,  // 26: xlb.v1.Backend.counters:type_name -> xlb.v1.Counters
-	5,  // 27: xlb.v1.Backend.rates:type_name -> xlb.v1.Rates
-	46, // 28: xlb.v1.Override.since:type_name -> google.protobuf.Timestamp
-	46, // 29: xlb.v1.Health.since:type_name -> google.protobuf.Timestamp
-	46, // 30: xlb.v1.Health.last_probe:type_name -> google.protobuf.Timestamp
-	47, // 31: xlb.v1.ListBackendsRequest.rate_interval:type_name -> google.protobuf.Duration
-	19, // 32: xlb.v1.ListBackendsResponse.backends:type_name -> xlb.v1.Backend
-	6,  // 33: xlb.v1.ListBackendsResponse.sample:type_name -> xlb.v1.Sample
-	26, // 34: xlb.v1.ApplyConfigResponse.diff:type_name -> xlb.v1.Diff
-	27, // 35: xlb.v1.Diff.backends_added:type_name -> xlb.v1.BackendRef
-	27, // 36: xlb.v1.Diff.backends_removed:type_name -> xlb.v1.BackendRef
-	27, // 37: xlb.v1.Diff.backends_changed:type_name -> xlb.v1.BackendRef
-	28, // 38: xlb.v1.ConfigErrors.errors:type_name -> xlb.v1.ConfigError
-	27, // 39: xlb.v1.SetBackendResponse.backends:type_name -> xlb.v1.BackendRef
-	47, // 40: xlb.v1.CountersRequest.rate_interval:type_name -> google.protobuf.Duration
-	34, // 41: xlb.v1.CountersResponse.global:type_name -> xlb.v1.NamedCounter
-	35, // 42: xlb.v1.CountersResponse.services:type_name -> xlb.v1.ServiceCounters
-	36, // 43: xlb.v1.CountersResponse.backends:type_name -> xlb.v1.BackendCounters
-	6,  // 44: xlb.v1.CountersResponse.sample:type_name -> xlb.v1.Sample
-	0,  // 45: xlb.v1.ServiceCounters.protocol:type_name -> xlb.v1.Protocol
-	4,  // 46: xlb.v1.ServiceCounters.counters:type_name -> xlb.v1.Counters
-	5,  // 47: xlb.v1.ServiceCounters.rates:type_name -> xlb.v1.Rates
-	4,  // 48: xlb.v1.BackendCounters.counters:type_name -> xlb.v1.Counters
-	5,  // 49: xlb.v1.BackendCounters.rates:type_name -> xlb.v1.Rates
-	2,  // 50: xlb.v1.ConntrackDumpRequest.state:type_name -> xlb.v1.ConntrackState
-	39, // 51: xlb.v1.ConntrackDumpResponse.entries:type_name -> xlb.v1.ConntrackEntry
-	2,  // 52: xlb.v1.ConntrackEntry.state:type_name -> xlb.v1.ConntrackState
-	47, // 53: xlb.v1.ConntrackEntry.age:type_name -> google.protobuf.Duration
-	0,  // 54: xlb.v1.ExplainRequest.protocol:type_name -> xlb.v1.Protocol
-	3,  // 55: xlb.v1.ExplainResponse.conntrack:type_name -> xlb.v1.ConntrackResult
-	7,  // 56: xlb.v1.XLB.Status:input_type -> xlb.v1.StatusRequest
-	16, // 57: xlb.v1.XLB.ListServices:input_type -> xlb.v1.ListServicesRequest
-	22, // 58: xlb.v1.XLB.ListBackends:input_type -> xlb.v1.ListBackendsRequest
-	24, // 59: xlb.v1.XLB.ApplyConfig:input_type -> xlb.v1.ApplyConfigRequest
-	30, // 60: xlb.v1.XLB.SetBackend:input_type -> xlb.v1.SetBackendRequest
-	32, // 61: xlb.v1.XLB.Counters:input_type -> xlb.v1.CountersRequest
-	37, // 62: xlb.v1.XLB.ConntrackDump:input_type -> xlb.v1.ConntrackDumpRequest
-	40, // 63: xlb.v1.XLB.Explain:input_type -> xlb.v1.ExplainRequest
-	42, // 64: xlb.v1.XLB.NodeDrain:input_type -> xlb.v1.NodeDrainRequest
-	44, // 65: xlb.v1.XLB.NodeUndrain:input_type -> xlb.v1.NodeUndrainRequest
-	8,  // 66: xlb.v1.XLB.Status:output_type -> xlb.v1.StatusResponse
-	17, // 67: xlb.v1.XLB.ListServices:output_type -> xlb.v1.ListServicesResponse
-	23, // 68: xlb.v1.XLB.ListBackends:output_type -> xlb.v1.ListBackendsResponse
-	25, // 69: xlb.v1.XLB.ApplyConfig:output_type -> xlb.v1.ApplyConfigResponse
-	31, // 70: xlb.v1.XLB.SetBackend:output_type -> xlb.v1.SetBackendResponse
-	33, // 71: xlb.v1.XLB.Counters:output_type -> xlb.v1.CountersResponse
-	38, // 72: xlb.v1.XLB.ConntrackDump:output_type -> xlb.v1.ConntrackDumpResponse
-	41, // 73: xlb.v1.XLB.Explain:output_type -> xlb.v1.ExplainResponse
-	43, // 74: xlb.v1.XLB.NodeDrain:output_type -> xlb.v1.NodeDrainResponse
-	45, // 75: xlb.v1.XLB.NodeUndrain:output_type -> xlb.v1.NodeUndrainResponse
-	66, // [66:76] is the sub-list for method output_type
-	56, // [56:66] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	50, // 0: xlb.v1.Sample.at:type_name -> google.protobuf.Timestamp
+	51, // 1: xlb.v1.Sample.interval:type_name -> google.protobuf.Duration
+	50, // 2: xlb.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	16, // 3: xlb.v1.StatusResponse.self_check:type_name -> xlb.v1.SelfCheck
+	17, // 4: xlb.v1.StatusResponse.bgp_sessions:type_name -> xlb.v1.BGPSession
+	18, // 5: xlb.v1.StatusResponse.config:type_name -> xlb.v1.ConfigInfo
+	19, // 6: xlb.v1.StatusResponse.conntrack:type_name -> xlb.v1.ConntrackOccupancy
+	13, // 7: xlb.v1.StatusResponse.tx_check:type_name -> xlb.v1.TXCheck
+	14, // 8: xlb.v1.StatusResponse.prober:type_name -> xlb.v1.Prober
+	9,  // 9: xlb.v1.StatusResponse.cluster:type_name -> xlb.v1.Cluster
+	10, // 10: xlb.v1.Cluster.services:type_name -> xlb.v1.ServiceFingerprint
+	11, // 11: xlb.v1.Cluster.peers:type_name -> xlb.v1.SyncPeer
+	12, // 12: xlb.v1.Cluster.counters:type_name -> xlb.v1.SyncCounters
+	50, // 13: xlb.v1.SyncPeer.last_hello:type_name -> google.protobuf.Timestamp
+	51, // 14: xlb.v1.SyncCounters.lag:type_name -> google.protobuf.Duration
+	15, // 15: xlb.v1.Prober.probes:type_name -> xlb.v1.Probe
+	51, // 16: xlb.v1.Probe.latency:type_name -> google.protobuf.Duration
+	50, // 17: xlb.v1.Probe.checked_at:type_name -> google.protobuf.Timestamp
+	50, // 18: xlb.v1.SelfCheck.checked_at:type_name -> google.protobuf.Timestamp
+	50, // 19: xlb.v1.SelfCheck.last_failure_at:type_name -> google.protobuf.Timestamp
+	51, // 20: xlb.v1.BGPSession.uptime:type_name -> google.protobuf.Duration
+	50, // 21: xlb.v1.ConfigInfo.committed_at:type_name -> google.protobuf.Timestamp
+	51, // 22: xlb.v1.ListServicesRequest.rate_interval:type_name -> google.protobuf.Duration
+	22, // 23: xlb.v1.ListServicesResponse.services:type_name -> xlb.v1.Service
+	6,  // 24: xlb.v1.ListServicesResponse.sample:type_name -> xlb.v1.Sample
+	0,  // 25: xlb.v1.Service.protocol:type_name -> xlb.v1.Protocol
+	4,  // 26: xlb.v1.Service.counters:type_name -> xlb.v1.Counters
+	5,  // 27: xlb.v1.Service.rates:type_name -> xlb.v1.Rates
+	23, // 28: xlb.v1.Service.backends:type_name -> xlb.v1.Backend
+	1,  // 29: xlb.v1.Backend.state:type_name -> xlb.v1.BackendState
+	24, // 30: xlb.v1.Backend.override:type_name -> xlb.v1.Override
+	25, // 31: xlb.v1.Backend.health:type_name -> xlb.v1.Health
+	4,  // 32: xlb.v1.Backend.counters:type_name -> xlb.v1.Counters
+	5,  // 33: xlb.v1.Backend.rates:type_name -> xlb.v1.Rates
+	50, // 34: xlb.v1.Override.since:type_name -> google.protobuf.Timestamp
+	50, // 35: xlb.v1.Health.since:type_name -> google.protobuf.Timestamp
+	50, // 36: xlb.v1.Health.last_probe:type_name -> google.protobuf.Timestamp
+	51, // 37: xlb.v1.ListBackendsRequest.rate_interval:type_name -> google.protobuf.Duration
+	23, // 38: xlb.v1.ListBackendsResponse.backends:type_name -> xlb.v1.Backend
+	6,  // 39: xlb.v1.ListBackendsResponse.sample:type_name -> xlb.v1.Sample
+	30, // 40: xlb.v1.ApplyConfigResponse.diff:type_name -> xlb.v1.Diff
+	31, // 41: xlb.v1.Diff.backends_added:type_name -> xlb.v1.BackendRef
+	31, // 42: xlb.v1.Diff.backends_removed:type_name -> xlb.v1.BackendRef
+	31, // 43: xlb.v1.Diff.backends_changed:type_name -> xlb.v1.BackendRef
+	32, // 44: xlb.v1.ConfigErrors.errors:type_name -> xlb.v1.ConfigError
+	31, // 45: xlb.v1.SetBackendResponse.backends:type_name -> xlb.v1.BackendRef
+	51, // 46: xlb.v1.CountersRequest.rate_interval:type_name -> google.protobuf.Duration
+	38, // 47: xlb.v1.CountersResponse.global:type_name -> xlb.v1.NamedCounter
+	39, // 48: xlb.v1.CountersResponse.services:type_name -> xlb.v1.ServiceCounters
+	40, // 49: xlb.v1.CountersResponse.backends:type_name -> xlb.v1.BackendCounters
+	6,  // 50: xlb.v1.CountersResponse.sample:type_name -> xlb.v1.Sample
+	0,  // 51: xlb.v1.ServiceCounters.protocol:type_name -> xlb.v1.Protocol
+	4,  // 52: xlb.v1.ServiceCounters.counters:type_name -> xlb.v1.Counters
+	5,  // 53: xlb.v1.ServiceCounters.rates:type_name -> xlb.v1.Rates
+	4,  // 54: xlb.v1.BackendCounters.counters:type_name -> xlb.v1.Counters
+	5,  // 55: xlb.v1.BackendCounters.rates:type_name -> xlb.v1.Rates
+	2,  // 56: xlb.v1.ConntrackDumpRequest.state:type_name -> xlb.v1.ConntrackState
+	43, // 57: xlb.v1.ConntrackDumpResponse.entries:type_name -> xlb.v1.ConntrackEntry
+	2,  // 58: xlb.v1.ConntrackEntry.state:type_name -> xlb.v1.ConntrackState
+	51, // 59: xlb.v1.ConntrackEntry.age:type_name -> google.protobuf.Duration
+	0,  // 60: xlb.v1.ExplainRequest.protocol:type_name -> xlb.v1.Protocol
+	3,  // 61: xlb.v1.ExplainResponse.conntrack:type_name -> xlb.v1.ConntrackResult
+	7,  // 62: xlb.v1.XLB.Status:input_type -> xlb.v1.StatusRequest
+	20, // 63: xlb.v1.XLB.ListServices:input_type -> xlb.v1.ListServicesRequest
+	26, // 64: xlb.v1.XLB.ListBackends:input_type -> xlb.v1.ListBackendsRequest
+	28, // 65: xlb.v1.XLB.ApplyConfig:input_type -> xlb.v1.ApplyConfigRequest
+	34, // 66: xlb.v1.XLB.SetBackend:input_type -> xlb.v1.SetBackendRequest
+	36, // 67: xlb.v1.XLB.Counters:input_type -> xlb.v1.CountersRequest
+	41, // 68: xlb.v1.XLB.ConntrackDump:input_type -> xlb.v1.ConntrackDumpRequest
+	44, // 69: xlb.v1.XLB.Explain:input_type -> xlb.v1.ExplainRequest
+	46, // 70: xlb.v1.XLB.NodeDrain:input_type -> xlb.v1.NodeDrainRequest
+	48, // 71: xlb.v1.XLB.NodeUndrain:input_type -> xlb.v1.NodeUndrainRequest
+	8,  // 72: xlb.v1.XLB.Status:output_type -> xlb.v1.StatusResponse
+	21, // 73: xlb.v1.XLB.ListServices:output_type -> xlb.v1.ListServicesResponse
+	27, // 74: xlb.v1.XLB.ListBackends:output_type -> xlb.v1.ListBackendsResponse
+	29, // 75: xlb.v1.XLB.ApplyConfig:output_type -> xlb.v1.ApplyConfigResponse
+	35, // 76: xlb.v1.XLB.SetBackend:output_type -> xlb.v1.SetBackendResponse
+	37, // 77: xlb.v1.XLB.Counters:output_type -> xlb.v1.CountersResponse
+	42, // 78: xlb.v1.XLB.ConntrackDump:output_type -> xlb.v1.ConntrackDumpResponse
+	45, // 79: xlb.v1.XLB.Explain:output_type -> xlb.v1.ExplainResponse
+	47, // 80: xlb.v1.XLB.NodeDrain:output_type -> xlb.v1.NodeDrainResponse
+	49, // 81: xlb.v1.XLB.NodeUndrain:output_type -> xlb.v1.NodeUndrainResponse
+	72, // [72:82] is the sub-list for method output_type
+	62, // [62:72] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_xlb_v1_xlb_proto_init() }
@@ -3764,10 +4114,10 @@ func file_xlb_v1_xlb_proto_init() {
 	if File_xlb_v1_xlb_proto != nil {
 		return
 	}
-	file_xlb_v1_xlb_proto_msgTypes[11].OneofWrappers = []any{}
 	file_xlb_v1_xlb_proto_msgTypes[15].OneofWrappers = []any{}
-	file_xlb_v1_xlb_proto_msgTypes[16].OneofWrappers = []any{}
-	file_xlb_v1_xlb_proto_msgTypes[26].OneofWrappers = []any{
+	file_xlb_v1_xlb_proto_msgTypes[19].OneofWrappers = []any{}
+	file_xlb_v1_xlb_proto_msgTypes[20].OneofWrappers = []any{}
+	file_xlb_v1_xlb_proto_msgTypes[30].OneofWrappers = []any{
 		(*SetBackendRequest_Weight)(nil),
 		(*SetBackendRequest_Drain)(nil),
 		(*SetBackendRequest_Reset_)(nil),
@@ -3778,7 +4128,7 @@ func file_xlb_v1_xlb_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_xlb_v1_xlb_proto_rawDesc), len(file_xlb_v1_xlb_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   42,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
