@@ -149,6 +149,13 @@ func waitLogCount(t *testing.T, d *lab.Daemon, s string, n int, timeout time.Dur
 // metric reads an unlabelled metric from node i's exporter.
 func metric(t *testing.T, l *lab.Lab, i int, name string) float64 {
 	t.Helper()
+	return scrapeNode(t, l, i, name, func(line string) bool { return strings.HasPrefix(line, name+" ") })
+}
+
+// scrapeNode returns the value of the first line of node i's metrics that
+// match says is the one (name is for the error).
+func scrapeNode(t *testing.T, l *lab.Lab, i int, name string, match func(string) bool) float64 {
+	t.Helper()
 	resp, err := lab.HTTPClient(l.Nodes[i].NS, 2*time.Second).Get("http://127.0.0.1:9469/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -156,15 +163,15 @@ func metric(t *testing.T, l *lab.Lab, i int, name string) float64 {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
+		if line := sc.Text(); match(line) {
+			f, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return f
 		}
 	}
-	t.Fatal(fmt.Errorf("metric %s not exported by node %d", name, i))
+	t.Fatalf("metric %s not exported by node %d", name, i)
 	return 0
 }
 
@@ -244,22 +251,46 @@ func TestSyncDriftVisible(t *testing.T) {
 // node i's exporter.
 func metricLabelled(t *testing.T, l *lab.Lab, i int, name, label string) float64 {
 	t.Helper()
-	resp, err := lab.HTTPClient(l.Nodes[i].NS, 2*time.Second).Get("http://127.0.0.1:9469/metrics")
+	return scrapeNode(t, l, i, name, func(line string) bool {
+		return strings.HasPrefix(line, name+"{") && strings.Contains(line, `"`+label+`"`)
+	})
+}
+
+// TestSyncSimultaneousChange: on the 3-node BIRD/ECMP lab with 200
+// long-lived connections, backend b2 and node n1 die at the same moment,
+// then both come back at the same moment, then n1 joins afresh (pins
+// removed) while b1's weight changes. With connection sync no connection
+// to a surviving backend breaks; the same steps without sync are run
+// beside it and their counts reported (the join with a weight change must
+// break some there, or the test shows nothing).
+func TestSyncSimultaneousChange(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireCommands(t, "nsenter", "ip", "bird", "birdc")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var out strings.Builder
+	with, err := lab.RunSimultaneous(ctx, &out, lab.SimultaneousOptions{Sync: true})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\n%s", err, out.String())
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, name+"{") && strings.Contains(line, `"`+label+`"`) {
-			f, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f
-		}
+	without, err := lab.RunSimultaneous(ctx, &out, lab.SimultaneousOptions{Sync: false})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
 	}
-	t.Fatalf("metric %s{...%s...} not exported by node %d", name, label, i)
-	return 0
+	t.Logf("%s", out.String())
+	t.Logf("broken on surviving backends (of %d): kill b2+n1: %d with sync, %d without; restore both: %d with sync, %d without; "+
+		"fresh join + weight change: %d with sync, %d without; on b2 itself: %d / %d",
+		with.Sessions, with.Kill, without.Kill, with.Restore, without.Restore, with.Join, without.Join, with.OnB2, without.OnB2)
+	for _, b := range with.Examples {
+		t.Errorf("with sync: %v", b)
+	}
+	if n := with.Kill + with.Restore + with.Join; n > 0 {
+		t.Fatalf("%d connections to surviving backends broke with sync", n)
+	}
+	if without.Join == 0 {
+		t.Fatalf("without sync nothing broke when a fresh node joined with a weight change: the test shows nothing")
+	}
+	if with.OnB2 == 0 {
+		t.Fatalf("no connection on b2 broke: b2 was not killed")
+	}
 }

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/xlbproject/xlb/internal/maglev"
 )
@@ -91,4 +93,54 @@ func containsInt(s []int, v int) bool {
 		}
 	}
 	return false
+}
+
+// StartEtcd starts Debian's etcd in the router's namespace, serving
+// clients on the router's LAN address (port 2379), and waits until it
+// serves. It is stopped when the lab is destroyed.
+func (l *Lab) StartEtcd(ctx context.Context) (*Proc, string, error) {
+	client := "http://" + netip.AddrPortFrom(l.Router.Addr4, 2379).String()
+	peer := "http://127.0.0.1:2380"
+	p, err := l.Start(ctx, l.Router.NS, "etcd", "--name", "lab", "--data-dir", filepath.Join(l.Dir, "etcd"),
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "lab="+peer)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := p.WaitOutput(ctx, "ready to serve client requests", 1, 20*time.Second); err != nil {
+		return nil, "", err
+	}
+	return p, netip.AddrPortFrom(l.Router.Addr4, 2379).String(), nil
+}
+
+// SplitXLBDConfig splits a generated config into the node's own part
+// (node, bgp) and the cluster's (pools, services): a node file and the
+// value of the etcd key.
+func SplitXLBDConfig(cfg []byte) (node, cluster []byte) {
+	s := string(cfg)
+	i := strings.Index(s, "pools:\n")
+	j := strings.Index(s, "bgp:\n")
+	k := strings.Index(s, "services:\n")
+	if j < 0 {
+		return []byte(s[:i]), []byte(s[i:])
+	}
+	return []byte(s[:i] + s[j:k]), []byte(s[i:j] + s[k:])
+}
+
+// StartXLBDCluster starts xlbd on node i with its config from etcd
+// (--config url --node-config nodeFile). The node file alone is what the
+// lab's cleanup gives `xlbd --cleanup` (it names the instance).
+func (l *Lab) StartXLBDCluster(ctx context.Context, i int, url, nodeFile string) (*Daemon, error) {
+	bin, err := l.Binary(XLBDBinary)
+	if err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(nodeFile)
+	if err != nil {
+		return nil, err
+	}
+	cache := filepath.Join(l.Dir, "cluster-cache-"+l.Nodes[i].Short+".yaml")
+	// The later --config wins over the node file startXLBD passes first.
+	return l.startXLBD(ctx, i, l.NodeName(i), abs, bin, "--api-socket", l.APISocket(i),
+		"--config", url, "--node-config", abs, "--cluster-cache", cache)
 }

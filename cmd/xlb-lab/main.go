@@ -182,11 +182,12 @@ func demo(ctx context.Context, args []string, out io.Writer) error {
 	fs.BoolVar(&opts.Keep, "keep", false, "leave the lab up after a successful demo")
 	scale := fs.Bool("scale", false, "the multi-node demo instead: 3 nodes behind BIRD ECMP, node drain, backend and node failures, restore")
 	conns := fs.Int("connections", 200, "long-lived connections of the --scale demo")
+	noSync := fs.Bool("no-sync", false, "the --scale demo without connection sync (node.sync) and without the simultaneous-change step")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *scale {
-		return lab.RunScaleDemo(ctx, out, lab.ScaleDemoOptions{Connections: *conns, BinDir: opts.BinDir, Prefix: opts.Prefix})
+		return lab.RunScaleDemo(ctx, out, lab.ScaleDemoOptions{Connections: *conns, BinDir: opts.BinDir, Prefix: opts.Prefix, Sync: !*noSync})
 	}
 	for _, f := range strings.Split(*weights, ",") {
 		w, err := strconv.Atoi(strings.TrimSpace(f))

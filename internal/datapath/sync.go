@@ -140,18 +140,19 @@ func (d *Datapath) InstallSync(in []SyncInstall) error {
 	return nil
 }
 
-// SyncCounters are the data plane's sync counters, summed over CPUs.
+// SyncCounters are the data plane's sync counters, summed over CPUs
+// (records made are counted by their reader).
 type SyncCounters struct {
-	Emitted, Lost, Applied, Kept, Skipped uint64
+	Lost, Applied, Kept, Skipped uint64
 }
 
 // SyncCounters reads xlb_sync_stats.
 func (d *Datapath) SyncCounters() (SyncCounters, error) {
 	var c SyncCounters
-	dst := []*uint64{&c.Emitted, &c.Lost, &c.Applied, &c.Kept, &c.Skipped}
+	dst := []*uint64{&c.Lost, &c.Applied, &c.Kept, &c.Skipped}
 	for i, p := range dst {
 		var per []uint64
-		if err := d.objs.XlbSyncStats.Lookup(uint32(i), &per); err != nil {
+		if err := d.objs.XlbSyncStats.Lookup(uint32(i+1), &per); err != nil {
 			return c, fmt.Errorf("read xlb_sync_stats: %w", err)
 		}
 		for _, v := range per {

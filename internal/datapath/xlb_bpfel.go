@@ -369,7 +369,7 @@ const (
 type xlbXlbSyncStat uint32
 
 const (
-	xlbXlbSyncStatXLB_SYNC_STAT_EMITTED xlbXlbSyncStat = 0
+	xlbXlbSyncStatXLB_SYNC_STAT_UNUSED  xlbXlbSyncStat = 0
 	xlbXlbSyncStatXLB_SYNC_STAT_LOST    xlbXlbSyncStat = 1
 	xlbXlbSyncStatXLB_SYNC_STAT_APPLIED xlbXlbSyncStat = 2
 	xlbXlbSyncStatXLB_SYNC_STAT_KEPT    xlbXlbSyncStat = 3

@@ -142,23 +142,21 @@ func appendMAC(key, b []byte) []byte {
 func appendFlow(b []byte, f *Flow) []byte {
 	b = append(b, recFlow, flowLen, family(f.VIP), f.Proto)
 	b = binary.BigEndian.AppendUint16(b, f.Port)
-	v := f.VIP.As16()
-	if f.VIP.Is4() {
-		v = [16]byte{}
-		a4 := f.VIP.As4()
-		copy(v[:], a4[:])
-	}
-	b = append(b, v[:]...)
+	b = appendAddr(b, f.VIP)
 	b = append(b, family(f.Backend), f.State, f.HashBits, 0)
 	b = binary.BigEndian.AppendUint16(b, f.Age)
-	be := f.Backend.As16()
-	if f.Backend.Is4() {
-		be = [16]byte{}
-		a4 := f.Backend.As4()
-		copy(be[:], a4[:])
-	}
-	b = append(b, be[:]...)
+	b = appendAddr(b, f.Backend)
 	return binary.BigEndian.AppendUint64(b, f.Hash)
+}
+
+// appendAddr writes a 16-byte address field: IPv4 in the first 4 bytes.
+func appendAddr(b []byte, a netip.Addr) []byte {
+	if a.Is4() {
+		v := a.As4()
+		return append(append(b, v[:]...), make([]byte, 12)...)
+	}
+	v := a.As16()
+	return append(b, v[:]...)
 }
 
 func family(a netip.Addr) byte {

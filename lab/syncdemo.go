@@ -1,0 +1,213 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+)
+
+// webCheck adds the http health check "web" (500 ms, fall 1) to both pools
+// of a generated config, so a backend whose servers stop leaves the tables
+// within a second.
+func webCheck(cfg string) string {
+	check := "health_checks:\n  web: {type: http, port: 80, path: /, expect_status: 200, interval: 500ms, timeout: 300ms, rise: 1, fall: 1}\npools:\n"
+	cfg = strings.Replace(cfg, "pools:\n", check, 1)
+	for _, p := range []string{Pool4, Pool6} {
+		cfg = strings.Replace(cfg, "  "+p+":\n", "  "+p+":\n    health_check: web\n", 1)
+	}
+	return cfg
+}
+
+// SimultaneousOptions shape RunSimultaneous.
+type SimultaneousOptions struct {
+	Sync        bool // node.sync on every node
+	Connections int  // long-lived TCP connections (default 200)
+	BinDir      string
+	Prefix      string
+}
+
+// SimultaneousResult counts the connections to surviving backends that
+// broke in each step (the killed backend's own are apart).
+type SimultaneousResult struct {
+	Sessions          int
+	Kill, Restore     int // broken on surviving backends: kill b2 + n1, restore both
+	Join              int // broken when a fresh node joins and the weights change together
+	OnB2              int // broken on b2 (the backend died)
+	Examples          []Break
+	KillAt, RestoreAt time.Time
+	JoinAt            time.Time
+}
+
+// RunSimultaneous is the change Maglev alone cannot survive: on the
+// 3-node BIRD/ECMP lab, with long-lived connections running, backend b2
+// and node n1 are killed at the same moment (the routers move n1's flows
+// to nodes that never saw them, whose tables no longer have b2), then
+// both come back at the same moment (n1 restarts: with sync it asks its
+// peers for their tables before it announces). With sync no connection
+// to a surviving backend breaks.
+func RunSimultaneous(ctx context.Context, w io.Writer, o SimultaneousOptions) (res SimultaneousResult, err error) {
+	if o.Connections == 0 {
+		o.Connections = 200
+	}
+	l, err := New(ctx, Config{Prefix: o.Prefix, Nodes: 3, Backends: 4, Routing: RouteNone, BinDir: o.BinDir})
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		if derr := l.Destroy(); derr != nil {
+			err = errors.Join(err, fmt.Errorf("teardown: %w", derr))
+		}
+	}()
+	servers, err := l.StartServers(Ports{})
+	if err != nil {
+		return res, err
+	}
+	if err := l.AttachDecap(ctx); err != nil {
+		return res, err
+	}
+	if _, err := l.StartBIRD(ctx, BIRDOptions{}); err != nil {
+		return res, err
+	}
+	daemons, configs, err := startSyncNodes(ctx, l, o.Sync)
+	if err != nil {
+		return res, err
+	}
+	vip := netip.PrefixFrom(l.VIP4(), 32)
+	if _, err := l.WaitRoute(ctx, vip, l.NodeNextHops(vip.Addr(), 0, 1, 2), 30*time.Second); err != nil {
+		return res, err
+	}
+	old := TCPTimeout
+	TCPTimeout = 10 * time.Second // rerouting after a node failure takes the hold time
+	defer func() { TCPTimeout = old }()
+	sess, err := StartTCPSessions(ctx, l.Client.NS, netip.AddrPortFrom(l.VIP4(), DefaultPorts.TCP), o.Connections, 100*time.Millisecond)
+	if err != nil {
+		return res, err
+	}
+	defer sess.Stop()
+	time.Sleep(time.Second)
+
+	fmt.Fprintf(w, "sync %v: %d connections through 3 nodes; killing backend b2 and node n1 at the same moment\n", o.Sync, o.Connections)
+	res.KillAt = time.Now()
+	servers[1].Close()
+	if err := l.SetLinkUp(l.Nodes[0], false); err != nil {
+		return res, err
+	}
+	daemons[0].Kill()
+	if _, err := l.WaitRoute(ctx, vip, l.NodeNextHops(vip.Addr(), 1, 2), 15*time.Second); err != nil {
+		return res, err
+	}
+	time.Sleep(4 * time.Second)
+	killBreaks := len(sess.Breaks())
+
+	fmt.Fprintf(w, "sync %v: bringing b2 and n1 back at the same moment\n", o.Sync)
+	res.RestoreAt = time.Now()
+	if s, err := StartServers(l.Backends[1], l.VIPs, Ports{}); err == nil {
+		l.mu.Lock()
+		l.servers = append(l.servers, s)
+		l.mu.Unlock()
+	}
+	if err := l.SetLinkUp(l.Nodes[0], true); err != nil {
+		return res, err
+	}
+	if daemons[0], err = l.StartXLBD(ctx, 0, configs[0]); err != nil {
+		return res, err
+	}
+	if _, err := l.WaitRoute(ctx, vip, l.NodeNextHops(vip.Addr(), 0, 1, 2), 30*time.Second); err != nil {
+		return res, err
+	}
+	time.Sleep(4 * time.Second)
+	restoreBreaks := len(sess.Breaks())
+
+	// A node joins (n1 again, its pinned state removed: a fresh node) and
+	// the weights change (b1 3, the others 1) at the same moment.
+	if err := l.SetLinkUp(l.Nodes[0], false); err != nil {
+		return res, err
+	}
+	daemons[0].Kill()
+	if _, err := l.WaitRoute(ctx, vip, l.NodeNextHops(vip.Addr(), 1, 2), 15*time.Second); err != nil {
+		return res, err
+	}
+	if err := daemons[0].Cleanup(ctx); err != nil {
+		return res, fmt.Errorf("xlbd --cleanup on n1: %w", err)
+	}
+	time.Sleep(2 * time.Second)
+	fmt.Fprintf(w, "sync %v: node n1 joins afresh and b1's weight goes to 3 at the same moment\n", o.Sync)
+	res.JoinAt = time.Now()
+	if err := writeSyncConfigs(l, configs, o.Sync, []int{3, 1, 1, 1}); err != nil {
+		return res, err
+	}
+	for _, d := range daemons[1:] {
+		if err := d.Reload(); err != nil {
+			return res, err
+		}
+	}
+	if err := l.SetLinkUp(l.Nodes[0], true); err != nil {
+		return res, err
+	}
+	if daemons[0], err = l.StartXLBD(ctx, 0, configs[0]); err != nil {
+		return res, err
+	}
+	if _, err := l.WaitRoute(ctx, vip, l.NodeNextHops(vip.Addr(), 0, 1, 2), 30*time.Second); err != nil {
+		return res, err
+	}
+	time.Sleep(4 * time.Second)
+	r := sess.Stop()
+	res.Sessions = len(r.Sessions)
+	for i, b := range r.Breaks {
+		switch {
+		case b.Kind == BreakBackend || b.Kind == BreakDial:
+			// a reconnect after a break, answered elsewhere or refused
+		case b.Backend == "b2":
+			res.OnB2++
+		case i < killBreaks:
+			res.Kill++
+			res.Examples = append(res.Examples, b)
+		case i < restoreBreaks:
+			res.Restore++
+			res.Examples = append(res.Examples, b)
+		default:
+			res.Join++
+			res.Examples = append(res.Examples, b)
+		}
+	}
+	fmt.Fprintf(w, "sync %v: broken on surviving backends: %d when b2 and n1 died, %d when they came back, %d when n1 joined afresh with a weight change; on b2 itself: %d\n",
+		o.Sync, res.Kill, res.Restore, res.Join, res.OnB2)
+	return res, nil
+}
+
+// startSyncNodes starts xlbd on the three nodes with BGP, the web health
+// check and, with sync, node.sync.
+func startSyncNodes(ctx context.Context, l *Lab, sync bool) ([]*Daemon, []string, error) {
+	configs := make([]string, len(l.Nodes))
+	for i := range l.Nodes {
+		configs[i] = fmt.Sprintf("%s/xlbd-%s.yaml", l.Dir, l.Nodes[i].Short)
+	}
+	if err := writeSyncConfigs(l, configs, sync, nil); err != nil {
+		return nil, nil, err
+	}
+	daemons := make([]*Daemon, len(l.Nodes))
+	for i := range l.Nodes {
+		var err error
+		if daemons[i], err = l.StartXLBD(ctx, i, configs[i]); err != nil {
+			return nil, nil, err
+		}
+	}
+	return daemons, configs, nil
+}
+
+// writeSyncConfigs writes the nodes' configs (startSyncNodes) with the
+// backends' weights.
+func writeSyncConfigs(l *Lab, paths []string, sync bool, weights []int) error {
+	for i := range l.Nodes {
+		cfg := webCheck(string(l.XLBDConfig(i, XLBDOptions{BGP: true, ShutdownWait: time.Second, Sync: sync, Weights: weights})))
+		if err := os.WriteFile(paths[i], []byte(cfg), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
