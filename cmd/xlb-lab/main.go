@@ -4,6 +4,7 @@
 //	xlb-lab up [--nodes N] [--backends M] [--prefix P] [--direct | --bgp [--speakers]] [--serve]
 //	xlb-lab down [--prefix P]
 //	xlb-lab demo [--bin DIR] [--requests N] [--requests6 N] [--weights 1,1,2] [--keep]
+//	xlb-lab demo --scale [--connections N] [--no-sync]
 package main
 
 import (
@@ -30,6 +31,8 @@ commands:
   down   remove leftover labs (every xl????- namespace, or --prefix P)
   demo   build the single-node lab, run xlbd and xlb-decap, send HTTP traffic,
          report per-backend shares and packet counters, tear down
+         (--scale: the 3-node demo with connection sync, and the simultaneous
+         change of a backend and a node with and without sync)
 
 run "xlb-lab <command> -h" for the flags of a command; needs root.
 `
