@@ -279,13 +279,17 @@ func TestSyncSimultaneousChange(t *testing.T) {
 	}
 	t.Logf("%s", out.String())
 	t.Logf("broken on surviving backends (of %d): kill b2+n1: %d with sync, %d without; restore both: %d with sync, %d without; "+
-		"fresh join + weight change: %d with sync, %d without; on b2 itself: %d / %d",
-		with.Sessions, with.Kill, without.Kill, with.Restore, without.Restore, with.Join, without.Join, with.OnB2, without.OnB2)
+		"fresh join + weight change: %d with sync, %d without; on b2 itself: %d / %d; UDP flows moved: %d of %d with sync, %d of %d without",
+		with.Sessions, with.Kill, without.Kill, with.Restore, without.Restore, with.Join, without.Join, with.OnB2, without.OnB2,
+		with.UDPMoved, with.UDPFlows, without.UDPMoved, without.UDPFlows)
 	for _, b := range with.Examples {
 		t.Errorf("with sync: %v", b)
 	}
 	if n := with.Kill + with.Restore + with.Join; n > 0 {
 		t.Fatalf("%d connections to surviving backends broke with sync", n)
+	}
+	if with.UDPMoved > 0 || with.UDPFlows == 0 {
+		t.Fatalf("with sync %d of %d UDP flows on surviving backends moved", with.UDPMoved, with.UDPFlows)
 	}
 	if without.Join == 0 {
 		t.Fatalf("without sync nothing broke when a fresh node joined with a weight change: the test shows nothing")

@@ -208,10 +208,11 @@ func simultaneousSteps(ctx context.Context, w io.Writer, opts ScaleDemoOptions) 
 	fmt.Fprintf(w, "     b2 and n1 killed together:                     %6d      %6d\n", got[0].Kill, got[1].Kill)
 	fmt.Fprintf(w, "     b2 and n1 back together:                       %6d      %6d\n", got[0].Restore, got[1].Restore)
 	fmt.Fprintf(w, "     n1 joins afresh as b1's weight changes:        %6d      %6d\n", got[0].Join, got[1].Join)
+	fmt.Fprintf(w, "   UDP flows on surviving backends moved, all steps: %3d of %d  %3d of %d\n", got[0].UDPMoved, got[0].UDPFlows, got[1].UDPMoved, got[1].UDPFlows)
 	for _, b := range got[0].Examples {
 		fmt.Fprintf(w, "     with sync: %s\n", b)
 	}
-	if n := got[0].Kill + got[0].Restore + got[0].Join; n > 0 {
+	if n := got[0].Kill + got[0].Restore + got[0].Join + got[0].UDPMoved; n > 0 {
 		return fmt.Errorf("%d connections to surviving backends broke with connection sync on", n)
 	}
 	fmt.Fprintln(w, "simultaneous change OK: no connection to a surviving backend broke with sync")

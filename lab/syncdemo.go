@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -37,6 +39,9 @@ type SimultaneousResult struct {
 	Sessions          int
 	Kill, Restore     int // broken on surviving backends: kill b2 + n1, restore both
 	Join              int // broken when a fresh node joins and the weights change together
+	// UDPFlows are the UDP flows whose first backend was not b2; UDPMoved
+	// those of them later answered by another backend.
+	UDPFlows, UDPMoved int
 	OnB2              int // broken on b2 (the backend died)
 	Examples          []Break
 	KillAt, RestoreAt time.Time
@@ -89,9 +94,13 @@ func RunSimultaneous(ctx context.Context, w io.Writer, o SimultaneousOptions) (r
 		return res, err
 	}
 	defer sess.Stop()
+	udp, err := startUDPFlows(ctx, l.Client.NS, netip.AddrPortFrom(l.VIP4(), DefaultPorts.UDP), 40, 100*time.Millisecond)
+	if err != nil {
+		return res, err
+	}
 	time.Sleep(time.Second)
 
-	fmt.Fprintf(w, "sync %v: %d connections through 3 nodes; killing backend b2 and node n1 at the same moment\n", o.Sync, o.Connections)
+	fmt.Fprintf(w, "sync %v: %d connections and 40 UDP flows through 3 nodes; killing backend b2 and node n1 at the same moment\n", o.Sync, o.Connections)
 	res.KillAt = time.Now()
 	servers[1].Close()
 	if err := l.SetLinkUp(l.Nodes[0], false); err != nil {
@@ -157,6 +166,7 @@ func RunSimultaneous(ctx context.Context, w io.Writer, o SimultaneousOptions) (r
 	}
 	time.Sleep(4 * time.Second)
 	r := sess.Stop()
+	res.UDPFlows, res.UDPMoved = udp.stop(l.Backends[1].Short)
 	res.Sessions = len(r.Sessions)
 	for i, b := range r.Breaks {
 		switch {
@@ -175,8 +185,8 @@ func RunSimultaneous(ctx context.Context, w io.Writer, o SimultaneousOptions) (r
 			res.Examples = append(res.Examples, b)
 		}
 	}
-	fmt.Fprintf(w, "sync %v: broken on surviving backends: %d when b2 and n1 died, %d when they came back, %d when n1 joined afresh with a weight change; on b2 itself: %d\n",
-		o.Sync, res.Kill, res.Restore, res.Join, res.OnB2)
+	fmt.Fprintf(w, "sync %v: broken on surviving backends: %d when b2 and n1 died, %d when they came back, %d when n1 joined afresh with a weight change; on b2 itself: %d; UDP flows on surviving backends moved: %d of %d\n",
+		o.Sync, res.Kill, res.Restore, res.Join, res.OnB2, res.UDPMoved, res.UDPFlows)
 	return res, nil
 }
 
@@ -210,4 +220,75 @@ func writeSyncConfigs(l *Lab, paths []string, sync bool, weights []int) error {
 		}
 	}
 	return nil
+}
+
+// udpFlows is a set of UDP flows through a VIP, each one socket sending a
+// datagram every interval and noting which backend echoes it.
+type udpFlows struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	first  []string // each flow's first backend
+	moved  []bool   // a later reply came from another backend
+}
+
+// startUDPFlows starts n UDP flows from ns to target (the backends' UDP
+// echo, which answers "<backend> <payload>").
+func startUDPFlows(ctx context.Context, ns *NS, target netip.AddrPort, n int, interval time.Duration) (*udpFlows, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	u := &udpFlows{cancel: cancel, first: make([]string, n), moved: make([]bool, n)}
+	for i := range n {
+		c, err := ns.DialContext(ctx, "udp", target.String())
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		u.wg.Add(1)
+		go u.run(ctx, c, i, interval)
+	}
+	return u, nil
+}
+
+func (u *udpFlows) run(ctx context.Context, c net.Conn, i int, interval time.Duration) {
+	defer u.wg.Done()
+	defer c.Close()
+	buf := make([]byte, 512)
+	for seq := 0; ctx.Err() == nil; seq++ {
+		msg := fmt.Sprintf("u%d-%d", i, seq)
+		c.SetDeadline(time.Now().Add(interval))
+		if _, err := c.Write([]byte(msg)); err == nil {
+			if n, err := c.Read(buf); err == nil {
+				name, got, _ := strings.Cut(string(buf[:n]), " ")
+				u.mu.Lock()
+				if got == msg {
+					if u.first[i] == "" {
+						u.first[i] = name
+					} else if name != u.first[i] {
+						u.moved[i] = true
+					}
+				}
+				u.mu.Unlock()
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(interval / 2):
+		}
+	}
+}
+
+// stop ends the flows and returns how many had a first backend other than
+// gone, and how many of those were later answered by another backend.
+func (u *udpFlows) stop(gone string) (flows, moved int) {
+	u.cancel()
+	u.wg.Wait()
+	for i, f := range u.first {
+		if f != "" && f != gone {
+			flows++
+			if u.moved[i] {
+				moved++
+			}
+		}
+	}
+	return flows, moved
 }
