@@ -36,25 +36,24 @@ type SimultaneousOptions struct {
 // SimultaneousResult counts the connections to surviving backends that
 // broke in each step (the killed backend's own are apart).
 type SimultaneousResult struct {
-	Sessions          int
-	Kill, Restore     int // broken on surviving backends: kill b2 + n1, restore both
-	Join              int // broken when a fresh node joins and the weights change together
+	Sessions      int
+	Kill, Restore int // broken on surviving backends: kill b2 + n1, restore both
+	Join          int // broken when a fresh node joins and the weights change together
 	// UDPFlows are the UDP flows whose first backend was not b2; UDPMoved
 	// those of them later answered by another backend.
 	UDPFlows, UDPMoved int
-	OnB2              int // broken on b2 (the backend died)
-	Examples          []Break
-	KillAt, RestoreAt time.Time
-	JoinAt            time.Time
+	OnB2               int // broken on b2 (the backend died)
+	Examples           []Break
 }
 
 // RunSimultaneous is the change Maglev alone cannot survive: on the
-// 3-node BIRD/ECMP lab, with long-lived connections running, backend b2
-// and node n1 are killed at the same moment (the routers move n1's flows
-// to nodes that never saw them, whose tables no longer have b2), then
-// both come back at the same moment (n1 restarts: with sync it asks its
-// peers for their tables before it announces). With sync no connection
-// to a surviving backend breaks.
+// 3-node BIRD/ECMP lab, with long-lived connections and UDP flows
+// running, backend b2 and node n1 are killed at the same moment (the
+// routers move n1's flows to nodes that never saw them, whose tables no
+// longer have b2), then both come back at the same moment (n1 restarts:
+// with sync it asks its peers for their tables before it announces), then
+// n1 joins afresh (its pins removed) while b1's weight changes. With sync
+// no connection to a surviving backend breaks.
 func RunSimultaneous(ctx context.Context, w io.Writer, o SimultaneousOptions) (res SimultaneousResult, err error) {
 	if o.Connections == 0 {
 		o.Connections = 200
@@ -68,22 +67,8 @@ func RunSimultaneous(ctx context.Context, w io.Writer, o SimultaneousOptions) (r
 			err = errors.Join(err, fmt.Errorf("teardown: %w", derr))
 		}
 	}()
-	servers, err := l.StartServers(Ports{})
-	if err != nil {
-		return res, err
-	}
-	if err := l.AttachDecap(ctx); err != nil {
-		return res, err
-	}
-	if _, err := l.StartBIRD(ctx, BIRDOptions{}); err != nil {
-		return res, err
-	}
-	daemons, configs, err := startSyncNodes(ctx, l, o.Sync)
-	if err != nil {
-		return res, err
-	}
-	vip := netip.PrefixFrom(l.VIP4(), 32)
-	if _, err := l.WaitRoute(ctx, vip, l.NodeNextHops(vip.Addr(), 0, 1, 2), 30*time.Second); err != nil {
+	s := &simLab{l: l, sync: o.Sync, conns: o.Connections, vip: netip.PrefixFrom(l.VIP4(), 32)}
+	if err := s.start(ctx); err != nil {
 		return res, err
 	}
 	old := TCPTimeout
@@ -99,74 +84,27 @@ func RunSimultaneous(ctx context.Context, w io.Writer, o SimultaneousOptions) (r
 		return res, err
 	}
 	time.Sleep(time.Second)
-
-	fmt.Fprintf(w, "sync %v: %d connections and 40 UDP flows through 3 nodes; killing backend b2 and node n1 at the same moment\n", o.Sync, o.Connections)
-	res.KillAt = time.Now()
-	servers[1].Close()
-	if err := l.SetLinkUp(l.Nodes[0], false); err != nil {
-		return res, err
-	}
-	daemons[0].Kill()
-	if _, err := l.WaitRoute(ctx, vip, l.NodeNextHops(vip.Addr(), 1, 2), 15*time.Second); err != nil {
-		return res, err
-	}
-	time.Sleep(4 * time.Second)
-	killBreaks := len(sess.Breaks())
-
-	fmt.Fprintf(w, "sync %v: bringing b2 and n1 back at the same moment\n", o.Sync)
-	res.RestoreAt = time.Now()
-	if s, err := StartServers(l.Backends[1], l.VIPs, Ports{}); err == nil {
-		l.mu.Lock()
-		l.servers = append(l.servers, s)
-		l.mu.Unlock()
-	}
-	if err := l.SetLinkUp(l.Nodes[0], true); err != nil {
-		return res, err
-	}
-	if daemons[0], err = l.StartXLBD(ctx, 0, configs[0]); err != nil {
-		return res, err
-	}
-	if _, err := l.WaitRoute(ctx, vip, l.NodeNextHops(vip.Addr(), 0, 1, 2), 30*time.Second); err != nil {
-		return res, err
-	}
-	time.Sleep(4 * time.Second)
-	restoreBreaks := len(sess.Breaks())
-
-	// A node joins (n1 again, its pinned state removed: a fresh node) and
-	// the weights change (b1 3, the others 1) at the same moment.
-	if err := l.SetLinkUp(l.Nodes[0], false); err != nil {
-		return res, err
-	}
-	daemons[0].Kill()
-	if _, err := l.WaitRoute(ctx, vip, l.NodeNextHops(vip.Addr(), 1, 2), 15*time.Second); err != nil {
-		return res, err
-	}
-	if err := daemons[0].Cleanup(ctx); err != nil {
-		return res, fmt.Errorf("xlbd --cleanup on n1: %w", err)
-	}
-	time.Sleep(2 * time.Second)
-	fmt.Fprintf(w, "sync %v: node n1 joins afresh and b1's weight goes to 3 at the same moment\n", o.Sync)
-	res.JoinAt = time.Now()
-	if err := writeSyncConfigs(l, configs, o.Sync, []int{3, 1, 1, 1}); err != nil {
-		return res, err
-	}
-	for _, d := range daemons[1:] {
-		if err := d.Reload(); err != nil {
+	var marks [2]int // breaks recorded when the kill and the restore steps ended
+	for k, step := range []func(context.Context, io.Writer) error{s.kill, s.restore, s.join} {
+		if err := step(ctx, w); err != nil {
 			return res, err
 		}
+		time.Sleep(4 * time.Second)
+		if k < 2 {
+			marks[k] = len(sess.Breaks())
+		}
 	}
-	if err := l.SetLinkUp(l.Nodes[0], true); err != nil {
-		return res, err
-	}
-	if daemons[0], err = l.StartXLBD(ctx, 0, configs[0]); err != nil {
-		return res, err
-	}
-	if _, err := l.WaitRoute(ctx, vip, l.NodeNextHops(vip.Addr(), 0, 1, 2), 30*time.Second); err != nil {
-		return res, err
-	}
-	time.Sleep(4 * time.Second)
 	r := sess.Stop()
 	res.UDPFlows, res.UDPMoved = udp.stop(l.Backends[1].Short)
+	res.tally(r, marks)
+	fmt.Fprintf(w, "sync %v: broken on surviving backends: %d when b2 and n1 died, %d when they came back, %d when n1 joined afresh with a weight change; on b2 itself: %d; UDP flows on surviving backends moved: %d of %d\n",
+		o.Sync, res.Kill, res.Restore, res.Join, res.OnB2, res.UDPMoved, res.UDPFlows)
+	return res, nil
+}
+
+// tally sorts the breaks of r into the steps (marks: breaks recorded at
+// the end of the kill and restore steps).
+func (res *SimultaneousResult) tally(r TCPResult, marks [2]int) {
 	res.Sessions = len(r.Sessions)
 	for i, b := range r.Breaks {
 		switch {
@@ -174,10 +112,10 @@ func RunSimultaneous(ctx context.Context, w io.Writer, o SimultaneousOptions) (r
 			// a reconnect after a break, answered elsewhere or refused
 		case b.Backend == "b2":
 			res.OnB2++
-		case i < killBreaks:
+		case i < marks[0]:
 			res.Kill++
 			res.Examples = append(res.Examples, b)
-		case i < restoreBreaks:
+		case i < marks[1]:
 			res.Restore++
 			res.Examples = append(res.Examples, b)
 		default:
@@ -185,9 +123,113 @@ func RunSimultaneous(ctx context.Context, w io.Writer, o SimultaneousOptions) (r
 			res.Examples = append(res.Examples, b)
 		}
 	}
-	fmt.Fprintf(w, "sync %v: broken on surviving backends: %d when b2 and n1 died, %d when they came back, %d when n1 joined afresh with a weight change; on b2 itself: %d; UDP flows on surviving backends moved: %d of %d\n",
-		o.Sync, res.Kill, res.Restore, res.Join, res.OnB2, res.UDPMoved, res.UDPFlows)
-	return res, nil
+}
+
+// simLab is RunSimultaneous's lab and daemons.
+type simLab struct {
+	l       *Lab
+	sync    bool
+	conns   int
+	vip     netip.Prefix
+	servers []*Servers
+	daemons []*Daemon
+	configs []string
+}
+
+// start starts the backends' servers and decapsulators, BIRD and the
+// three xlbd, and waits for the 3-way ECMP route.
+func (s *simLab) start(ctx context.Context) error {
+	var err error
+	if s.servers, err = s.l.StartServers(Ports{}); err != nil {
+		return err
+	}
+	if err := s.l.AttachDecap(ctx); err != nil {
+		return err
+	}
+	if _, err := s.l.StartBIRD(ctx, BIRDOptions{}); err != nil {
+		return err
+	}
+	if s.daemons, s.configs, err = startSyncNodes(ctx, s.l, s.sync); err != nil {
+		return err
+	}
+	return s.route(ctx, 0, 1, 2)
+}
+
+// route waits until the router's route for the VIP goes via nodes.
+func (s *simLab) route(ctx context.Context, nodes ...int) error {
+	_, err := s.l.WaitRoute(ctx, s.vip, s.l.NodeNextHops(s.vip.Addr(), nodes...), 30*time.Second)
+	return err
+}
+
+// n1Down takes n1 away as a failure does: link down, xlbd killed.
+func (s *simLab) n1Down() error {
+	if err := s.l.SetLinkUp(s.l.Nodes[0], false); err != nil {
+		return err
+	}
+	s.daemons[0].Kill()
+	return nil
+}
+
+// n1Up brings n1's link up and starts its xlbd.
+func (s *simLab) n1Up(ctx context.Context) error {
+	if err := s.l.SetLinkUp(s.l.Nodes[0], true); err != nil {
+		return err
+	}
+	var err error
+	s.daemons[0], err = s.l.StartXLBD(ctx, 0, s.configs[0])
+	return err
+}
+
+// kill: backend b2's servers and node n1 go at the same moment.
+func (s *simLab) kill(ctx context.Context, w io.Writer) error {
+	fmt.Fprintf(w, "sync %v: %d connections and 40 UDP flows through 3 nodes; killing backend b2 and node n1 at the same moment\n", s.sync, s.conns)
+	s.servers[1].Close()
+	if err := s.n1Down(); err != nil {
+		return err
+	}
+	return s.route(ctx, 1, 2)
+}
+
+// restore: b2's servers and n1 come back at the same moment.
+func (s *simLab) restore(ctx context.Context, w io.Writer) error {
+	fmt.Fprintf(w, "sync %v: bringing b2 and n1 back at the same moment\n", s.sync)
+	if sv, err := StartServers(s.l.Backends[1], s.l.VIPs, Ports{}); err == nil {
+		s.l.mu.Lock()
+		s.l.servers = append(s.l.servers, sv)
+		s.l.mu.Unlock()
+	}
+	if err := s.n1Up(ctx); err != nil {
+		return err
+	}
+	return s.route(ctx, 0, 1, 2)
+}
+
+// join: n1 leaves, its pinned state is removed (a fresh node), then it
+// joins while b1's weight goes to 3 on every node, at the same moment.
+func (s *simLab) join(ctx context.Context, w io.Writer) error {
+	if err := s.n1Down(); err != nil {
+		return err
+	}
+	if err := s.route(ctx, 1, 2); err != nil {
+		return err
+	}
+	if err := s.daemons[0].Cleanup(ctx); err != nil {
+		return fmt.Errorf("xlbd --cleanup on n1: %w", err)
+	}
+	time.Sleep(2 * time.Second)
+	fmt.Fprintf(w, "sync %v: node n1 joins afresh and b1's weight goes to 3 at the same moment\n", s.sync)
+	if err := writeSyncConfigs(s.l, s.configs, s.sync, []int{3, 1, 1, 1}); err != nil {
+		return err
+	}
+	for _, d := range s.daemons[1:] {
+		if err := d.Reload(); err != nil {
+			return err
+		}
+	}
+	if err := s.n1Up(ctx); err != nil {
+		return err
+	}
+	return s.route(ctx, 0, 1, 2)
 }
 
 // startSyncNodes starts xlbd on the three nodes with BGP, the web health
