@@ -46,7 +46,7 @@ test: build
 # Fuzzing, bounded: the packet fuzzer at its full size
 # (10 M random and mutated packets through the loaded forwarder), then the
 # native Go fuzzers of the config decoder, of its fast YAML reader against
-# yaml.v3, and of the API's request decoding
+# yaml.v3, of the API's request decoding and of the sync message decoder
 # for FUZZTIME each (plain `go test` runs only their seeds).
 FUZZTIME ?= 30s
 fuzz:
@@ -54,6 +54,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -parallel 2 ./internal/config
 	$(GO) test -run '^$$' -fuzz '^FuzzFastPathMatchesYAML$$' -fuzztime $(FUZZTIME) -parallel 2 ./internal/config
 	$(GO) test -run '^$$' -fuzz '^FuzzAPIRequests$$' -fuzztime $(FUZZTIME) -parallel 2 ./internal/api
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -parallel 2 ./internal/peersync
 
 test-unit:
 	$(GO) test -count=1 -short ./...

@@ -277,6 +277,10 @@ struct selection {
 	__u32 hit; /* a same-CPU conntrack hit, not yet counted: the caller
 		    * counts XLB_STAT_CT_HIT with the verdict (stats_count_hit) */
 	__u32 ct;  /* read-only selection: enum xlb_probe_ct */
+	/* The conntrack way's low 32 bits (state, time) before and after this
+	 * packet, when it wrote the way (ct_cur 0: no write; ct_prev 0: a new
+	 * entry): connection sync reports from them (sync.h). */
+	__u32 ct_prev, ct_cur;
 };
 
 /* ct_find_local: the way of bucket b that holds the flow (tag) in *e, or
@@ -298,7 +302,7 @@ static __always_inline int ct_find_local(const struct ct_bucket *b, __u64 tag, _
 
 /* ct_refresh moves the hit way's state and time on for p, writing only
  * when it changed. */
-static __always_inline void ct_refresh(struct ct_bucket *b, int way, __u64 e, const struct pkt *p,
+static __always_inline __u64 ct_refresh(struct ct_bucket *b, int way, __u64 e, const struct pkt *p,
 				       __u64 now)
 {
 	__u64 state = (e >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
@@ -307,6 +311,7 @@ static __always_inline void ct_refresh(struct ct_bucket *b, int way, __u64 e, co
 
 	if (ne != e && way >= 0 && way < XLB_CT_WAYS)
 		b->way[way] = ne;
+	return ne;
 }
 
 /* select_remote: the flow's entry in another CPU's slice, when usable
@@ -390,7 +395,12 @@ static __always_inline int select_backend(const struct pkt *p, const struct vip_
 		r = ct_usable(e, tag, now, n, p, v);
 		if (r) {
 			if (track) {
-				ct_refresh(b, way, e, p, now);
+				__u64 ne = ct_refresh(b, way, e, p, now);
+
+				if (ne != e) {
+					sel->ct_prev = (__u32)e;
+					sel->ct_cur = (__u32)ne;
+				}
 				sel->hit = 1;
 			} else {
 				sel->ct = XLB_PROBE_CT_HIT;
@@ -418,7 +428,10 @@ static __always_inline int select_backend(const struct pkt *p, const struct vip_
 	if (rc || !track)
 		return rc;
 	sel->new_flow = 1;
-	if (!untracked)
-		ct_store(b, tag, ct_make(tag, sel->rid, ct_next_state(p, XLB_CT_FREE), now), now);
+	if (!untracked) {
+		e = ct_make(tag, sel->rid, ct_next_state(p, XLB_CT_FREE), now);
+		ct_store(b, tag, e, now);
+		sel->ct_cur = (__u32)e;
+	}
 	return 0;
 }

@@ -20,6 +20,7 @@
 #include "toobig.h"
 #include "frag.h"
 #include "trace.h"
+#include "sync.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -42,6 +43,11 @@ const enum xlb_vip_match *xlb_anchor_vip_match __attribute__((unused));
 const enum xlb_trace_const *xlb_anchor_trace_const __attribute__((unused));
 const enum xlb_probe_ct *xlb_anchor_probe_ct __attribute__((unused));
 const enum xlb_flood_kind *xlb_anchor_flood_kind __attribute__((unused));
+const enum xlb_sync_kind *xlb_anchor_sync_kind __attribute__((unused));
+const enum xlb_sync_stat *xlb_anchor_sync_stat __attribute__((unused));
+const enum xlb_sync_const *xlb_anchor_sync_const __attribute__((unused));
+const struct sync_event *xlb_anchor_sync_event __attribute__((unused));
+const struct sync_install *xlb_anchor_sync_install __attribute__((unused));
 
 /* xlb_send_too_big: p does not fit its real's egress once encapsulated
  * (toobig.h). IPv4 without DF goes to xlbd to be fragmented (dropped
@@ -367,6 +373,7 @@ __attribute__((noinline)) int xlb_l4(struct xdp_md *ctx, const struct pkt *p)
 			xlb_trace(ctx, p, mark, 0, trace_info(XDP_DROP, rc, &sel));
 		return XDP_DROP;
 	}
+	sync_note(&sel, h); /* sync.h: the decision, for the peers */
 	return xlb_send(ctx, p, v, n, &sel, h, 0, 1, 1);
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -19,6 +18,9 @@ type ScaleDemoOptions struct {
 	Connections int // long-lived TCP connections (default 200)
 	BinDir      string
 	Prefix      string
+	// Sync runs the nodes with connection sync (node.sync), and adds the
+	// simultaneous change (RunSimultaneous) with and without it.
+	Sync bool
 }
 
 // RunScaleDemo is the multi-node demo (docs/DESIGN.md, Lab; Scale-out by
@@ -54,22 +56,9 @@ func RunScaleDemo(ctx context.Context, w io.Writer, opts ScaleDemoOptions) (err 
 	if _, err := l.StartBIRD(ctx, BIRDOptions{}); err != nil {
 		return err
 	}
-	check := "health_checks:\n  web: {type: http, port: 80, path: /, expect_status: 200, interval: 500ms, timeout: 300ms, rise: 1, fall: 1}\npools:\n"
-	daemons := make([]*Daemon, len(l.Nodes))
-	configs := make([]string, len(l.Nodes))
-	for i := range l.Nodes {
-		cfg := string(l.XLBDConfig(i, XLBDOptions{BGP: true, ShutdownWait: time.Second}))
-		cfg = strings.Replace(cfg, "pools:\n", check, 1)
-		for _, p := range []string{Pool4, Pool6} {
-			cfg = strings.Replace(cfg, "  "+p+":\n", "  "+p+":\n    health_check: web\n", 1)
-		}
-		configs[i] = fmt.Sprintf("%s/xlbd-%s.yaml", l.Dir, l.Nodes[i].Short)
-		if err := os.WriteFile(configs[i], []byte(cfg), 0o644); err != nil {
-			return err
-		}
-		if daemons[i], err = l.StartXLBD(ctx, i, configs[i]); err != nil {
-			return err
-		}
+	daemons, configs, err := startSyncNodes(ctx, l, opts.Sync) // syncdemo.go
+	if err != nil {
+		return err
 	}
 	vip := netip.PrefixFrom(l.VIP4(), 32)
 	all := []int{0, 1, 2}
@@ -136,9 +125,12 @@ func RunScaleDemo(ctx context.Context, w io.Writer, opts ScaleDemoOptions) (err 
 		l.servers = append(l.servers, s)
 		l.mu.Unlock()
 	}
-	step("restore backend b2", "b2 passes its check and takes new flows; the tracked flows keep their backends on every node. (Nodes first: "+
-		"a node that meets a flow for the first time while b2 comes back picks by the new table, so restoring both at once can break "+
-		"flows placed while b2 was away; connection sync between nodes is not built.)")
+	restoreNote := "(Nodes first: a node that meets a flow for the first time while b2 comes back picks by the new table, so restoring " +
+		"both at once can break flows placed while b2 was away; connection sync, node.sync, keeps them: see the last step.)"
+	if opts.Sync {
+		restoreNote = "(With connection sync every node holds the others' decisions, so the order does not matter: see the last step.)"
+	}
+	step("restore backend b2", "b2 passes its check and takes new flows; the tracked flows keep their backends on every node. "+restoreNote)
 
 	res := sess.Stop()
 	moved, err := slotMoved(l, 1)
@@ -165,8 +157,12 @@ func RunScaleDemo(ctx context.Context, w io.Writer, opts ScaleDemoOptions) (err 
 	fmt.Fprintf(w, "   on the killed backend b2:   %d\n", onB2)
 	fmt.Fprintf(w, "   on a surviving backend:     %d, each a flow the table with b2 placed (before b2 left, or before a node's check\n", len(slot))
 	fmt.Fprintf(w, "                               noticed) in a slot that went to another backend when b2 left, and that then moved to a\n")
-	fmt.Fprintf(w, "                               node that had not seen it (that node picks by the new table; connection sync,\n")
-	fmt.Fprintf(w, "                               which would keep it, is not built)\n")
+	if opts.Sync {
+		fmt.Fprintf(w, "                               node that had not seen it (with connection sync on, that node had its peers' decision)\n")
+	} else {
+		fmt.Fprintf(w, "                               node that had not seen it (that node picks by the new table; connection sync,\n")
+		fmt.Fprintf(w, "                               node.sync, keeps it)\n")
+	}
 	for _, b := range slot {
 		fmt.Fprintf(w, "     %s\n", b)
 	}
@@ -185,7 +181,41 @@ func RunScaleDemo(ctx context.Context, w io.Writer, opts ScaleDemoOptions) (err 
 		}
 		return fmt.Errorf("%d connections to live backends broke for no reason the design accounts for", len(other))
 	}
+	if opts.Sync && len(slot) > 0 {
+		return fmt.Errorf("%d connections to surviving backends broke with connection sync on", len(slot))
+	}
 	fmt.Fprintln(w, "scale demo OK: every broken connection is accounted for")
+	if opts.Sync {
+		return simultaneousSteps(ctx, w, opts)
+	}
+	return nil
+}
+
+// simultaneousSteps runs RunSimultaneous on fresh labs with and without
+// connection sync and prints the two side by side; with sync no
+// connection to a surviving backend may break.
+func simultaneousSteps(ctx context.Context, w io.Writer, opts ScaleDemoOptions) error {
+	fmt.Fprintf(w, "\n== kill backend b2 and node n1 at the same moment, bring both back at the same moment, then n1 joins afresh as a weight changes (new labs, with and without sync)\n")
+	var got [2]SimultaneousResult
+	for i, sync := range []bool{true, false} {
+		r, err := RunSimultaneous(ctx, w, SimultaneousOptions{Sync: sync, Connections: opts.Connections, BinDir: opts.BinDir})
+		if err != nil {
+			return err
+		}
+		got[i] = r
+	}
+	fmt.Fprintf(w, "   connections to surviving backends broken (of %d):   with sync   without sync\n", got[0].Sessions)
+	fmt.Fprintf(w, "     b2 and n1 killed together:                     %6d      %6d\n", got[0].Kill, got[1].Kill)
+	fmt.Fprintf(w, "     b2 and n1 back together:                       %6d      %6d\n", got[0].Restore, got[1].Restore)
+	fmt.Fprintf(w, "     n1 joins afresh as b1's weight changes:        %6d      %6d\n", got[0].Join, got[1].Join)
+	fmt.Fprintf(w, "   UDP flows on surviving backends moved, all steps: %3d of %d  %3d of %d\n", got[0].UDPMoved, got[0].UDPFlows, got[1].UDPMoved, got[1].UDPFlows)
+	for _, b := range got[0].Examples {
+		fmt.Fprintf(w, "     with sync: %s\n", b)
+	}
+	if n := got[0].Kill + got[0].Restore + got[0].Join + got[0].UDPMoved; n > 0 {
+		return fmt.Errorf("%d connections to surviving backends broke with connection sync on", n)
+	}
+	fmt.Fprintln(w, "simultaneous change OK: no connection to a surviving backend broke with sync")
 	return nil
 }
 

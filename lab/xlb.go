@@ -133,6 +133,9 @@ type XLBDOptions struct {
 	// node.name is <NodeName>-<Instance>, on the node's second interface
 	// (Config.SecondIface) with its addresses.
 	Instance string
+	// Sync adds node.sync: connection sync with every other node of the
+	// lab (sync.go).
+	Sync bool
 }
 
 // Pools of the generated config: the backends' IPv4 and IPv6 addresses.
@@ -213,6 +216,9 @@ func (l *Lab) XLBDConfig(i int, opts XLBDOptions) []byte {
 	}
 	if opts.StatusPage {
 		fmt.Fprintf(&b, "  status_page: true\n")
+	}
+	if opts.Sync {
+		b.WriteString(l.syncSection(i))
 	}
 	fmt.Fprintf(&b, "pools:\n")
 	for _, p := range []struct {

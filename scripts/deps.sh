@@ -6,7 +6,8 @@ set -euo pipefail
 # protobuf-compiler + libprotobuf-dev (the well-known .proto files): make proto.
 # systemd (systemd-analyze) and man-db: the package test (deploy/) verifies the units and man pages.
 # chromium: the status page test (headless, driven with chromedp).
-pkgs=(clang llvm libbpf-dev bpftool iproute2 ethtool python3 bird2 tcpdump protobuf-compiler libprotobuf-dev systemd man-db chromium)
+# etcd-server + etcd-client: the cluster config store of the tests and the lab.
+pkgs=(clang llvm libbpf-dev bpftool iproute2 ethtool python3 bird2 tcpdump protobuf-compiler libprotobuf-dev systemd man-db chromium etcd-server etcd-client)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -21,11 +22,14 @@ if ((${#missing[@]})); then
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-# bird2's package starts a system daemon we do not use; keep it out of the way.
-if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet bird 2>/dev/null; then
-	systemctl stop bird || true
-	systemctl disable bird >/dev/null 2>&1 || true
-fi
+# bird2's and etcd-server's packages start system daemons we do not use
+# (tests and the lab start their own); keep them out of the way.
+for svc in bird etcd; do
+	if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
+		systemctl stop "$svc" || true
+		systemctl disable "$svc" >/dev/null 2>&1 || true
+	fi
+done
 go mod download
 # Build the pinned protoc plugins (go.mod tools) once, so make proto is quick.
 go tool -n protoc-gen-go >/dev/null

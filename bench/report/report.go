@@ -67,6 +67,7 @@ type Report struct {
 
 	Conntrack map[string]float64 `json:"conntrack,omitempty"`
 	Control   map[string]float64 `json:"control,omitempty"`
+	Sync      map[string]float64 `json:"sync,omitempty"` // connection sync (sync.go)
 
 	// HashBalance: flow hash -> "n<N>" -> balance of the real captures'
 	// flows over N workers (study.HashStudyResult.BalanceReport).
@@ -210,6 +211,9 @@ var targets = []Target{
 	{Key: "control.apply_3000_services_s", What: "3,000 services × 30 backends, file to data plane", Unit: "s", AtMost: true, Target: 1,
 		Reference: "production XDP LB: 3,000 services"},
 	{Key: "control.one_backend_change_ms", What: "one backend's weight change to data plane", Unit: "ms", AtMost: true, Target: 10},
+	{Key: "sync.new_flow_overhead_pct", What: "new-flow cost with connection sync on, over off", Unit: "%", AtMost: true, Target: 15},
+	{Key: "sync.send_flows_per_s", What: "synced flows one node sends, one core", Unit: "flows/s", Target: 1e6},
+	{Key: "sync.apply_flows_per_s", What: "synced flows one node applies, one core", Unit: "flows/s", Target: 1e6},
 }
 
 // references are published figures the report quotes.
@@ -279,6 +283,8 @@ func (r *Report) groupPtr(name string) *map[string]float64 {
 		return &r.Conntrack
 	case "control":
 		return &r.Control
+	case "sync":
+		return &r.Sync
 	case "hash_ns":
 		return &r.HashNs
 	case "hash_variance_ratio":

@@ -19,7 +19,7 @@ import (
 )
 
 // Parts lists the parts in the order Run runs them ("all").
-var Parts = []string{"pkt", "tput", "tablegen", "balance", "flowhash", "conntrack", "control"}
+var Parts = []string{"pkt", "tput", "tablegen", "balance", "flowhash", "conntrack", "control", "sync"}
 
 // Options configure Run. The zero value runs at full size on the last CPU
 // and writes to bench/out.
@@ -184,6 +184,8 @@ func (b *runner) part(ctx context.Context, name string) error {
 		err = b.conntrack()
 	case "control":
 		err = b.control(ctx)
+	case "sync":
+		err = b.syncPart() // sync.go
 	}
 	pr.Seconds = math.Round(time.Since(start).Seconds()*10) / 10
 	pr.LoadAvg = loadAvg()

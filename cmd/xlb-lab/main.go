@@ -4,6 +4,7 @@
 //	xlb-lab up [--nodes N] [--backends M] [--prefix P] [--direct | --bgp [--speakers]] [--serve]
 //	xlb-lab down [--prefix P]
 //	xlb-lab demo [--bin DIR] [--requests N] [--requests6 N] [--weights 1,1,2] [--keep]
+//	xlb-lab demo --scale [--connections N] [--no-sync]
 package main
 
 import (
@@ -30,6 +31,8 @@ commands:
   down   remove leftover labs (every xl????- namespace, or --prefix P)
   demo   build the single-node lab, run xlbd and xlb-decap, send HTTP traffic,
          report per-backend shares and packet counters, tear down
+         (--scale: the 3-node demo with connection sync, and the simultaneous
+         change of a backend and a node with and without sync)
 
 run "xlb-lab <command> -h" for the flags of a command; needs root.
 `
@@ -182,11 +185,12 @@ func demo(ctx context.Context, args []string, out io.Writer) error {
 	fs.BoolVar(&opts.Keep, "keep", false, "leave the lab up after a successful demo")
 	scale := fs.Bool("scale", false, "the multi-node demo instead: 3 nodes behind BIRD ECMP, node drain, backend and node failures, restore")
 	conns := fs.Int("connections", 200, "long-lived connections of the --scale demo")
+	noSync := fs.Bool("no-sync", false, "the --scale demo without connection sync (node.sync) and without the simultaneous-change step")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *scale {
-		return lab.RunScaleDemo(ctx, out, lab.ScaleDemoOptions{Connections: *conns, BinDir: opts.BinDir, Prefix: opts.Prefix})
+		return lab.RunScaleDemo(ctx, out, lab.ScaleDemoOptions{Connections: *conns, BinDir: opts.BinDir, Prefix: opts.Prefix, Sync: !*noSync})
 	}
 	for _, f := range strings.Split(*weights, ",") {
 		w, err := strconv.Atoi(strings.TrimSpace(f))

@@ -20,10 +20,12 @@ import (
 
 	"github.com/xlbproject/xlb/internal/api"
 	"github.com/xlbproject/xlb/internal/bgp"
+	"github.com/xlbproject/xlb/internal/clusterconfig"
 	"github.com/xlbproject/xlb/internal/config"
 	"github.com/xlbproject/xlb/internal/controller"
 	"github.com/xlbproject/xlb/internal/datapath"
 	xmetrics "github.com/xlbproject/xlb/internal/metrics"
+	"github.com/xlbproject/xlb/internal/peersync"
 	"github.com/xlbproject/xlb/internal/prober"
 	"github.com/xlbproject/xlb/internal/version"
 )
@@ -37,7 +39,9 @@ const (
 
 func main() {
 	var (
-		cfgPath  = flag.String("config", "/etc/xlb/xlb.yaml", "config file")
+		cfgPath  = flag.String("config", "/etc/xlb/xlb.yaml", "config file, or etcd://HOST:PORT[,HOST:PORT]/KEY: the cluster's config in etcd, with this node's sections from --node-config")
+		nodeCfg  = flag.String("node-config", "/etc/xlb/node.yaml", "with --config etcd://...: this node's own sections (node, bgp)")
+		cache    = flag.String("cluster-cache", "", "with --config etcd://...: where the last committed cluster config is kept, used at start when etcd is unreachable (default /var/lib/xlb/cluster-<node-config name>.yaml)")
 		pinDir   = flag.String("pin-dir", "", "bpffs directory of this instance (default "+datapath.BPFFSRoot+"/<node.name>)")
 		cleanup  = flag.Bool("cleanup", false, "detach the forwarder of this instance, remove its pins, and exit")
 		check    = flag.Bool("check-config", false, "validate the config and exit")
@@ -76,7 +80,7 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 	slog.SetDefault(log)
 
-	cfg, err := config.Load(*cfgPath)
+	cfg, src, err := loadConfig(context.Background(), log, *cfgPath, *nodeCfg, *cache) // cluster.go
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "xlbd: %v\n", err)
 		os.Exit(2)
@@ -106,7 +110,7 @@ func main() {
 		log.Info("forwarder detached and pins removed", "pin_dir", *pinDir)
 		return
 	}
-	srv := serveOpts{tcp: *apiTCP, tls: api.TLSFiles{Cert: *tlsCert, Key: *tlsKey, CA: *tlsCA}, discardCT: *discard, probe: *probe,
+	srv := serveOpts{cluster: src, tcp: *apiTCP, tls: api.TLSFiles{Cert: *tlsCert, Key: *tlsKey, CA: *tlsCA}, discardCT: *discard, probe: *probe,
 		statusPage: *page || cfg.Node.StatusPage}
 	srv.socket, srv.metrics, srv.metricsDefault = endpoints(cfg.Node, flagValue("api-socket", *apiSock), flagValue("metrics-addr", *metrics))
 	if srv.statusPage && srv.metrics == "" {
@@ -153,6 +157,8 @@ type serveOpts struct {
 	discardCT      bool
 	probe          time.Duration // prober interval; 0: no prober
 	statusPage     bool          // serve the status page on the metrics listener
+	// cluster is the config's etcd source (nil: a file).
+	cluster *clusterconfig.Source
 }
 
 func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts) error {
@@ -191,12 +197,23 @@ func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts
 		return err
 	}
 	defer closeRings()
-	ctl, speaker, err := newController(log, cfg, path, dp, m, so.probe)
+	syncer, err := newSyncer(log, cfg, dp, m) // sync.go; nil without node.sync
+	if err != nil {
+		return err
+	}
+	ctl, speaker, err := newController(log, cfg, path, dp, m, so, syncer)
 	if err != nil {
 		return err
 	}
 	if err := ctl.Commit(cfg); err != nil {
 		return fmt.Errorf("initial config: %w (the forwarder keeps its previous state)", err)
+	}
+	runCluster(ctx, so.cluster, cfg, ctl) // cluster.go: watch the etcd key
+	if cfg.Node.Sync != nil {
+		startSync(ctx, log, syncer, len(cfg.Node.Sync.Peers)) // before the VIPs are announced
+	}
+	if syncer != nil {
+		apiView.SetClusterStatus(syncer.ClusterInfo)
 	}
 	apiView.Attach(ctl, speaker)
 	if speaker != nil {
@@ -250,11 +267,18 @@ func startRings(ctx context.Context, log *slog.Logger, dp *datapath.Datapath, no
 }
 
 // newController makes the controller and, with a bgp section, its speaker.
-func newController(log *slog.Logger, cfg *config.Config, path string, dp *datapath.Datapath, m *xmetrics.Metrics, probe time.Duration) (*controller.Controller, *bgp.Speaker, error) {
+func newController(log *slog.Logger, cfg *config.Config, path string, dp *datapath.Datapath, m *xmetrics.Metrics, so serveOpts, syncer *peersync.Syncer) (*controller.Controller, *bgp.Speaker, error) {
+	probe := so.probe
 	lim := controller.Limits{MaxServices: maxServices, MaxReals: maxReals}
 	copts := controller.Options{Path: path, Limits: lim, Log: log, OnCommit: func(e controller.CommitEvent) {
 		m.ObserveCommit(xmetrics.Commit{Trigger: e.Trigger, Plan: e.Plan, Apply: e.Apply, Err: e.Err})
+		if syncer != nil {
+			syncer.SetState(e.State, e.Version)
+		}
 	}}
+	if so.cluster != nil {
+		copts.Load = func() (*config.Config, error) { return so.cluster.Load(context.Background()) }
+	}
 	if probe > 0 {
 		copts.Prober = prober.New(prober.Options{Send: dp.SendProbe, Src4: cfg.Node.Address, Src6: cfg.Node.Address6, Interval: probe, Log: log})
 	}

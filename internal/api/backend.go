@@ -113,6 +113,7 @@ type StatusInfo struct {
 	MetricsAddr, MetricsNote string
 	TX                       TXCheck
 	Prober                   ProberStatus
+	Cluster                  *ClusterInfo // nil without node.sync (cluster.go)
 }
 
 // TXCheck is the self-check's transmit check: does the interface deliver

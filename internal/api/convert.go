@@ -47,6 +47,7 @@ func statusToPB(s StatusInfo) *pb.StatusResponse {
 		MetricsAddr: s.MetricsAddr, MetricsNote: s.MetricsNote,
 		TxCheck: &pb.TXCheck{Ok: s.TX.OK, Detail: s.TX.Detail},
 		Prober:  proberToPB(s.Prober),
+		Cluster: clusterToPB(s.Cluster), // cluster.go
 	}
 	if e := s.External; e != nil {
 		r.ExternalRoutes = &pb.ExternalRoutes{Where: e.Where}

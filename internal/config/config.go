@@ -160,6 +160,8 @@ type Node struct {
 	FragmentPool []netip.Addr
 	// FragmentTableEntries bounds the fragment table.
 	FragmentTableEntries uint32
+	// Sync is connection sync with the other nodes; nil: off.
+	Sync *Sync
 }
 
 // Timeouts are the idle timeouts of connection tracking entries

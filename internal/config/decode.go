@@ -637,9 +637,12 @@ func (d *decoder) node(n *ynode) Node {
 	}
 	f := d.fields(n, path, "name", "interface", "api_socket", "metrics_addr", "address", "address6", "gateway_mac",
 		"xdp_mode", "conntrack_entries", "timeouts", "flood_syn_rate", "flood_new_flow_rate", "icmp_echo_rate",
-		"icmp_too_big_rate", "fragment_pool", "fragment_table_entries", "trace_rate", "status_page")
+		"icmp_too_big_rate", "fragment_pool", "fragment_table_entries", "trace_rate", "status_page", "sync")
 	if f == nil {
 		return nd
+	}
+	if v := f.get("sync"); v != nil {
+		nd.Sync = d.sync(v, join(path, "sync")) // sync.go
 	}
 	d.uint32Fields(f, path, []uint32Field{
 		{"flood_syn_rate", MaxFloodSynRate, &nd.FloodSynRate},

@@ -63,6 +63,9 @@ func (c *Config) Marshal() ([]byte, error) {
 	}
 	node.Content = append(node.Content, str("fragment_table_entries"), integer(uint64(n.FragmentTableEntries)))
 	node.Content = append(node.Content, str("trace_rate"), integer(uint64(n.TraceRate)))
+	if n.Sync != nil {
+		node.Content = append(node.Content, str("sync"), n.Sync.marshal()) // sync.go
+	}
 
 	pools := mapping()
 	for _, p := range c.Pools {

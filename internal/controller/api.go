@@ -114,6 +114,7 @@ func (c *Controller) call(ctx context.Context, fn func() error) error {
 // method runs on the controller's loop, so it sees one consistent state.
 type API struct {
 	ctl     atomic.Pointer[Controller]
+	cluster atomic.Pointer[func() *api.ClusterInfo] // SetClusterStatus
 	iface   string
 	pinDir  string
 	version string
@@ -194,6 +195,9 @@ func (a *API) Status(ctx context.Context) (api.StatusInfo, error) {
 	if k, ok := c0.bgp.(*bgp.Kernel); ok && err == nil {
 		st.External = &api.ExternalRoutes{Where: k.Where()}
 		st.External.Prefixes, st.External.Err = k.Present()
+	}
+	if fn := a.cluster.Load(); err == nil && fn != nil {
+		st.Cluster = (*fn)() // clusterstatus.go
 	}
 	if sp := a.speaker.Load(); err == nil && sp != nil {
 		for _, p := range sp.Status() {

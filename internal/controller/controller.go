@@ -71,6 +71,8 @@ type Controller struct {
 	info      runInfo
 	nhGen     uint64 // the last NextHops generation given
 	onCommit  func(CommitEvent)
+	version   string // ClusterVersion of the committed config
+	load      func() (*config.Config, error)
 	prober    *prober.Prober // nil: no blackbox prober
 }
 
@@ -91,6 +93,11 @@ type CommitEvent struct {
 	Plan, Apply time.Duration
 	TablesBuilt int
 	Err         error
+	// State is what the data plane holds after the commit (the previous
+	// state when it failed); Version the config version it came from
+	// (config.Config.ClusterVersion).
+	State   *state.State
+	Version string
 }
 
 // Options configure New.
@@ -107,6 +114,9 @@ type Options struct {
 	// Prober, when set, is run by Run, given the VIPs to probe at every
 	// commit, and part of the self-check's verdict.
 	Prober *prober.Prober
+	// Load, when set, is what Reload (SIGHUP) reads instead of the file
+	// at Path (a config from the cluster's store).
+	Load func() (*config.Config, error)
 }
 
 // New returns a controller for dp.
@@ -125,6 +135,7 @@ func New(dp *datapath.Datapath, o Options) *Controller {
 		info:        runInfo{startedAt: time.Now(), source: o.Path},
 		onCommit:    o.OnCommit,
 		prober:      o.Prober,
+		load:        o.Load,
 	}
 	c.restoreOperator()
 	return c
@@ -151,7 +162,10 @@ func (c *Controller) Commit(cfg *config.Config) error {
 		return fmt.Errorf("health checks: %w", err)
 	}
 	c.pruneOverrides(d)
+	prev := c.version
+	c.version = cfg.ClusterVersion()
 	if err := c.apply(c.withOverrides(d), "config committed", "reload"); err != nil {
+		c.version = prev
 		return err
 	}
 	c.base = d
@@ -255,7 +269,8 @@ func (c *Controller) apply(d *config.Desired, what, trigger string) (err error) 
 	)
 	defer func() {
 		if c.onCommit != nil {
-			c.onCommit(CommitEvent{Trigger: trigger, Plan: planned, Apply: as.Duration, TablesBuilt: pl.Stats.TablesBuilt, Err: err})
+			c.onCommit(CommitEvent{Trigger: trigger, Plan: planned, Apply: as.Duration, TablesBuilt: pl.Stats.TablesBuilt, Err: err,
+				State: c.state, Version: c.version})
 		}
 	}()
 	c.resolveNextHops(d, false)
@@ -321,6 +336,8 @@ func immutable(old, new config.Node) error {
 		return fmt.Errorf("node.conntrack_entries %d -> %d: %w", old.ConntrackEntries, new.ConntrackEntries, ErrRestartRequired)
 	case old.XDPMode != new.XDPMode:
 		return fmt.Errorf("node.xdp_mode %s -> %s: %w", old.XDPMode, new.XDPMode, ErrRestartRequired)
+	case !reflect.DeepEqual(old.Sync, new.Sync):
+		return fmt.Errorf("node.sync: %w (the sync socket and key are set up at start)", ErrRestartRequired)
 	}
 	return nil
 }
@@ -335,7 +352,11 @@ func immutableBGP(old, new *config.BGP) error {
 // Reload reads the config file again and commits it. A file that does not
 // parse or validate changes nothing.
 func (c *Controller) Reload() error {
-	cfg, err := config.Load(c.path)
+	load := c.load
+	if load == nil {
+		load = func() (*config.Config, error) { return config.Load(c.path) }
+	}
+	cfg, err := load()
 	if err != nil {
 		return err
 	}

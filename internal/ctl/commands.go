@@ -210,6 +210,8 @@ func (c *CLI) apply(ctx context.Context, args []string) error {
 	file := fs.String("f", "", "the config file to apply (- for stdin)")
 	dry := fs.Bool("dry-run", false, "validate and show the diff; commit nothing")
 	reset := fs.Bool("reset-overrides", false, "also drop every runtime override (drain, weight)")
+	cluster := fs.Bool("cluster", false, "write the cluster config (health_checks, pools, services) to etcd, where every node takes it (cluster.go)")
+	etcdURL := fs.String("etcd", "", "with --cluster: etcd://HOST:PORT[,HOST:PORT]/KEY (default: where this node's xlbd takes its config)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -219,7 +221,7 @@ func (c *CLI) apply(ctx context.Context, args []string) error {
 		pos = nil
 	}
 	if *file == "" || len(pos) > 0 {
-		return usagef("apply -f FILE [--dry-run]")
+		return usagef("apply -f FILE [--dry-run] [--cluster [--etcd etcd://HOST:PORT/KEY]]")
 	}
 	if err := c.checkOutput(); err != nil {
 		return err
@@ -232,6 +234,9 @@ func (c *CLI) apply(ctx context.Context, args []string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("read config: %w", err)
+	}
+	if *cluster {
+		return c.applyCluster(ctx, *file, data, *etcdURL, *dry, 10*time.Second)
 	}
 	err = run(ctx, c, (*api.Client).ApplyConfig,
 		&pb.ApplyConfigRequest{Yaml: data, Source: *file, DryRun: *dry, ResetOverrides: *reset}, c.printApply)

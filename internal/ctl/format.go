@@ -166,7 +166,7 @@ func (c *CLI) printStatus(st *pb.StatusResponse) error {
 		return err
 	}
 	if len(st.BgpSessions) == 0 {
-		return nil
+		return c.printCluster(st.GetCluster()) // clusterstatus.go
 	}
 	fmt.Fprintln(c.Out, "bgp")
 	w = c.table()
@@ -178,7 +178,10 @@ func (c *CLI) printStatus(st *pb.StatusResponse) error {
 		}
 		fmt.Fprintf(w, "  %s\t%d\t%s\t%s\t%d\t%d\t%s\n", s.Peer, s.Asn, s.State, up, s.Advertised, s.Received, yesNo(s.GracefulRestart))
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return c.printCluster(st.GetCluster())
 }
 
 // printDelivery prints the transmit check and the prober's probes.

@@ -111,6 +111,32 @@ type xlbRealInfo struct {
 	Mtu     uint32
 }
 
+type xlbSyncConf struct {
+	_            structs.HostLayout
+	Enabled      uint32
+	RefreshShift uint32
+}
+
+type xlbSyncEvent struct {
+	_     structs.HostLayout
+	Hash  uint64
+	Rid   uint32
+	State uint8
+	Kind  uint8
+	Pad   uint16
+}
+
+type xlbSyncInstall struct {
+	_     structs.HostLayout
+	Hash  uint64
+	Rid   uint32
+	Age   uint16
+	State uint8
+	Hbits uint8
+	Proto uint8
+	Pad   [7]uint8
+}
+
 type xlbTraceEvent struct {
 	_              structs.HostLayout
 	KtimeNs        uint64
@@ -329,6 +355,32 @@ const (
 	xlbXlbStatXLB_STAT__MAX                  xlbXlbStat = 46
 )
 
+type xlbXlbSyncConst uint32
+
+const (
+	xlbXlbSyncConstXLB_SYNC_APPLY_MAX     xlbXlbSyncConst = 128
+	xlbXlbSyncConstXLB_SYNC_REFRESH_SHIFT xlbXlbSyncConst = 6
+)
+
+type xlbXlbSyncKind uint32
+
+const (
+	xlbXlbSyncKindXLB_SYNC_EV_NEW     xlbXlbSyncKind = 1
+	xlbXlbSyncKindXLB_SYNC_EV_STATE   xlbXlbSyncKind = 2
+	xlbXlbSyncKindXLB_SYNC_EV_REFRESH xlbXlbSyncKind = 3
+)
+
+type xlbXlbSyncStat uint32
+
+const (
+	xlbXlbSyncStatXLB_SYNC_STAT_UNUSED  xlbXlbSyncStat = 0
+	xlbXlbSyncStatXLB_SYNC_STAT_LOST    xlbXlbSyncStat = 1
+	xlbXlbSyncStatXLB_SYNC_STAT_APPLIED xlbXlbSyncStat = 2
+	xlbXlbSyncStatXLB_SYNC_STAT_KEPT    xlbXlbSyncStat = 3
+	xlbXlbSyncStatXLB_SYNC_STAT_SKIPPED xlbXlbSyncStat = 4
+	xlbXlbSyncStatXLB_SYNC_STAT__MAX    xlbXlbSyncStat = 5
+)
+
 type xlbXlbTraceConst uint32
 
 const (
@@ -378,6 +430,9 @@ const (
 	xlbMapXlbReals               = "xlb_reals"
 	xlbMapXlbStats               = "xlb_stats"
 	xlbMapXlbSvcStats            = "xlb_svc_stats"
+	xlbMapXlbSyncConf            = "xlb_sync_conf"
+	xlbMapXlbSyncRing            = "xlb_sync_ring"
+	xlbMapXlbSyncStats           = "xlb_sync_stats"
 	xlbMapXlbTables              = "xlb_tables"
 	xlbMapXlbTooBigRl            = "xlb_too_big_rl"
 	xlbMapXlbTraceRing           = "xlb_trace_ring"
@@ -387,6 +442,7 @@ const (
 	xlbMapXlbVipIndex            = "xlb_vip_index"
 	xlbMapXlbVips                = "xlb_vips"
 	xlbProgXlbForward            = "xlb_forward"
+	xlbProgXlbSyncApply          = "xlb_sync_apply"
 	xlbVarCtShift                = "ct_shift"
 	xlbVarNrCpus                 = "nr_cpus"
 	xlbVarVipBuckets             = "vip_buckets"
@@ -402,6 +458,11 @@ const (
 	xlbVarXlbAnchorProbeCt       = "xlb_anchor_probe_ct"
 	xlbVarXlbAnchorRealFlags     = "xlb_anchor_real_flags"
 	xlbVarXlbAnchorStat          = "xlb_anchor_stat"
+	xlbVarXlbAnchorSyncConst     = "xlb_anchor_sync_const"
+	xlbVarXlbAnchorSyncEvent     = "xlb_anchor_sync_event"
+	xlbVarXlbAnchorSyncInstall   = "xlb_anchor_sync_install"
+	xlbVarXlbAnchorSyncKind      = "xlb_anchor_sync_kind"
+	xlbVarXlbAnchorSyncStat      = "xlb_anchor_sync_stat"
 	xlbVarXlbAnchorTraceConst    = "xlb_anchor_trace_const"
 	xlbVarXlbAnchorTraceEvent    = "xlb_anchor_trace_event"
 	xlbVarXlbAnchorTraceMarker   = "xlb_anchor_trace_marker"
@@ -452,7 +513,8 @@ type xlbSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbProgramSpecs struct {
-	XlbForward *ebpf.ProgramSpec `ebpf:"xlb_forward"`
+	XlbForward   *ebpf.ProgramSpec `ebpf:"xlb_forward"`
+	XlbSyncApply *ebpf.ProgramSpec `ebpf:"xlb_sync_apply"`
 }
 
 // xlbMapSpecs contains maps before they are loaded into the kernel.
@@ -473,6 +535,9 @@ type xlbMapSpecs struct {
 	XlbReals      *ebpf.MapSpec `ebpf:"xlb_reals"`
 	XlbStats      *ebpf.MapSpec `ebpf:"xlb_stats"`
 	XlbSvcStats   *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
+	XlbSyncConf   *ebpf.MapSpec `ebpf:"xlb_sync_conf"`
+	XlbSyncRing   *ebpf.MapSpec `ebpf:"xlb_sync_ring"`
+	XlbSyncStats  *ebpf.MapSpec `ebpf:"xlb_sync_stats"`
 	XlbTables     *ebpf.MapSpec `ebpf:"xlb_tables"`
 	XlbTooBigRl   *ebpf.MapSpec `ebpf:"xlb_too_big_rl"`
 	XlbTraceRing  *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
@@ -502,6 +567,11 @@ type xlbVariableSpecs struct {
 	XlbAnchorProbeCt       *ebpf.VariableSpec `ebpf:"xlb_anchor_probe_ct"`
 	XlbAnchorRealFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_flags"`
 	XlbAnchorStat          *ebpf.VariableSpec `ebpf:"xlb_anchor_stat"`
+	XlbAnchorSyncConst     *ebpf.VariableSpec `ebpf:"xlb_anchor_sync_const"`
+	XlbAnchorSyncEvent     *ebpf.VariableSpec `ebpf:"xlb_anchor_sync_event"`
+	XlbAnchorSyncInstall   *ebpf.VariableSpec `ebpf:"xlb_anchor_sync_install"`
+	XlbAnchorSyncKind      *ebpf.VariableSpec `ebpf:"xlb_anchor_sync_kind"`
+	XlbAnchorSyncStat      *ebpf.VariableSpec `ebpf:"xlb_anchor_sync_stat"`
 	XlbAnchorTraceConst    *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_const"`
 	XlbAnchorTraceEvent    *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_event"`
 	XlbAnchorTraceMarker   *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_marker"`
@@ -544,6 +614,9 @@ type xlbMaps struct {
 	XlbReals      *ebpf.Map `ebpf:"xlb_reals"`
 	XlbStats      *ebpf.Map `ebpf:"xlb_stats"`
 	XlbSvcStats   *ebpf.Map `ebpf:"xlb_svc_stats"`
+	XlbSyncConf   *ebpf.Map `ebpf:"xlb_sync_conf"`
+	XlbSyncRing   *ebpf.Map `ebpf:"xlb_sync_ring"`
+	XlbSyncStats  *ebpf.Map `ebpf:"xlb_sync_stats"`
 	XlbTables     *ebpf.Map `ebpf:"xlb_tables"`
 	XlbTooBigRl   *ebpf.Map `ebpf:"xlb_too_big_rl"`
 	XlbTraceRing  *ebpf.Map `ebpf:"xlb_trace_ring"`
@@ -570,6 +643,9 @@ func (m *xlbMaps) Close() error {
 		m.XlbReals,
 		m.XlbStats,
 		m.XlbSvcStats,
+		m.XlbSyncConf,
+		m.XlbSyncRing,
+		m.XlbSyncStats,
 		m.XlbTables,
 		m.XlbTooBigRl,
 		m.XlbTraceRing,
@@ -600,6 +676,11 @@ type xlbVariables struct {
 	XlbAnchorProbeCt       *ebpf.Variable `ebpf:"xlb_anchor_probe_ct"`
 	XlbAnchorRealFlags     *ebpf.Variable `ebpf:"xlb_anchor_real_flags"`
 	XlbAnchorStat          *ebpf.Variable `ebpf:"xlb_anchor_stat"`
+	XlbAnchorSyncConst     *ebpf.Variable `ebpf:"xlb_anchor_sync_const"`
+	XlbAnchorSyncEvent     *ebpf.Variable `ebpf:"xlb_anchor_sync_event"`
+	XlbAnchorSyncInstall   *ebpf.Variable `ebpf:"xlb_anchor_sync_install"`
+	XlbAnchorSyncKind      *ebpf.Variable `ebpf:"xlb_anchor_sync_kind"`
+	XlbAnchorSyncStat      *ebpf.Variable `ebpf:"xlb_anchor_sync_stat"`
 	XlbAnchorTraceConst    *ebpf.Variable `ebpf:"xlb_anchor_trace_const"`
 	XlbAnchorTraceEvent    *ebpf.Variable `ebpf:"xlb_anchor_trace_event"`
 	XlbAnchorTraceMarker   *ebpf.Variable `ebpf:"xlb_anchor_trace_marker"`
@@ -612,12 +693,14 @@ type xlbVariables struct {
 //
 // It can be passed to loadXlbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbPrograms struct {
-	XlbForward *ebpf.Program `ebpf:"xlb_forward"`
+	XlbForward   *ebpf.Program `ebpf:"xlb_forward"`
+	XlbSyncApply *ebpf.Program `ebpf:"xlb_sync_apply"`
 }
 
 func (p *xlbPrograms) Close() error {
 	return _XlbClose(
 		p.XlbForward,
+		p.XlbSyncApply,
 	)
 }
 

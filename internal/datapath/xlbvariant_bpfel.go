@@ -30,6 +30,9 @@ const (
 	xlbvariantMapXlbReals               = "xlb_reals"
 	xlbvariantMapXlbStats               = "xlb_stats"
 	xlbvariantMapXlbSvcStats            = "xlb_svc_stats"
+	xlbvariantMapXlbSyncConf            = "xlb_sync_conf"
+	xlbvariantMapXlbSyncRing            = "xlb_sync_ring"
+	xlbvariantMapXlbSyncStats           = "xlb_sync_stats"
 	xlbvariantMapXlbTables              = "xlb_tables"
 	xlbvariantMapXlbTooBigRl            = "xlb_too_big_rl"
 	xlbvariantMapXlbTraceRing           = "xlb_trace_ring"
@@ -39,6 +42,7 @@ const (
 	xlbvariantMapXlbVipIndex            = "xlb_vip_index"
 	xlbvariantMapXlbVips                = "xlb_vips"
 	xlbvariantProgXlbForward            = "xlb_forward"
+	xlbvariantProgXlbSyncApply          = "xlb_sync_apply"
 	xlbvariantVarCtShift                = "ct_shift"
 	xlbvariantVarNrCpus                 = "nr_cpus"
 	xlbvariantVarVipBuckets             = "vip_buckets"
@@ -54,6 +58,11 @@ const (
 	xlbvariantVarXlbAnchorProbeCt       = "xlb_anchor_probe_ct"
 	xlbvariantVarXlbAnchorRealFlags     = "xlb_anchor_real_flags"
 	xlbvariantVarXlbAnchorStat          = "xlb_anchor_stat"
+	xlbvariantVarXlbAnchorSyncConst     = "xlb_anchor_sync_const"
+	xlbvariantVarXlbAnchorSyncEvent     = "xlb_anchor_sync_event"
+	xlbvariantVarXlbAnchorSyncInstall   = "xlb_anchor_sync_install"
+	xlbvariantVarXlbAnchorSyncKind      = "xlb_anchor_sync_kind"
+	xlbvariantVarXlbAnchorSyncStat      = "xlb_anchor_sync_stat"
 	xlbvariantVarXlbAnchorTraceConst    = "xlb_anchor_trace_const"
 	xlbvariantVarXlbAnchorTraceEvent    = "xlb_anchor_trace_event"
 	xlbvariantVarXlbAnchorTraceMarker   = "xlb_anchor_trace_marker"
@@ -105,7 +114,8 @@ type xlbvariantSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbvariantProgramSpecs struct {
-	XlbForward *ebpf.ProgramSpec `ebpf:"xlb_forward"`
+	XlbForward   *ebpf.ProgramSpec `ebpf:"xlb_forward"`
+	XlbSyncApply *ebpf.ProgramSpec `ebpf:"xlb_sync_apply"`
 }
 
 // xlbvariantMapSpecs contains maps before they are loaded into the kernel.
@@ -126,6 +136,9 @@ type xlbvariantMapSpecs struct {
 	XlbReals      *ebpf.MapSpec `ebpf:"xlb_reals"`
 	XlbStats      *ebpf.MapSpec `ebpf:"xlb_stats"`
 	XlbSvcStats   *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
+	XlbSyncConf   *ebpf.MapSpec `ebpf:"xlb_sync_conf"`
+	XlbSyncRing   *ebpf.MapSpec `ebpf:"xlb_sync_ring"`
+	XlbSyncStats  *ebpf.MapSpec `ebpf:"xlb_sync_stats"`
 	XlbTables     *ebpf.MapSpec `ebpf:"xlb_tables"`
 	XlbTooBigRl   *ebpf.MapSpec `ebpf:"xlb_too_big_rl"`
 	XlbTraceRing  *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
@@ -155,6 +168,11 @@ type xlbvariantVariableSpecs struct {
 	XlbAnchorProbeCt       *ebpf.VariableSpec `ebpf:"xlb_anchor_probe_ct"`
 	XlbAnchorRealFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_flags"`
 	XlbAnchorStat          *ebpf.VariableSpec `ebpf:"xlb_anchor_stat"`
+	XlbAnchorSyncConst     *ebpf.VariableSpec `ebpf:"xlb_anchor_sync_const"`
+	XlbAnchorSyncEvent     *ebpf.VariableSpec `ebpf:"xlb_anchor_sync_event"`
+	XlbAnchorSyncInstall   *ebpf.VariableSpec `ebpf:"xlb_anchor_sync_install"`
+	XlbAnchorSyncKind      *ebpf.VariableSpec `ebpf:"xlb_anchor_sync_kind"`
+	XlbAnchorSyncStat      *ebpf.VariableSpec `ebpf:"xlb_anchor_sync_stat"`
 	XlbAnchorTraceConst    *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_const"`
 	XlbAnchorTraceEvent    *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_event"`
 	XlbAnchorTraceMarker   *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_marker"`
@@ -198,6 +216,9 @@ type xlbvariantMaps struct {
 	XlbReals      *ebpf.Map `ebpf:"xlb_reals"`
 	XlbStats      *ebpf.Map `ebpf:"xlb_stats"`
 	XlbSvcStats   *ebpf.Map `ebpf:"xlb_svc_stats"`
+	XlbSyncConf   *ebpf.Map `ebpf:"xlb_sync_conf"`
+	XlbSyncRing   *ebpf.Map `ebpf:"xlb_sync_ring"`
+	XlbSyncStats  *ebpf.Map `ebpf:"xlb_sync_stats"`
 	XlbTables     *ebpf.Map `ebpf:"xlb_tables"`
 	XlbTooBigRl   *ebpf.Map `ebpf:"xlb_too_big_rl"`
 	XlbTraceRing  *ebpf.Map `ebpf:"xlb_trace_ring"`
@@ -224,6 +245,9 @@ func (m *xlbvariantMaps) Close() error {
 		m.XlbReals,
 		m.XlbStats,
 		m.XlbSvcStats,
+		m.XlbSyncConf,
+		m.XlbSyncRing,
+		m.XlbSyncStats,
 		m.XlbTables,
 		m.XlbTooBigRl,
 		m.XlbTraceRing,
@@ -254,6 +278,11 @@ type xlbvariantVariables struct {
 	XlbAnchorProbeCt       *ebpf.Variable `ebpf:"xlb_anchor_probe_ct"`
 	XlbAnchorRealFlags     *ebpf.Variable `ebpf:"xlb_anchor_real_flags"`
 	XlbAnchorStat          *ebpf.Variable `ebpf:"xlb_anchor_stat"`
+	XlbAnchorSyncConst     *ebpf.Variable `ebpf:"xlb_anchor_sync_const"`
+	XlbAnchorSyncEvent     *ebpf.Variable `ebpf:"xlb_anchor_sync_event"`
+	XlbAnchorSyncInstall   *ebpf.Variable `ebpf:"xlb_anchor_sync_install"`
+	XlbAnchorSyncKind      *ebpf.Variable `ebpf:"xlb_anchor_sync_kind"`
+	XlbAnchorSyncStat      *ebpf.Variable `ebpf:"xlb_anchor_sync_stat"`
 	XlbAnchorTraceConst    *ebpf.Variable `ebpf:"xlb_anchor_trace_const"`
 	XlbAnchorTraceEvent    *ebpf.Variable `ebpf:"xlb_anchor_trace_event"`
 	XlbAnchorTraceMarker   *ebpf.Variable `ebpf:"xlb_anchor_trace_marker"`
@@ -267,12 +296,14 @@ type xlbvariantVariables struct {
 //
 // It can be passed to loadXlbvariantObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbvariantPrograms struct {
-	XlbForward *ebpf.Program `ebpf:"xlb_forward"`
+	XlbForward   *ebpf.Program `ebpf:"xlb_forward"`
+	XlbSyncApply *ebpf.Program `ebpf:"xlb_sync_apply"`
 }
 
 func (p *xlbvariantPrograms) Close() error {
 	return _XlbvariantClose(
 		p.XlbForward,
+		p.XlbSyncApply,
 	)
 }
 

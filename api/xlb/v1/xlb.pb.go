@@ -486,6 +486,7 @@ type StatusResponse struct {
 	// routing daemon (unset otherwise). A high number: fields below it are
 	// left for the others of this message.
 	ExternalRoutes *ExternalRoutes `protobuf:"bytes,30,opt,name=external_routes,json=externalRoutes,proto3" json:"external_routes,omitempty"`
+	Cluster        *Cluster        `protobuf:"bytes,31,opt,name=cluster,proto3" json:"cluster,omitempty"` // connection sync and drift (with node.sync)
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -646,6 +647,13 @@ func (x *StatusResponse) GetExternalRoutes() *ExternalRoutes {
 	return nil
 }
 
+func (x *StatusResponse) GetCluster() *Cluster {
+	if x != nil {
+		return x.Cluster
+	}
+	return nil
+}
+
 // ExternalRoutes are the routes of bgp.mode external.
 type ExternalRoutes struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -707,6 +715,312 @@ func (x *ExternalRoutes) GetError() string {
 	return ""
 }
 
+// Cluster is this node among its sync peers: the fingerprints of its
+// committed tables, each peer's as last heard, and the sync counters.
+type Cluster struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`         // config version (hash of health_checks, pools, services)
+	Fingerprint   string                 `protobuf:"bytes,2,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"` // of every committed table, hex
+	Services      []*ServiceFingerprint  `protobuf:"bytes,3,rep,name=services,proto3" json:"services,omitempty"`
+	Listen        string                 `protobuf:"bytes,4,opt,name=listen,proto3" json:"listen,omitempty"` // node.sync.listen
+	Peers         []*SyncPeer            `protobuf:"bytes,5,rep,name=peers,proto3" json:"peers,omitempty"`
+	Counters      *SyncCounters          `protobuf:"bytes,6,opt,name=counters,proto3" json:"counters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Cluster) Reset() {
+	*x = Cluster{}
+	mi := &file_xlb_v1_xlb_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Cluster) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Cluster) ProtoMessage() {}
+
+func (x *Cluster) ProtoReflect() protoreflect.Message {
+	mi := &file_xlb_v1_xlb_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Cluster.ProtoReflect.Descriptor instead.
+func (*Cluster) Descriptor() ([]byte, []int) {
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Cluster) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *Cluster) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+func (x *Cluster) GetServices() []*ServiceFingerprint {
+	if x != nil {
+		return x.Services
+	}
+	return nil
+}
+
+func (x *Cluster) GetListen() string {
+	if x != nil {
+		return x.Listen
+	}
+	return ""
+}
+
+func (x *Cluster) GetPeers() []*SyncPeer {
+	if x != nil {
+		return x.Peers
+	}
+	return nil
+}
+
+func (x *Cluster) GetCounters() *SyncCounters {
+	if x != nil {
+		return x.Counters
+	}
+	return nil
+}
+
+type ServiceFingerprint struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Vip           string                 `protobuf:"bytes,1,opt,name=vip,proto3" json:"vip,omitempty"` // address:port/protocol
+	Fingerprint   string                 `protobuf:"bytes,2,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServiceFingerprint) Reset() {
+	*x = ServiceFingerprint{}
+	mi := &file_xlb_v1_xlb_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceFingerprint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceFingerprint) ProtoMessage() {}
+
+func (x *ServiceFingerprint) ProtoReflect() protoreflect.Message {
+	mi := &file_xlb_v1_xlb_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceFingerprint.ProtoReflect.Descriptor instead.
+func (*ServiceFingerprint) Descriptor() ([]byte, []int) {
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ServiceFingerprint) GetVip() string {
+	if x != nil {
+		return x.Vip
+	}
+	return ""
+}
+
+func (x *ServiceFingerprint) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+type SyncPeer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Address       string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"` // ADDR:PORT as configured
+	Node          string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`       // its node.name, from its last hello ("" never heard)
+	Version       string                 `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	Fingerprint   string                 `protobuf:"bytes,4,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	State         string                 `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`        // up | down | unknown
+	Mismatch      bool                   `protobuf:"varint,6,opt,name=mismatch,proto3" json:"mismatch,omitempty"` // up, and its fingerprint differs from this node's
+	LastHello     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_hello,json=lastHello,proto3" json:"last_hello,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncPeer) Reset() {
+	*x = SyncPeer{}
+	mi := &file_xlb_v1_xlb_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncPeer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncPeer) ProtoMessage() {}
+
+func (x *SyncPeer) ProtoReflect() protoreflect.Message {
+	mi := &file_xlb_v1_xlb_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncPeer.ProtoReflect.Descriptor instead.
+func (*SyncPeer) Descriptor() ([]byte, []int) {
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SyncPeer) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *SyncPeer) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *SyncPeer) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *SyncPeer) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+func (x *SyncPeer) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *SyncPeer) GetMismatch() bool {
+	if x != nil {
+		return x.Mismatch
+	}
+	return false
+}
+
+func (x *SyncPeer) GetLastHello() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastHello
+	}
+	return nil
+}
+
+type SyncCounters struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sent          uint64                 `protobuf:"varint,1,opt,name=sent,proto3" json:"sent,omitempty"`         // flow decisions sent (once per peer)
+	Received      uint64                 `protobuf:"varint,2,opt,name=received,proto3" json:"received,omitempty"` // in accepted messages
+	Applied       uint64                 `protobuf:"varint,3,opt,name=applied,proto3" json:"applied,omitempty"`   // written into the connection table
+	Rejected      uint64                 `protobuf:"varint,4,opt,name=rejected,proto3" json:"rejected,omitempty"` // messages refused (unknown sender, auth, replay, version, size, format)
+	Lag           *durationpb.Duration   `protobuf:"bytes,5,opt,name=lag,proto3" json:"lag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncCounters) Reset() {
+	*x = SyncCounters{}
+	mi := &file_xlb_v1_xlb_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncCounters) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncCounters) ProtoMessage() {}
+
+func (x *SyncCounters) ProtoReflect() protoreflect.Message {
+	mi := &file_xlb_v1_xlb_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncCounters.ProtoReflect.Descriptor instead.
+func (*SyncCounters) Descriptor() ([]byte, []int) {
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SyncCounters) GetSent() uint64 {
+	if x != nil {
+		return x.Sent
+	}
+	return 0
+}
+
+func (x *SyncCounters) GetReceived() uint64 {
+	if x != nil {
+		return x.Received
+	}
+	return 0
+}
+
+func (x *SyncCounters) GetApplied() uint64 {
+	if x != nil {
+		return x.Applied
+	}
+	return 0
+}
+
+func (x *SyncCounters) GetRejected() uint64 {
+	if x != nil {
+		return x.Rejected
+	}
+	return 0
+}
+
+func (x *SyncCounters) GetLag() *durationpb.Duration {
+	if x != nil {
+		return x.Lag
+	}
+	return nil
+}
+
 // TXCheck is the transmit check of the self-check: in native mode on a
 // veth the peer is up and runs XDP; on any device the transmitted packets
 // grow with the frames the forwarder sends.
@@ -721,7 +1035,7 @@ type TXCheck struct {
 
 func (x *TXCheck) Reset() {
 	*x = TXCheck{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[6]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -733,7 +1047,7 @@ func (x *TXCheck) String() string {
 func (*TXCheck) ProtoMessage() {}
 
 func (x *TXCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[6]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -746,7 +1060,7 @@ func (x *TXCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TXCheck.ProtoReflect.Descriptor instead.
 func (*TXCheck) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{6}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TXCheck) GetOk() bool {
@@ -777,7 +1091,7 @@ type Prober struct {
 
 func (x *Prober) Reset() {
 	*x = Prober{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[7]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -789,7 +1103,7 @@ func (x *Prober) String() string {
 func (*Prober) ProtoMessage() {}
 
 func (x *Prober) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[7]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -802,7 +1116,7 @@ func (x *Prober) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prober.ProtoReflect.Descriptor instead.
 func (*Prober) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{7}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Prober) GetEnabled() bool {
@@ -840,7 +1154,7 @@ type Probe struct {
 
 func (x *Probe) Reset() {
 	*x = Probe{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[8]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +1166,7 @@ func (x *Probe) String() string {
 func (*Probe) ProtoMessage() {}
 
 func (x *Probe) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[8]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +1179,7 @@ func (x *Probe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Probe.ProtoReflect.Descriptor instead.
 func (*Probe) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{8}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Probe) GetVip() string {
@@ -916,7 +1230,7 @@ type SelfCheck struct {
 
 func (x *SelfCheck) Reset() {
 	*x = SelfCheck{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[9]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +1242,7 @@ func (x *SelfCheck) String() string {
 func (*SelfCheck) ProtoMessage() {}
 
 func (x *SelfCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[9]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +1255,7 @@ func (x *SelfCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SelfCheck.ProtoReflect.Descriptor instead.
 func (*SelfCheck) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{9}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SelfCheck) GetOk() bool {
@@ -989,7 +1303,7 @@ type BGPSession struct {
 
 func (x *BGPSession) Reset() {
 	*x = BGPSession{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[10]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1001,7 +1315,7 @@ func (x *BGPSession) String() string {
 func (*BGPSession) ProtoMessage() {}
 
 func (x *BGPSession) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[10]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1014,7 +1328,7 @@ func (x *BGPSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BGPSession.ProtoReflect.Descriptor instead.
 func (*BGPSession) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{10}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *BGPSession) GetPeer() string {
@@ -1082,7 +1396,7 @@ type ConfigInfo struct {
 
 func (x *ConfigInfo) Reset() {
 	*x = ConfigInfo{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[11]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1094,7 +1408,7 @@ func (x *ConfigInfo) String() string {
 func (*ConfigInfo) ProtoMessage() {}
 
 func (x *ConfigInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[11]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1107,7 +1421,7 @@ func (x *ConfigInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigInfo.ProtoReflect.Descriptor instead.
 func (*ConfigInfo) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{11}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ConfigInfo) GetSource() string {
@@ -1156,7 +1470,7 @@ type ConntrackOccupancy struct {
 
 func (x *ConntrackOccupancy) Reset() {
 	*x = ConntrackOccupancy{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[12]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1482,7 @@ func (x *ConntrackOccupancy) String() string {
 func (*ConntrackOccupancy) ProtoMessage() {}
 
 func (x *ConntrackOccupancy) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[12]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1495,7 @@ func (x *ConntrackOccupancy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConntrackOccupancy.ProtoReflect.Descriptor instead.
 func (*ConntrackOccupancy) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{12}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ConntrackOccupancy) GetCapacity() uint64 {
@@ -1210,7 +1524,7 @@ type ListServicesRequest struct {
 
 func (x *ListServicesRequest) Reset() {
 	*x = ListServicesRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[13]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1222,7 +1536,7 @@ func (x *ListServicesRequest) String() string {
 func (*ListServicesRequest) ProtoMessage() {}
 
 func (x *ListServicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[13]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1235,7 +1549,7 @@ func (x *ListServicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServicesRequest.ProtoReflect.Descriptor instead.
 func (*ListServicesRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{13}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListServicesRequest) GetRateInterval() *durationpb.Duration {
@@ -1262,7 +1576,7 @@ type ListServicesResponse struct {
 
 func (x *ListServicesResponse) Reset() {
 	*x = ListServicesResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[14]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1274,7 +1588,7 @@ func (x *ListServicesResponse) String() string {
 func (*ListServicesResponse) ProtoMessage() {}
 
 func (x *ListServicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[14]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1287,7 +1601,7 @@ func (x *ListServicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServicesResponse.ProtoReflect.Descriptor instead.
 func (*ListServicesResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{14}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListServicesResponse) GetServices() []*Service {
@@ -1331,7 +1645,7 @@ type Service struct {
 
 func (x *Service) Reset() {
 	*x = Service{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[15]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1343,7 +1657,7 @@ func (x *Service) String() string {
 func (*Service) ProtoMessage() {}
 
 func (x *Service) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[15]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1356,7 +1670,7 @@ func (x *Service) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Service.ProtoReflect.Descriptor instead.
 func (*Service) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{15}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Service) GetName() string {
@@ -1485,7 +1799,7 @@ type Backend struct {
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[16]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1497,7 +1811,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[16]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1510,7 +1824,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{16}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Backend) GetAddress() string {
@@ -1623,7 +1937,7 @@ type Override struct {
 
 func (x *Override) Reset() {
 	*x = Override{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[17]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1635,7 +1949,7 @@ func (x *Override) String() string {
 func (*Override) ProtoMessage() {}
 
 func (x *Override) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[17]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1648,7 +1962,7 @@ func (x *Override) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Override.ProtoReflect.Descriptor instead.
 func (*Override) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{17}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Override) GetWeight() uint32 {
@@ -1686,7 +2000,7 @@ type Health struct {
 
 func (x *Health) Reset() {
 	*x = Health{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[18]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1698,7 +2012,7 @@ func (x *Health) String() string {
 func (*Health) ProtoMessage() {}
 
 func (x *Health) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[18]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1711,7 +2025,7 @@ func (x *Health) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Health.ProtoReflect.Descriptor instead.
 func (*Health) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{18}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Health) GetCheck() string {
@@ -1767,7 +2081,7 @@ type ListBackendsRequest struct {
 
 func (x *ListBackendsRequest) Reset() {
 	*x = ListBackendsRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[19]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1779,7 +2093,7 @@ func (x *ListBackendsRequest) String() string {
 func (*ListBackendsRequest) ProtoMessage() {}
 
 func (x *ListBackendsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[19]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1792,7 +2106,7 @@ func (x *ListBackendsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackendsRequest.ProtoReflect.Descriptor instead.
 func (*ListBackendsRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{19}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListBackendsRequest) GetRateInterval() *durationpb.Duration {
@@ -1826,7 +2140,7 @@ type ListBackendsResponse struct {
 
 func (x *ListBackendsResponse) Reset() {
 	*x = ListBackendsResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[20]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1838,7 +2152,7 @@ func (x *ListBackendsResponse) String() string {
 func (*ListBackendsResponse) ProtoMessage() {}
 
 func (x *ListBackendsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[20]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1851,7 +2165,7 @@ func (x *ListBackendsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackendsResponse.ProtoReflect.Descriptor instead.
 func (*ListBackendsResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{20}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListBackendsResponse) GetBackends() []*Backend {
@@ -1883,7 +2197,7 @@ type ApplyConfigRequest struct {
 
 func (x *ApplyConfigRequest) Reset() {
 	*x = ApplyConfigRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[21]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1895,7 +2209,7 @@ func (x *ApplyConfigRequest) String() string {
 func (*ApplyConfigRequest) ProtoMessage() {}
 
 func (x *ApplyConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[21]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1908,7 +2222,7 @@ func (x *ApplyConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyConfigRequest.ProtoReflect.Descriptor instead.
 func (*ApplyConfigRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{21}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ApplyConfigRequest) GetYaml() []byte {
@@ -1950,7 +2264,7 @@ type ApplyConfigResponse struct {
 
 func (x *ApplyConfigResponse) Reset() {
 	*x = ApplyConfigResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[22]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1962,7 +2276,7 @@ func (x *ApplyConfigResponse) String() string {
 func (*ApplyConfigResponse) ProtoMessage() {}
 
 func (x *ApplyConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[22]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1975,7 +2289,7 @@ func (x *ApplyConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyConfigResponse.ProtoReflect.Descriptor instead.
 func (*ApplyConfigResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{22}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ApplyConfigResponse) GetDiff() *Diff {
@@ -2018,7 +2332,7 @@ type Diff struct {
 
 func (x *Diff) Reset() {
 	*x = Diff{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[23]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2030,7 +2344,7 @@ func (x *Diff) String() string {
 func (*Diff) ProtoMessage() {}
 
 func (x *Diff) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[23]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2043,7 +2357,7 @@ func (x *Diff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Diff.ProtoReflect.Descriptor instead.
 func (*Diff) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{23}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Diff) GetServicesAdded() []string {
@@ -2119,7 +2433,7 @@ type BackendRef struct {
 
 func (x *BackendRef) Reset() {
 	*x = BackendRef{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[24]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2131,7 +2445,7 @@ func (x *BackendRef) String() string {
 func (*BackendRef) ProtoMessage() {}
 
 func (x *BackendRef) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[24]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2144,7 +2458,7 @@ func (x *BackendRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackendRef.ProtoReflect.Descriptor instead.
 func (*BackendRef) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{24}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *BackendRef) GetService() string {
@@ -2177,7 +2491,7 @@ type ConfigError struct {
 
 func (x *ConfigError) Reset() {
 	*x = ConfigError{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[25]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2189,7 +2503,7 @@ func (x *ConfigError) String() string {
 func (*ConfigError) ProtoMessage() {}
 
 func (x *ConfigError) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[25]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2202,7 +2516,7 @@ func (x *ConfigError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigError.ProtoReflect.Descriptor instead.
 func (*ConfigError) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{25}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ConfigError) GetField() string {
@@ -2256,7 +2570,7 @@ type ConfigErrors struct {
 
 func (x *ConfigErrors) Reset() {
 	*x = ConfigErrors{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[26]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2268,7 +2582,7 @@ func (x *ConfigErrors) String() string {
 func (*ConfigErrors) ProtoMessage() {}
 
 func (x *ConfigErrors) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[26]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2281,7 +2595,7 @@ func (x *ConfigErrors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigErrors.ProtoReflect.Descriptor instead.
 func (*ConfigErrors) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{26}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ConfigErrors) GetErrors() []*ConfigError {
@@ -2314,7 +2628,7 @@ type SetBackendRequest struct {
 
 func (x *SetBackendRequest) Reset() {
 	*x = SetBackendRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[27]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2326,7 +2640,7 @@ func (x *SetBackendRequest) String() string {
 func (*SetBackendRequest) ProtoMessage() {}
 
 func (x *SetBackendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[27]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2339,7 +2653,7 @@ func (x *SetBackendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBackendRequest.ProtoReflect.Descriptor instead.
 func (*SetBackendRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{27}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SetBackendRequest) GetAddress() string {
@@ -2421,7 +2735,7 @@ type SetBackendResponse struct {
 
 func (x *SetBackendResponse) Reset() {
 	*x = SetBackendResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[28]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2433,7 +2747,7 @@ func (x *SetBackendResponse) String() string {
 func (*SetBackendResponse) ProtoMessage() {}
 
 func (x *SetBackendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[28]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2446,7 +2760,7 @@ func (x *SetBackendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBackendResponse.ProtoReflect.Descriptor instead.
 func (*SetBackendResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{28}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SetBackendResponse) GetBackends() []*BackendRef {
@@ -2465,7 +2779,7 @@ type CountersRequest struct {
 
 func (x *CountersRequest) Reset() {
 	*x = CountersRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[29]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2477,7 +2791,7 @@ func (x *CountersRequest) String() string {
 func (*CountersRequest) ProtoMessage() {}
 
 func (x *CountersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[29]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2490,7 +2804,7 @@ func (x *CountersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountersRequest.ProtoReflect.Descriptor instead.
 func (*CountersRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{29}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CountersRequest) GetRateInterval() *durationpb.Duration {
@@ -2512,7 +2826,7 @@ type CountersResponse struct {
 
 func (x *CountersResponse) Reset() {
 	*x = CountersResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[30]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2524,7 +2838,7 @@ func (x *CountersResponse) String() string {
 func (*CountersResponse) ProtoMessage() {}
 
 func (x *CountersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[30]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2537,7 +2851,7 @@ func (x *CountersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountersResponse.ProtoReflect.Descriptor instead.
 func (*CountersResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{30}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CountersResponse) GetGlobal() []*NamedCounter {
@@ -2579,7 +2893,7 @@ type NamedCounter struct {
 
 func (x *NamedCounter) Reset() {
 	*x = NamedCounter{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[31]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2591,7 +2905,7 @@ func (x *NamedCounter) String() string {
 func (*NamedCounter) ProtoMessage() {}
 
 func (x *NamedCounter) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[31]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2604,7 +2918,7 @@ func (x *NamedCounter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamedCounter.ProtoReflect.Descriptor instead.
 func (*NamedCounter) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{31}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *NamedCounter) GetName() string {
@@ -2642,7 +2956,7 @@ type ServiceCounters struct {
 
 func (x *ServiceCounters) Reset() {
 	*x = ServiceCounters{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[32]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2654,7 +2968,7 @@ func (x *ServiceCounters) String() string {
 func (*ServiceCounters) ProtoMessage() {}
 
 func (x *ServiceCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[32]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2667,7 +2981,7 @@ func (x *ServiceCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceCounters.ProtoReflect.Descriptor instead.
 func (*ServiceCounters) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{32}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ServiceCounters) GetName() string {
@@ -2724,7 +3038,7 @@ type BackendCounters struct {
 
 func (x *BackendCounters) Reset() {
 	*x = BackendCounters{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[33]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2736,7 +3050,7 @@ func (x *BackendCounters) String() string {
 func (*BackendCounters) ProtoMessage() {}
 
 func (x *BackendCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[33]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2749,7 +3063,7 @@ func (x *BackendCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackendCounters.ProtoReflect.Descriptor instead.
 func (*BackendCounters) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{33}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *BackendCounters) GetService() string {
@@ -2793,7 +3107,7 @@ type ConntrackDumpRequest struct {
 
 func (x *ConntrackDumpRequest) Reset() {
 	*x = ConntrackDumpRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[34]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2805,7 +3119,7 @@ func (x *ConntrackDumpRequest) String() string {
 func (*ConntrackDumpRequest) ProtoMessage() {}
 
 func (x *ConntrackDumpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[34]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2818,7 +3132,7 @@ func (x *ConntrackDumpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConntrackDumpRequest.ProtoReflect.Descriptor instead.
 func (*ConntrackDumpRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{34}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ConntrackDumpRequest) GetService() string {
@@ -2869,7 +3183,7 @@ type ConntrackDumpResponse struct {
 
 func (x *ConntrackDumpResponse) Reset() {
 	*x = ConntrackDumpResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[35]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2881,7 +3195,7 @@ func (x *ConntrackDumpResponse) String() string {
 func (*ConntrackDumpResponse) ProtoMessage() {}
 
 func (x *ConntrackDumpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[35]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2894,7 +3208,7 @@ func (x *ConntrackDumpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConntrackDumpResponse.ProtoReflect.Descriptor instead.
 func (*ConntrackDumpResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{35}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ConntrackDumpResponse) GetEntries() []*ConntrackEntry {
@@ -2953,7 +3267,7 @@ type ConntrackEntry struct {
 
 func (x *ConntrackEntry) Reset() {
 	*x = ConntrackEntry{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[36]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2965,7 +3279,7 @@ func (x *ConntrackEntry) String() string {
 func (*ConntrackEntry) ProtoMessage() {}
 
 func (x *ConntrackEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[36]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2978,7 +3292,7 @@ func (x *ConntrackEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConntrackEntry.ProtoReflect.Descriptor instead.
 func (*ConntrackEntry) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{36}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ConntrackEntry) GetCpu() uint32 {
@@ -3065,7 +3379,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[37]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3077,7 +3391,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[37]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3090,7 +3404,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{37}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ExplainRequest) GetSrc() string {
@@ -3141,7 +3455,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[38]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3153,7 +3467,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[38]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3166,7 +3480,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{38}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ExplainResponse) GetXdpAction() uint32 {
@@ -3247,7 +3561,7 @@ type NodeDrainRequest struct {
 
 func (x *NodeDrainRequest) Reset() {
 	*x = NodeDrainRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[39]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3259,7 +3573,7 @@ func (x *NodeDrainRequest) String() string {
 func (*NodeDrainRequest) ProtoMessage() {}
 
 func (x *NodeDrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[39]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3272,7 +3586,7 @@ func (x *NodeDrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeDrainRequest.ProtoReflect.Descriptor instead.
 func (*NodeDrainRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{39}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{43}
 }
 
 type NodeDrainResponse struct {
@@ -3284,7 +3598,7 @@ type NodeDrainResponse struct {
 
 func (x *NodeDrainResponse) Reset() {
 	*x = NodeDrainResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[40]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3296,7 +3610,7 @@ func (x *NodeDrainResponse) String() string {
 func (*NodeDrainResponse) ProtoMessage() {}
 
 func (x *NodeDrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[40]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3309,7 +3623,7 @@ func (x *NodeDrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeDrainResponse.ProtoReflect.Descriptor instead.
 func (*NodeDrainResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{40}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *NodeDrainResponse) GetChanged() bool {
@@ -3327,7 +3641,7 @@ type NodeUndrainRequest struct {
 
 func (x *NodeUndrainRequest) Reset() {
 	*x = NodeUndrainRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[41]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3339,7 +3653,7 @@ func (x *NodeUndrainRequest) String() string {
 func (*NodeUndrainRequest) ProtoMessage() {}
 
 func (x *NodeUndrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[41]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3352,7 +3666,7 @@ func (x *NodeUndrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeUndrainRequest.ProtoReflect.Descriptor instead.
 func (*NodeUndrainRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{41}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{45}
 }
 
 type NodeUndrainResponse struct {
@@ -3364,7 +3678,7 @@ type NodeUndrainResponse struct {
 
 func (x *NodeUndrainResponse) Reset() {
 	*x = NodeUndrainResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[42]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3376,7 +3690,7 @@ func (x *NodeUndrainResponse) String() string {
 func (*NodeUndrainResponse) ProtoMessage() {}
 
 func (x *NodeUndrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[42]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3389,7 +3703,7 @@ func (x *NodeUndrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeUndrainResponse.ProtoReflect.Descriptor instead.
 func (*NodeUndrainResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{42}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *NodeUndrainResponse) GetChanged() bool {
@@ -3415,7 +3729,7 @@ const file_xlb_v1_xlb_proto_rawDesc = "" +
 	"\x06Sample\x12*\n" +
 	"\x02at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x125\n" +
 	"\binterval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\binterval\"\x0f\n" +
-	"\rStatusRequest\"\xcc\x05\n" +
+	"\rStatusRequest\"\xf7\x05\n" +
 	"\x0eStatusResponse\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
 	"\tinterface\x18\x02 \x01(\tR\tinterface\x12\x19\n" +
@@ -3438,11 +3752,37 @@ const file_xlb_v1_xlb_proto_rawDesc = "" +
 	"\fmetrics_note\x18\x0f \x01(\tR\vmetricsNote\x12*\n" +
 	"\btx_check\x18\x10 \x01(\v2\x0f.xlb.v1.TXCheckR\atxCheck\x12&\n" +
 	"\x06prober\x18\x11 \x01(\v2\x0e.xlb.v1.ProberR\x06prober\x12?\n" +
-	"\x0fexternal_routes\x18\x1e \x01(\v2\x16.xlb.v1.ExternalRoutesR\x0eexternalRoutes\"X\n" +
+	"\x0fexternal_routes\x18\x1e \x01(\v2\x16.xlb.v1.ExternalRoutesR\x0eexternalRoutes\x12)\n" +
+	"\acluster\x18\x1f \x01(\v2\x0f.xlb.v1.ClusterR\acluster\"X\n" +
 	"\x0eExternalRoutes\x12\x14\n" +
 	"\x05where\x18\x01 \x01(\tR\x05where\x12\x1a\n" +
 	"\bprefixes\x18\x02 \x03(\tR\bprefixes\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"1\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\xef\x01\n" +
+	"\aCluster\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12 \n" +
+	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\x126\n" +
+	"\bservices\x18\x03 \x03(\v2\x1a.xlb.v1.ServiceFingerprintR\bservices\x12\x16\n" +
+	"\x06listen\x18\x04 \x01(\tR\x06listen\x12&\n" +
+	"\x05peers\x18\x05 \x03(\v2\x10.xlb.v1.SyncPeerR\x05peers\x120\n" +
+	"\bcounters\x18\x06 \x01(\v2\x14.xlb.v1.SyncCountersR\bcounters\"H\n" +
+	"\x12ServiceFingerprint\x12\x10\n" +
+	"\x03vip\x18\x01 \x01(\tR\x03vip\x12 \n" +
+	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\"\xe1\x01\n" +
+	"\bSyncPeer\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\tR\aversion\x12 \n" +
+	"\vfingerprint\x18\x04 \x01(\tR\vfingerprint\x12\x14\n" +
+	"\x05state\x18\x05 \x01(\tR\x05state\x12\x1a\n" +
+	"\bmismatch\x18\x06 \x01(\bR\bmismatch\x129\n" +
+	"\n" +
+	"last_hello\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tlastHello\"\xa1\x01\n" +
+	"\fSyncCounters\x12\x12\n" +
+	"\x04sent\x18\x01 \x01(\x04R\x04sent\x12\x1a\n" +
+	"\breceived\x18\x02 \x01(\x04R\breceived\x12\x18\n" +
+	"\aapplied\x18\x03 \x01(\x04R\aapplied\x12\x1a\n" +
+	"\brejected\x18\x04 \x01(\x04R\brejected\x12+\n" +
+	"\x03lag\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x03lag\"1\n" +
 	"\aTXCheck\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x16\n" +
 	"\x06detail\x18\x02 \x01(\tR\x06detail\"Y\n" +
@@ -3712,7 +4052,7 @@ func file_xlb_v1_xlb_proto_rawDescGZIP() []byte {
 }
 
 var file_xlb_v1_xlb_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_xlb_v1_xlb_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_xlb_v1_xlb_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_xlb_v1_xlb_proto_goTypes = []any{
 	(Protocol)(0),                 // 0: xlb.v1.Protocol
 	(BackendState)(0),             // 1: xlb.v1.BackendState
@@ -3724,130 +4064,140 @@ var file_xlb_v1_xlb_proto_goTypes = []any{
 	(*StatusRequest)(nil),         // 7: xlb.v1.StatusRequest
 	(*StatusResponse)(nil),        // 8: xlb.v1.StatusResponse
 	(*ExternalRoutes)(nil),        // 9: xlb.v1.ExternalRoutes
-	(*TXCheck)(nil),               // 10: xlb.v1.TXCheck
-	(*Prober)(nil),                // 11: xlb.v1.Prober
-	(*Probe)(nil),                 // 12: xlb.v1.Probe
-	(*SelfCheck)(nil),             // 13: xlb.v1.SelfCheck
-	(*BGPSession)(nil),            // 14: xlb.v1.BGPSession
-	(*ConfigInfo)(nil),            // 15: xlb.v1.ConfigInfo
-	(*ConntrackOccupancy)(nil),    // 16: xlb.v1.ConntrackOccupancy
-	(*ListServicesRequest)(nil),   // 17: xlb.v1.ListServicesRequest
-	(*ListServicesResponse)(nil),  // 18: xlb.v1.ListServicesResponse
-	(*Service)(nil),               // 19: xlb.v1.Service
-	(*Backend)(nil),               // 20: xlb.v1.Backend
-	(*Override)(nil),              // 21: xlb.v1.Override
-	(*Health)(nil),                // 22: xlb.v1.Health
-	(*ListBackendsRequest)(nil),   // 23: xlb.v1.ListBackendsRequest
-	(*ListBackendsResponse)(nil),  // 24: xlb.v1.ListBackendsResponse
-	(*ApplyConfigRequest)(nil),    // 25: xlb.v1.ApplyConfigRequest
-	(*ApplyConfigResponse)(nil),   // 26: xlb.v1.ApplyConfigResponse
-	(*Diff)(nil),                  // 27: xlb.v1.Diff
-	(*BackendRef)(nil),            // 28: xlb.v1.BackendRef
-	(*ConfigError)(nil),           // 29: xlb.v1.ConfigError
-	(*ConfigErrors)(nil),          // 30: xlb.v1.ConfigErrors
-	(*SetBackendRequest)(nil),     // 31: xlb.v1.SetBackendRequest
-	(*SetBackendResponse)(nil),    // 32: xlb.v1.SetBackendResponse
-	(*CountersRequest)(nil),       // 33: xlb.v1.CountersRequest
-	(*CountersResponse)(nil),      // 34: xlb.v1.CountersResponse
-	(*NamedCounter)(nil),          // 35: xlb.v1.NamedCounter
-	(*ServiceCounters)(nil),       // 36: xlb.v1.ServiceCounters
-	(*BackendCounters)(nil),       // 37: xlb.v1.BackendCounters
-	(*ConntrackDumpRequest)(nil),  // 38: xlb.v1.ConntrackDumpRequest
-	(*ConntrackDumpResponse)(nil), // 39: xlb.v1.ConntrackDumpResponse
-	(*ConntrackEntry)(nil),        // 40: xlb.v1.ConntrackEntry
-	(*ExplainRequest)(nil),        // 41: xlb.v1.ExplainRequest
-	(*ExplainResponse)(nil),       // 42: xlb.v1.ExplainResponse
-	(*NodeDrainRequest)(nil),      // 43: xlb.v1.NodeDrainRequest
-	(*NodeDrainResponse)(nil),     // 44: xlb.v1.NodeDrainResponse
-	(*NodeUndrainRequest)(nil),    // 45: xlb.v1.NodeUndrainRequest
-	(*NodeUndrainResponse)(nil),   // 46: xlb.v1.NodeUndrainResponse
-	(*timestamppb.Timestamp)(nil), // 47: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 48: google.protobuf.Duration
+	(*Cluster)(nil),               // 10: xlb.v1.Cluster
+	(*ServiceFingerprint)(nil),    // 11: xlb.v1.ServiceFingerprint
+	(*SyncPeer)(nil),              // 12: xlb.v1.SyncPeer
+	(*SyncCounters)(nil),          // 13: xlb.v1.SyncCounters
+	(*TXCheck)(nil),               // 14: xlb.v1.TXCheck
+	(*Prober)(nil),                // 15: xlb.v1.Prober
+	(*Probe)(nil),                 // 16: xlb.v1.Probe
+	(*SelfCheck)(nil),             // 17: xlb.v1.SelfCheck
+	(*BGPSession)(nil),            // 18: xlb.v1.BGPSession
+	(*ConfigInfo)(nil),            // 19: xlb.v1.ConfigInfo
+	(*ConntrackOccupancy)(nil),    // 20: xlb.v1.ConntrackOccupancy
+	(*ListServicesRequest)(nil),   // 21: xlb.v1.ListServicesRequest
+	(*ListServicesResponse)(nil),  // 22: xlb.v1.ListServicesResponse
+	(*Service)(nil),               // 23: xlb.v1.Service
+	(*Backend)(nil),               // 24: xlb.v1.Backend
+	(*Override)(nil),              // 25: xlb.v1.Override
+	(*Health)(nil),                // 26: xlb.v1.Health
+	(*ListBackendsRequest)(nil),   // 27: xlb.v1.ListBackendsRequest
+	(*ListBackendsResponse)(nil),  // 28: xlb.v1.ListBackendsResponse
+	(*ApplyConfigRequest)(nil),    // 29: xlb.v1.ApplyConfigRequest
+	(*ApplyConfigResponse)(nil),   // 30: xlb.v1.ApplyConfigResponse
+	(*Diff)(nil),                  // 31: xlb.v1.Diff
+	(*BackendRef)(nil),            // 32: xlb.v1.BackendRef
+	(*ConfigError)(nil),           // 33: xlb.v1.ConfigError
+	(*ConfigErrors)(nil),          // 34: xlb.v1.ConfigErrors
+	(*SetBackendRequest)(nil),     // 35: xlb.v1.SetBackendRequest
+	(*SetBackendResponse)(nil),    // 36: xlb.v1.SetBackendResponse
+	(*CountersRequest)(nil),       // 37: xlb.v1.CountersRequest
+	(*CountersResponse)(nil),      // 38: xlb.v1.CountersResponse
+	(*NamedCounter)(nil),          // 39: xlb.v1.NamedCounter
+	(*ServiceCounters)(nil),       // 40: xlb.v1.ServiceCounters
+	(*BackendCounters)(nil),       // 41: xlb.v1.BackendCounters
+	(*ConntrackDumpRequest)(nil),  // 42: xlb.v1.ConntrackDumpRequest
+	(*ConntrackDumpResponse)(nil), // 43: xlb.v1.ConntrackDumpResponse
+	(*ConntrackEntry)(nil),        // 44: xlb.v1.ConntrackEntry
+	(*ExplainRequest)(nil),        // 45: xlb.v1.ExplainRequest
+	(*ExplainResponse)(nil),       // 46: xlb.v1.ExplainResponse
+	(*NodeDrainRequest)(nil),      // 47: xlb.v1.NodeDrainRequest
+	(*NodeDrainResponse)(nil),     // 48: xlb.v1.NodeDrainResponse
+	(*NodeUndrainRequest)(nil),    // 49: xlb.v1.NodeUndrainRequest
+	(*NodeUndrainResponse)(nil),   // 50: xlb.v1.NodeUndrainResponse
+	(*timestamppb.Timestamp)(nil), // 51: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 52: google.protobuf.Duration
 }
 var file_xlb_v1_xlb_proto_depIdxs = []int32{
-	47, // 0: xlb.v1.Sample.at:type_name -> google.protobuf.Timestamp
-	48, // 1: xlb.v1.Sample.interval:type_name -> google.protobuf.Duration
-	47, // 2: xlb.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
-	13, // 3: xlb.v1.StatusResponse.self_check:type_name -> xlb.v1.SelfCheck
-	14, // 4: xlb.v1.StatusResponse.bgp_sessions:type_name -> xlb.v1.BGPSession
-	15, // 5: xlb.v1.StatusResponse.config:type_name -> xlb.v1.ConfigInfo
-	16, // 6: xlb.v1.StatusResponse.conntrack:type_name -> xlb.v1.ConntrackOccupancy
-	10, // 7: xlb.v1.StatusResponse.tx_check:type_name -> xlb.v1.TXCheck
-	11, // 8: xlb.v1.StatusResponse.prober:type_name -> xlb.v1.Prober
+	51, // 0: xlb.v1.Sample.at:type_name -> google.protobuf.Timestamp
+	52, // 1: xlb.v1.Sample.interval:type_name -> google.protobuf.Duration
+	51, // 2: xlb.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	17, // 3: xlb.v1.StatusResponse.self_check:type_name -> xlb.v1.SelfCheck
+	18, // 4: xlb.v1.StatusResponse.bgp_sessions:type_name -> xlb.v1.BGPSession
+	19, // 5: xlb.v1.StatusResponse.config:type_name -> xlb.v1.ConfigInfo
+	20, // 6: xlb.v1.StatusResponse.conntrack:type_name -> xlb.v1.ConntrackOccupancy
+	14, // 7: xlb.v1.StatusResponse.tx_check:type_name -> xlb.v1.TXCheck
+	15, // 8: xlb.v1.StatusResponse.prober:type_name -> xlb.v1.Prober
 	9,  // 9: xlb.v1.StatusResponse.external_routes:type_name -> xlb.v1.ExternalRoutes
-	12, // 10: xlb.v1.Prober.probes:type_name -> xlb.v1.Probe
-	48, // 11: xlb.v1.Probe.latency:type_name -> google.protobuf.Duration
-	47, // 12: xlb.v1.Probe.checked_at:type_name -> google.protobuf.Timestamp
-	47, // 13: xlb.v1.SelfCheck.checked_at:type_name -> google.protobuf.Timestamp
-	47, // 14: xlb.v1.SelfCheck.last_failure_at:type_name -> google.protobuf.Timestamp
-	48, // 15: xlb.v1.BGPSession.uptime:type_name -> google.protobuf.Duration
-	47, // 16: xlb.v1.ConfigInfo.committed_at:type_name -> google.protobuf.Timestamp
-	48, // 17: xlb.v1.ListServicesRequest.rate_interval:type_name -> google.protobuf.Duration
-	19, // 18: xlb.v1.ListServicesResponse.services:type_name -> xlb.v1.Service
-	6,  // 19: xlb.v1.ListServicesResponse.sample:type_name -> xlb.v1.Sample
-	0,  // 20: xlb.v1.Service.protocol:type_name -> xlb.v1.Protocol
-	4,  // 21: xlb.v1.Service.counters:type_name -> xlb.v1.Counters
-	5,  // 22: xlb.v1.Service.rates:type_name -> xlb.v1.Rates
-	20, // 23: xlb.v1.Service.backends:type_name -> xlb.v1.Backend
-	12, // 24: xlb.v1.Service.probe:type_name -> xlb.v1.Probe
-	1,  // 25: xlb.v1.Backend.state:type_name -> xlb.v1.BackendState
-	21, // 26: xlb.v1.Backend.override:type_name -> xlb.v1.Override
-	22, // 27: xlb.v1.Backend.health:type_name -> xlb.v1.Health
-	4,  // 28: xlb.v1.Backend.counters:type_name -> xlb.v1.Counters
-	5,  // 29: xlb.v1.Backend.rates:type_name -> xlb.v1.Rates
-	47, // 30: xlb.v1.Override.since:type_name -> google.protobuf.Timestamp
-	47, // 31: xlb.v1.Health.since:type_name -> google.protobuf.Timestamp
-	47, // 32: xlb.v1.Health.last_probe:type_name -> google.protobuf.Timestamp
-	48, // 33: xlb.v1.ListBackendsRequest.rate_interval:type_name -> google.protobuf.Duration
-	20, // 34: xlb.v1.ListBackendsResponse.backends:type_name -> xlb.v1.Backend
-	6,  // 35: xlb.v1.ListBackendsResponse.sample:type_name -> xlb.v1.Sample
-	27, // 36: xlb.v1.ApplyConfigResponse.diff:type_name -> xlb.v1.Diff
-	28, // 37: xlb.v1.Diff.backends_added:type_name -> xlb.v1.BackendRef
-	28, // 38: xlb.v1.Diff.backends_removed:type_name -> xlb.v1.BackendRef
-	28, // 39: xlb.v1.Diff.backends_changed:type_name -> xlb.v1.BackendRef
-	29, // 40: xlb.v1.ConfigErrors.errors:type_name -> xlb.v1.ConfigError
-	28, // 41: xlb.v1.SetBackendResponse.backends:type_name -> xlb.v1.BackendRef
-	48, // 42: xlb.v1.CountersRequest.rate_interval:type_name -> google.protobuf.Duration
-	35, // 43: xlb.v1.CountersResponse.global:type_name -> xlb.v1.NamedCounter
-	36, // 44: xlb.v1.CountersResponse.services:type_name -> xlb.v1.ServiceCounters
-	37, // 45: xlb.v1.CountersResponse.backends:type_name -> xlb.v1.BackendCounters
-	6,  // 46: xlb.v1.CountersResponse.sample:type_name -> xlb.v1.Sample
-	0,  // 47: xlb.v1.ServiceCounters.protocol:type_name -> xlb.v1.Protocol
-	4,  // 48: xlb.v1.ServiceCounters.counters:type_name -> xlb.v1.Counters
-	5,  // 49: xlb.v1.ServiceCounters.rates:type_name -> xlb.v1.Rates
-	4,  // 50: xlb.v1.BackendCounters.counters:type_name -> xlb.v1.Counters
-	5,  // 51: xlb.v1.BackendCounters.rates:type_name -> xlb.v1.Rates
-	2,  // 52: xlb.v1.ConntrackDumpRequest.state:type_name -> xlb.v1.ConntrackState
-	40, // 53: xlb.v1.ConntrackDumpResponse.entries:type_name -> xlb.v1.ConntrackEntry
-	2,  // 54: xlb.v1.ConntrackEntry.state:type_name -> xlb.v1.ConntrackState
-	48, // 55: xlb.v1.ConntrackEntry.age:type_name -> google.protobuf.Duration
-	0,  // 56: xlb.v1.ExplainRequest.protocol:type_name -> xlb.v1.Protocol
-	3,  // 57: xlb.v1.ExplainResponse.conntrack:type_name -> xlb.v1.ConntrackResult
-	7,  // 58: xlb.v1.XLB.Status:input_type -> xlb.v1.StatusRequest
-	17, // 59: xlb.v1.XLB.ListServices:input_type -> xlb.v1.ListServicesRequest
-	23, // 60: xlb.v1.XLB.ListBackends:input_type -> xlb.v1.ListBackendsRequest
-	25, // 61: xlb.v1.XLB.ApplyConfig:input_type -> xlb.v1.ApplyConfigRequest
-	31, // 62: xlb.v1.XLB.SetBackend:input_type -> xlb.v1.SetBackendRequest
-	33, // 63: xlb.v1.XLB.Counters:input_type -> xlb.v1.CountersRequest
-	38, // 64: xlb.v1.XLB.ConntrackDump:input_type -> xlb.v1.ConntrackDumpRequest
-	41, // 65: xlb.v1.XLB.Explain:input_type -> xlb.v1.ExplainRequest
-	43, // 66: xlb.v1.XLB.NodeDrain:input_type -> xlb.v1.NodeDrainRequest
-	45, // 67: xlb.v1.XLB.NodeUndrain:input_type -> xlb.v1.NodeUndrainRequest
-	8,  // 68: xlb.v1.XLB.Status:output_type -> xlb.v1.StatusResponse
-	18, // 69: xlb.v1.XLB.ListServices:output_type -> xlb.v1.ListServicesResponse
-	24, // 70: xlb.v1.XLB.ListBackends:output_type -> xlb.v1.ListBackendsResponse
-	26, // 71: xlb.v1.XLB.ApplyConfig:output_type -> xlb.v1.ApplyConfigResponse
-	32, // 72: xlb.v1.XLB.SetBackend:output_type -> xlb.v1.SetBackendResponse
-	34, // 73: xlb.v1.XLB.Counters:output_type -> xlb.v1.CountersResponse
-	39, // 74: xlb.v1.XLB.ConntrackDump:output_type -> xlb.v1.ConntrackDumpResponse
-	42, // 75: xlb.v1.XLB.Explain:output_type -> xlb.v1.ExplainResponse
-	44, // 76: xlb.v1.XLB.NodeDrain:output_type -> xlb.v1.NodeDrainResponse
-	46, // 77: xlb.v1.XLB.NodeUndrain:output_type -> xlb.v1.NodeUndrainResponse
-	68, // [68:78] is the sub-list for method output_type
-	58, // [58:68] is the sub-list for method input_type
-	58, // [58:58] is the sub-list for extension type_name
-	58, // [58:58] is the sub-list for extension extendee
-	0,  // [0:58] is the sub-list for field type_name
+	10, // 10: xlb.v1.StatusResponse.cluster:type_name -> xlb.v1.Cluster
+	11, // 11: xlb.v1.Cluster.services:type_name -> xlb.v1.ServiceFingerprint
+	12, // 12: xlb.v1.Cluster.peers:type_name -> xlb.v1.SyncPeer
+	13, // 13: xlb.v1.Cluster.counters:type_name -> xlb.v1.SyncCounters
+	51, // 14: xlb.v1.SyncPeer.last_hello:type_name -> google.protobuf.Timestamp
+	52, // 15: xlb.v1.SyncCounters.lag:type_name -> google.protobuf.Duration
+	16, // 16: xlb.v1.Prober.probes:type_name -> xlb.v1.Probe
+	52, // 17: xlb.v1.Probe.latency:type_name -> google.protobuf.Duration
+	51, // 18: xlb.v1.Probe.checked_at:type_name -> google.protobuf.Timestamp
+	51, // 19: xlb.v1.SelfCheck.checked_at:type_name -> google.protobuf.Timestamp
+	51, // 20: xlb.v1.SelfCheck.last_failure_at:type_name -> google.protobuf.Timestamp
+	52, // 21: xlb.v1.BGPSession.uptime:type_name -> google.protobuf.Duration
+	51, // 22: xlb.v1.ConfigInfo.committed_at:type_name -> google.protobuf.Timestamp
+	52, // 23: xlb.v1.ListServicesRequest.rate_interval:type_name -> google.protobuf.Duration
+	23, // 24: xlb.v1.ListServicesResponse.services:type_name -> xlb.v1.Service
+	6,  // 25: xlb.v1.ListServicesResponse.sample:type_name -> xlb.v1.Sample
+	0,  // 26: xlb.v1.Service.protocol:type_name -> xlb.v1.Protocol
+	4,  // 27: xlb.v1.Service.counters:type_name -> xlb.v1.Counters
+	5,  // 28: xlb.v1.Service.rates:type_name -> xlb.v1.Rates
+	24, // 29: xlb.v1.Service.backends:type_name -> xlb.v1.Backend
+	16, // 30: xlb.v1.Service.probe:type_name -> xlb.v1.Probe
+	1,  // 31: xlb.v1.Backend.state:type_name -> xlb.v1.BackendState
+	25, // 32: xlb.v1.Backend.override:type_name -> xlb.v1.Override
+	26, // 33: xlb.v1.Backend.health:type_name -> xlb.v1.Health
+	4,  // 34: xlb.v1.Backend.counters:type_name -> xlb.v1.Counters
+	5,  // 35: xlb.v1.Backend.rates:type_name -> xlb.v1.Rates
+	51, // 36: xlb.v1.Override.since:type_name -> google.protobuf.Timestamp
+	51, // 37: xlb.v1.Health.since:type_name -> google.protobuf.Timestamp
+	51, // 38: xlb.v1.Health.last_probe:type_name -> google.protobuf.Timestamp
+	52, // 39: xlb.v1.ListBackendsRequest.rate_interval:type_name -> google.protobuf.Duration
+	24, // 40: xlb.v1.ListBackendsResponse.backends:type_name -> xlb.v1.Backend
+	6,  // 41: xlb.v1.ListBackendsResponse.sample:type_name -> xlb.v1.Sample
+	31, // 42: xlb.v1.ApplyConfigResponse.diff:type_name -> xlb.v1.Diff
+	32, // 43: xlb.v1.Diff.backends_added:type_name -> xlb.v1.BackendRef
+	32, // 44: xlb.v1.Diff.backends_removed:type_name -> xlb.v1.BackendRef
+	32, // 45: xlb.v1.Diff.backends_changed:type_name -> xlb.v1.BackendRef
+	33, // 46: xlb.v1.ConfigErrors.errors:type_name -> xlb.v1.ConfigError
+	32, // 47: xlb.v1.SetBackendResponse.backends:type_name -> xlb.v1.BackendRef
+	52, // 48: xlb.v1.CountersRequest.rate_interval:type_name -> google.protobuf.Duration
+	39, // 49: xlb.v1.CountersResponse.global:type_name -> xlb.v1.NamedCounter
+	40, // 50: xlb.v1.CountersResponse.services:type_name -> xlb.v1.ServiceCounters
+	41, // 51: xlb.v1.CountersResponse.backends:type_name -> xlb.v1.BackendCounters
+	6,  // 52: xlb.v1.CountersResponse.sample:type_name -> xlb.v1.Sample
+	0,  // 53: xlb.v1.ServiceCounters.protocol:type_name -> xlb.v1.Protocol
+	4,  // 54: xlb.v1.ServiceCounters.counters:type_name -> xlb.v1.Counters
+	5,  // 55: xlb.v1.ServiceCounters.rates:type_name -> xlb.v1.Rates
+	4,  // 56: xlb.v1.BackendCounters.counters:type_name -> xlb.v1.Counters
+	5,  // 57: xlb.v1.BackendCounters.rates:type_name -> xlb.v1.Rates
+	2,  // 58: xlb.v1.ConntrackDumpRequest.state:type_name -> xlb.v1.ConntrackState
+	44, // 59: xlb.v1.ConntrackDumpResponse.entries:type_name -> xlb.v1.ConntrackEntry
+	2,  // 60: xlb.v1.ConntrackEntry.state:type_name -> xlb.v1.ConntrackState
+	52, // 61: xlb.v1.ConntrackEntry.age:type_name -> google.protobuf.Duration
+	0,  // 62: xlb.v1.ExplainRequest.protocol:type_name -> xlb.v1.Protocol
+	3,  // 63: xlb.v1.ExplainResponse.conntrack:type_name -> xlb.v1.ConntrackResult
+	7,  // 64: xlb.v1.XLB.Status:input_type -> xlb.v1.StatusRequest
+	21, // 65: xlb.v1.XLB.ListServices:input_type -> xlb.v1.ListServicesRequest
+	27, // 66: xlb.v1.XLB.ListBackends:input_type -> xlb.v1.ListBackendsRequest
+	29, // 67: xlb.v1.XLB.ApplyConfig:input_type -> xlb.v1.ApplyConfigRequest
+	35, // 68: xlb.v1.XLB.SetBackend:input_type -> xlb.v1.SetBackendRequest
+	37, // 69: xlb.v1.XLB.Counters:input_type -> xlb.v1.CountersRequest
+	42, // 70: xlb.v1.XLB.ConntrackDump:input_type -> xlb.v1.ConntrackDumpRequest
+	45, // 71: xlb.v1.XLB.Explain:input_type -> xlb.v1.ExplainRequest
+	47, // 72: xlb.v1.XLB.NodeDrain:input_type -> xlb.v1.NodeDrainRequest
+	49, // 73: xlb.v1.XLB.NodeUndrain:input_type -> xlb.v1.NodeUndrainRequest
+	8,  // 74: xlb.v1.XLB.Status:output_type -> xlb.v1.StatusResponse
+	22, // 75: xlb.v1.XLB.ListServices:output_type -> xlb.v1.ListServicesResponse
+	28, // 76: xlb.v1.XLB.ListBackends:output_type -> xlb.v1.ListBackendsResponse
+	30, // 77: xlb.v1.XLB.ApplyConfig:output_type -> xlb.v1.ApplyConfigResponse
+	36, // 78: xlb.v1.XLB.SetBackend:output_type -> xlb.v1.SetBackendResponse
+	38, // 79: xlb.v1.XLB.Counters:output_type -> xlb.v1.CountersResponse
+	43, // 80: xlb.v1.XLB.ConntrackDump:output_type -> xlb.v1.ConntrackDumpResponse
+	46, // 81: xlb.v1.XLB.Explain:output_type -> xlb.v1.ExplainResponse
+	48, // 82: xlb.v1.XLB.NodeDrain:output_type -> xlb.v1.NodeDrainResponse
+	50, // 83: xlb.v1.XLB.NodeUndrain:output_type -> xlb.v1.NodeUndrainResponse
+	74, // [74:84] is the sub-list for method output_type
+	64, // [64:74] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_xlb_v1_xlb_proto_init() }
@@ -3855,10 +4205,10 @@ func file_xlb_v1_xlb_proto_init() {
 	if File_xlb_v1_xlb_proto != nil {
 		return
 	}
-	file_xlb_v1_xlb_proto_msgTypes[12].OneofWrappers = []any{}
 	file_xlb_v1_xlb_proto_msgTypes[16].OneofWrappers = []any{}
-	file_xlb_v1_xlb_proto_msgTypes[17].OneofWrappers = []any{}
-	file_xlb_v1_xlb_proto_msgTypes[27].OneofWrappers = []any{
+	file_xlb_v1_xlb_proto_msgTypes[20].OneofWrappers = []any{}
+	file_xlb_v1_xlb_proto_msgTypes[21].OneofWrappers = []any{}
+	file_xlb_v1_xlb_proto_msgTypes[31].OneofWrappers = []any{
 		(*SetBackendRequest_Weight)(nil),
 		(*SetBackendRequest_Drain)(nil),
 		(*SetBackendRequest_Reset_)(nil),
@@ -3869,7 +4219,7 @@ func file_xlb_v1_xlb_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_xlb_v1_xlb_proto_rawDesc), len(file_xlb_v1_xlb_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   43,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* sync.h: connection sync between nodes (docs/ARCHITECTURE.md, Connection
+ * sync). The forwarder reports what it decides for a flow, off the packet
+ * path: a record in xlb_sync_ring when a tracked flow is created, when its
+ * state changes, and when its entry's time crosses a refresh boundary (so a
+ * live flow is reported every 2^refresh_shift ticks, not per packet).
+ * xlbd batches the records to the peers; a peer's xlbd installs them with
+ * xlb_sync_apply, run through BPF_PROG_TEST_RUN, into its own connection
+ * table. Its types and maps live here, apart from types.h and maps.h. */
+#pragma once
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "consts.h"
+#include "types.h"
+#include "maps.h"
+#include "select.h"
+
+/* Why a record was sent. Append only. */
+enum xlb_sync_kind {
+	XLB_SYNC_EV_NEW = 1,     /* a new tracked flow */
+	XLB_SYNC_EV_STATE = 2,   /* its conntrack state changed */
+	XLB_SYNC_EV_REFRESH = 3, /* still live: keeps the peers' entry alive */
+};
+
+/* xlb_sync_conf value (one element), written by xlbd. */
+struct sync_conf {
+	__u32 enabled;       /* 0: no record is made */
+	__u32 refresh_shift; /* a live flow is reported every 2^shift ticks */
+};
+
+/* xlb_sync_ring record: one decision. rid is this node's real id (xlbd
+ * turns it into the (VIP, backend) pair peers understand). */
+struct sync_event {
+	__u64 hash;  /* the flow hash v1 */
+	__u32 rid;
+	__u8 state;  /* enum xlb_ct_state */
+	__u8 kind;   /* enum xlb_sync_kind */
+	__u16 pad;
+};
+
+/* xlb_sync_apply's input: the frame's data is an array of these (at most
+ * XLB_SYNC_APPLY_MAX). hbits: how many low bits of hash are known (a bulk
+ * copy knows the tag and the sender's bucket bits only); an entry whose
+ * bucket this node cannot derive is skipped. */
+struct sync_install {
+	__u64 hash;
+	__u32 rid;  /* this node's real id */
+	__u16 age;  /* conntrack ticks since the sender last saw the flow */
+	__u8 state; /* enum xlb_ct_state, never FREE */
+	__u8 hbits;
+	__u8 proto; /* IPPROTO_TCP or IPPROTO_UDP: the timeout of an entry found */
+	__u8 pad[7];
+};
+
+/* xlb_sync_stats indexes (per CPU). Append only. */
+enum xlb_sync_stat {
+	XLB_SYNC_STAT_UNUSED = 0,  /* (records made: counted by xlbd as it reads them) */
+	XLB_SYNC_STAT_LOST,        /* ring full: record lost (the flow is unprotected) */
+	XLB_SYNC_STAT_APPLIED,     /* installs written into the connection table */
+	XLB_SYNC_STAT_KEPT,        /* installs skipped: this node tracks the flow live to another real */
+	XLB_SYNC_STAT_SKIPPED,     /* installs skipped: bucket unknown (hbits) or bad state */
+	XLB_SYNC_STAT__MAX,
+};
+
+enum xlb_sync_const {
+	XLB_SYNC_APPLY_MAX = 128, /* sync_install records per xlb_sync_apply run */
+	XLB_SYNC_REFRESH_SHIFT = 6, /* default: 64 ticks, ~17 s */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct sync_conf);
+	__uint(max_entries, 1);
+} xlb_sync_conf SEC(".maps");
+
+/* Decision records for xlbd (struct sync_event, 24 bytes with the ring's
+ * header): 4 MiB hold ~175,000, over 20 ms of new flows at 8 M/s. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22);
+} xlb_sync_ring SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, XLB_SYNC_STAT__MAX);
+} xlb_sync_stats SEC(".maps");
+
+XLB_ABI_SIZE(sync_conf, 8);
+XLB_ABI_SIZE(sync_event, 16);
+XLB_ABI_SIZE(sync_install, 24);
+
+static __always_inline void sync_count(__u32 s)
+{
+	__u64 *c = bpf_map_lookup_elem(&xlb_sync_stats, &s);
+
+	if (c)
+		*c += 1;
+}
+
+/* sync_kind: what the way's change from prev to cur (low 32 bits of the
+ * way: state and time; prev 0 for a new entry) is worth reporting as, 0
+ * for nothing. */
+static __always_inline __u32 sync_kind(__u32 prev, __u32 cur, __u32 shift)
+{
+	__u32 ps = (prev >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
+	__u32 cs = (cur >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
+
+	if (cs == XLB_CT_FREE)
+		return 0;
+	if (ps == XLB_CT_FREE)
+		return XLB_SYNC_EV_NEW;
+	if (ps != cs)
+		return XLB_SYNC_EV_STATE;
+	if (((prev & XLB_CT_TIME_MASK) >> shift) != ((cur & XLB_CT_TIME_MASK) >> shift))
+		return XLB_SYNC_EV_REFRESH;
+	return 0;
+}
+
+/* sync_note reports the conntrack write a selection made (struct
+ * selection's ct_prev / ct_cur), if sync is on and it is worth a record.
+ * The record is copied in with one helper call and wakes nobody: xlbd
+ * polls the ring every few ms (a wakeup per record would cost more than
+ * the record). */
+static __always_inline void sync_note(const struct selection *sel, __u64 h)
+{
+	struct sync_event ev;
+	struct sync_conf *c;
+	__u32 zero = 0, kind;
+
+	if (!sel->ct_cur)
+		return;
+	c = bpf_map_lookup_elem(&xlb_sync_conf, &zero);
+	if (!c || !c->enabled)
+		return;
+	kind = sync_kind(sel->ct_prev, sel->ct_cur, c->refresh_shift & 15);
+	if (!kind)
+		return;
+	ev.hash = h;
+	ev.rid = sel->rid;
+	ev.state = (sel->ct_cur >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
+	ev.kind = kind;
+	ev.pad = 0;
+	if (bpf_ringbuf_output(&xlb_sync_ring, &ev, sizeof(ev), BPF_RB_NO_WAKEUP))
+		sync_count(XLB_SYNC_STAT_LOST);
+}
+
+/* sync_live: way e (of a flow of proto) is not idle past its timeout. */
+static __always_inline int sync_live(const struct node_info *n, __u64 e, __u8 proto, __u64 now)
+{
+	__u64 state = (e >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
+	__u64 t = proto != IPPROTO_TCP	      ? n->timeout_udp :
+		  state == XLB_CT_SYN	      ? n->timeout_tcp_syn :
+		  state == XLB_CT_CLOSING ? n->timeout_tcp_fin :
+					    n->timeout_tcp;
+
+	return ((now - e) & XLB_CT_TIME_MASK) <= t;
+}
+
+/* sync_install_one writes one peer decision into this CPU's slice. A way
+ * of this flow that is live here to another real is kept (this node has
+ * forwarded the flow itself); one to the same real takes the younger time
+ * and the peer's state. */
+static __always_inline void sync_install_one(const struct node_info *n,
+					     const struct sync_install *in, __u64 now)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	__u32 bucket = (__u32)in->hash & ((1U << ct_shift) - 1);
+	__u32 idx = cpu << ct_shift | bucket;
+	__u64 tag = in->hash >> XLB_CT_TAG_SHIFT;
+	__u64 seen = (now - in->age) & XLB_CT_TIME_MASK;
+	struct ct_bucket *b;
+	__u64 e = 0;
+	int way;
+
+	if (in->hbits < ct_shift || in->state == XLB_CT_FREE || in->state > XLB_CT_CLOSING ||
+	    !in->rid || in->rid >= XLB_MAX_REALS) {
+		sync_count(XLB_SYNC_STAT_SKIPPED);
+		return;
+	}
+	b = bpf_map_lookup_elem(&xlb_ct, &idx);
+	if (!b)
+		return;
+	way = ct_find_local(b, tag, &e);
+	if (way >= 0 && way < XLB_CT_WAYS) {
+		if (((e >> XLB_CT_REAL_SHIFT) & XLB_CT_REAL_MASK) != in->rid &&
+		    sync_live(n, e, in->proto, now)) {
+			sync_count(XLB_SYNC_STAT_KEPT);
+			return;
+		}
+		if (((now - e) & XLB_CT_TIME_MASK) < in->age)
+			seen = e & XLB_CT_TIME_MASK;
+		b->way[way] = ct_make(tag, in->rid, in->state, seen);
+	} else {
+		ct_store(b, tag, ct_make(tag, in->rid, in->state, seen), now);
+	}
+	sync_count(XLB_SYNC_STAT_APPLIED);
+}
+
+/* xlb_sync_apply: run by xlbd through BPF_PROG_TEST_RUN (never attached)
+ * with an array of struct sync_install as the frame's data. */
+SEC("xdp")
+int xlb_sync_apply(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	__u64 now = bpf_ktime_get_coarse_ns() >> XLB_TICK_SHIFT;
+	struct node_info *n;
+	__u32 zero = 0;
+
+	n = bpf_map_lookup_elem(&xlb_node, &zero);
+	if (!n)
+		return XDP_ABORTED;
+	for (int i = 0; i < XLB_SYNC_APPLY_MAX; i++) {
+		struct sync_install *in = data + i * sizeof(*in);
+
+		if ((void *)(in + 1) > end)
+			break;
+		sync_install_one(n, in, now);
+	}
+	return XDP_PASS;
+}

@@ -1,0 +1,153 @@
+package datapath
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/xlbproject/xlb/internal/maglev"
+	"github.com/xlbproject/xlb/internal/packet"
+)
+
+func flowHash(f packet.Flow) uint64 {
+	return maglev.FlowHash(maglev.Tuple{Src: f.Src, Dst: f.Dst, SrcPort: f.SrcPort, DstPort: f.DstPort, Proto: f.Proto})
+}
+
+// readSync returns the decision records waiting in the ring.
+func readSync(t *testing.T, r *SyncReader) []SyncDecision {
+	t.Helper()
+	out, err := r.Read(make([]SyncDecision, 0, 64), 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// syncTestDatapath loads the forwarder with the fixture state, this test
+// on one CPU, records on (refresh every 2^shift ticks) and a reader.
+func syncTestDatapath(t *testing.T, shift uint32) (*Datapath, *SyncReader) {
+	t.Helper()
+	d := newTestDatapath(t, Options{})
+	pinCPU(t)
+	if _, err := d.Apply(fixtureState()); err != nil {
+		t.Fatal(err)
+	}
+	r, err := d.SyncReader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	if err := d.SetSync(true, shift); err != nil {
+		t.Fatal(err)
+	}
+	return d, r
+}
+
+// TestSyncRingReportsDecisions: with sync on, the forwarder reports a new
+// tracked flow, then its state changes (SYN -> established -> closing),
+// not every packet; with sync off it reports nothing.
+func TestSyncRingReportsDecisions(t *testing.T) {
+	d, r := syncTestDatapath(t, SyncRefreshShift)
+	f := packet.Flow{Src: client4, Dst: vip4, SrcPort: 40000, DstPort: 80, Proto: packet.ProtoTCP, TCPFlags: packet.SYN}
+	h := flowHash(f)
+	steps := []struct {
+		flags uint8
+		want  []SyncDecision
+	}{
+		{packet.SYN, []SyncDecision{{Hash: h, RealID: 1, State: 1, Kind: SyncNew}}},
+		{packet.ACK, []SyncDecision{{Hash: h, RealID: 1, State: 2, Kind: SyncState}}},
+		{packet.ACK, nil}, // same state, same tick: nothing
+		{packet.ACK | packet.PSH, nil},
+		{packet.FIN | packet.ACK, []SyncDecision{{Hash: h, RealID: 1, State: 3, Kind: SyncState}}},
+	}
+	for i, s := range steps {
+		f.TCPFlags = s.flags
+		if ret, _ := run(t, d.Program(), f.Frame()); ret != xdpTX {
+			t.Fatalf("step %d: verdict %d", i, ret)
+		}
+		got := readSync(t, r)
+		if len(got) != len(s.want) || (len(got) == 1 && got[0] != s.want[0]) {
+			t.Fatalf("step %d (flags %#x): records %+v, want %+v", i, s.flags, got, s.want)
+		}
+	}
+	u := packet.Flow{Src: client6, Dst: vip6, SrcPort: 5353, DstPort: 53, Proto: packet.ProtoUDP}
+	run(t, d.Program(), u.Frame())
+	if got := readSync(t, r); len(got) != 1 || got[0] != (SyncDecision{Hash: flowHash(u), RealID: 4, State: 2, Kind: SyncNew}) {
+		t.Fatalf("UDP flow: records %+v", got)
+	}
+	if err := d.SetSync(false, SyncRefreshShift); err != nil {
+		t.Fatal(err)
+	}
+	f.SrcPort, f.TCPFlags = 40001, packet.SYN
+	run(t, d.Program(), f.Frame())
+	if got := readSync(t, r); len(got) != 0 {
+		t.Fatalf("sync off: records %+v", got)
+	}
+	c, err := d.SyncCounters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Lost != 0 {
+		t.Fatalf("counters %+v, want none lost", c)
+	}
+}
+
+// TestSyncRefreshReported: a live flow is reported again when its entry's
+// time crosses a refresh boundary (shift 0: every tick).
+func TestSyncRefreshReported(t *testing.T) {
+	d, r := syncTestDatapath(t, 0)
+	u := packet.Flow{Src: client4, Dst: vip4, SrcPort: 5353, DstPort: 53, Proto: packet.ProtoUDP}
+	run(t, d.Program(), u.Frame())
+	time.Sleep(ctTick)
+	run(t, d.Program(), u.Frame())
+	got := readSync(t, r)
+	if len(got) != 2 || got[0].Kind != SyncNew || got[1].Kind != SyncRefresh || got[1].State != 2 {
+		t.Fatalf("records %+v, want new then refresh", got)
+	}
+}
+
+// TestSyncInstallKeepsBackend: a peer's decision installed here makes a
+// flow this node never saw go to the peer's real, although this node's
+// Maglev table gives another; a flow this node tracks live keeps its own
+// real; an install whose bucket this node cannot derive is skipped.
+func TestSyncInstallKeepsBackend(t *testing.T) {
+	d := newTestDatapath(t, Options{})
+	pinCPU(t)
+	st := fixtureState()
+	other := netip.MustParseAddr("10.0.1.99")
+	st.Reals.Set(7, Real{Addr: other, SvcID: 1, Active: true}) // in service 1, not in its table
+	if _, err := d.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	moved := packet.Flow{Src: client4, Dst: vip4, SrcPort: 41000, DstPort: 80, Proto: packet.ProtoTCP, TCPFlags: packet.ACK}
+	local := moved
+	local.SrcPort = 41001
+	run(t, d.Program(), local.Frame()) // tracked here, to real 1
+	in := []SyncInstall{
+		{Hash: flowHash(moved), HashBits: 64, RealID: 7, State: 2, Proto: 6, Age: 1},
+		{Hash: flowHash(local), HashBits: 64, RealID: 7, State: 2, Proto: 6},
+		{Hash: flowHash(moved) + 1<<40, HashBits: 3, RealID: 7, State: 2, Proto: 6},
+	}
+	if err := d.InstallSync(in); err != nil {
+		t.Fatal(err)
+	}
+	c, err := d.SyncCounters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Applied != 1 || c.Kept != 1 || c.Skipped != 1 {
+		t.Fatalf("counters %+v, want 1 applied, 1 kept, 1 skipped", c)
+	}
+	want := expectTunnel(t, moved, "gre", other, 0)
+	if ret, out := run(t, d.Program(), moved.Frame()); ret != xdpTX || string(out) != string(want) {
+		t.Fatalf("moved flow: verdict %d, not sent to the peer's real %s", ret, other)
+	}
+	want = expectTunnel(t, local, "gre", be4, 0)
+	if ret, out := run(t, d.Program(), local.Frame()); ret != xdpTX || string(out) != string(want) {
+		t.Fatalf("local flow: verdict %d, not kept on %s", ret, be4)
+	}
+	stats, _ := d.Stats()
+	if stats["ct_hit"] != 2 {
+		t.Fatalf("ct_hit %d, want 2 (both flows tracked)", stats["ct_hit"])
+	}
+}
