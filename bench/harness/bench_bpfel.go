@@ -94,7 +94,8 @@ type benchNodeInfo struct {
 	_              [4]byte
 	ProbeCookie    uint64
 	IcmpTooBigRate uint32
-	Pad            uint32
+	GuePort        uint16
+	Pad            uint16
 }
 
 type benchRealInfo struct {
@@ -108,7 +109,8 @@ type benchRealInfo struct {
 	Dmac    [6]uint8
 	Smac    [6]uint8
 	Ifindex uint32
-	Mtu     uint32
+	Mtu     uint16
+	Port    uint16
 }
 
 type benchVipBucket struct {
@@ -149,7 +151,7 @@ type benchXlbCounters struct {
 
 type benchXlbGlobal struct {
 	_     structs.HostLayout
-	Count [43]uint64
+	Count [48]uint64
 }
 
 type benchXlbStat uint32
@@ -198,7 +200,12 @@ const (
 	benchXlbStatXLB_STAT_ICMP_TOO_BIG_LIMITED  benchXlbStat = 40
 	benchXlbStatXLB_STAT_TOO_BIG_FRAGMENT      benchXlbStat = 41
 	benchXlbStatXLB_STAT_TOO_BIG_FRAGMENT_FAIL benchXlbStat = 42
-	benchXlbStatXLB_STAT__MAX                  benchXlbStat = 43
+	benchXlbStatXLB_STAT_FORWARD_LOCAL         benchXlbStat = 43
+	benchXlbStatXLB_STAT_NAT_REPLY             benchXlbStat = 44
+	benchXlbStatXLB_STAT_NAT_REPLY_PASS        benchXlbStat = 45
+	benchXlbStatXLB_STAT_NAT_TRACK_FAIL        benchXlbStat = 46
+	benchXlbStatXLB_STAT_NAT_ICMP              benchXlbStat = 47
+	benchXlbStatXLB_STAT__MAX                  benchXlbStat = 48
 )
 
 // Names of all BPF objects in the ELF.

@@ -71,6 +71,7 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 	slog.SetDefault(log)
 
+	config.UseRoutes(datapath.KernelRoute) // methods dr and nat need connected backends
 	cfg, err := config.Load(*cfgPath)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "xlbd: %v\n", err)

@@ -60,6 +60,7 @@ func (c *Config) Marshal() ([]byte, error) {
 	}
 	node.Content = append(node.Content, str("fragment_table_entries"), integer(uint64(n.FragmentTableEntries)))
 	node.Content = append(node.Content, str("trace_rate"), integer(uint64(n.TraceRate)))
+	node.Content = append(node.Content, str("gue_port"), integer(uint64(n.GUEPort)))
 
 	pools := mapping()
 	for _, p := range c.Pools {
@@ -69,7 +70,10 @@ func (c *Config) Marshal() ([]byte, error) {
 			for _, b := range p.Backends {
 				bn := mapping("address", str(b.Addr.String()), "weight", integer(uint64(b.Weight)))
 				if b.Encap != EncapUnset {
-					bn.Content = append(bn.Content, str("encap"), str(b.Encap.String()))
+					bn.Content = append(bn.Content, str("method"), str(b.Encap.String()))
+				}
+				if b.Port != 0 {
+					bn.Content = append(bn.Content, str("port"), integer(uint64(b.Port)))
 				}
 				if b.Drain {
 					bn.Content = append(bn.Content, str("state"), str("drain"))
@@ -101,7 +105,7 @@ func (c *Config) Marshal() ([]byte, error) {
 			"pools", list(s.Pools),
 			"scheduler", str(s.Scheduler.String()),
 			"table_size", integer(uint64(s.TableSize)),
-			"encap", str(s.Encap.String()),
+			"method", str(s.Encap.String()),
 			"min_healthy", float(s.MinHealthy),
 			"withdraw_when_down", boolean(s.WithdrawWhenDown),
 			"fragments", boolean(s.Fragments),
