@@ -1,0 +1,193 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xlbproject/xlb/internal/state"
+	"github.com/xlbproject/xlb/internal/testenv"
+	"github.com/xlbproject/xlb/lab"
+)
+
+// methodRequests is how many HTTP requests each family sends; a share of
+// 1,000 new connections has a binomial spread of at most 1.6 points, so
+// the 5-point tolerance is over 3 standard deviations.
+const methodRequests = 1000
+
+// checkSharesWithin is checkShares with a tolerance of tol points.
+func checkSharesWithin(t *testing.T, what string, counts map[string]int, weights []int, tol float64) {
+	t.Helper()
+	total, wsum := 0, 0
+	for _, c := range counts {
+		total += c
+	}
+	for _, w := range weights {
+		wsum += w
+	}
+	for i, w := range weights {
+		name := fmt.Sprintf("b%d", i+1)
+		share := 100 * float64(counts[name]) / float64(total)
+		want := 100 * float64(w) / float64(wsum)
+		t.Logf("%s: %s %d requests, %.1f%% (weight share %.1f%%)", what, name, counts[name], share, want)
+		if math.Abs(share-want) > tol {
+			t.Errorf("%s: backend %s share %.1f%%, want %.1f%% ± %.0f", what, name, share, want, tol)
+		}
+	}
+}
+
+// loadBoth sends methodRequests HTTP requests to each of targets and
+// checks that all succeed with the weights' shares.
+func loadBoth(t *testing.T, l *lab.Lab, weights []int, targets ...netip.AddrPort) {
+	t.Helper()
+	for _, target := range targets {
+		r := lab.HTTPLoad(context.Background(), l.Client.NS, target, methodRequests, 16)
+		if r.Errors > 0 {
+			t.Fatalf("%s: %d of %d requests failed: %v", target, r.Errors, r.Requests, r.FirstErrors)
+		}
+		checkSharesWithin(t, target.String(), r.Counts, weights, 5)
+	}
+}
+
+// checkNoDrops fails on any drop or fallback counter of the node.
+func checkNoDrops(t *testing.T, stats map[string]uint64) {
+	t.Helper()
+	for _, k := range []string{"nexthop_fallback", "drop_no_nexthop", "drop_no_backend", "drop_internal",
+		"drop_malformed", "drop_too_big", "nat_track_fail"} {
+		if v := stats[k]; v != 0 {
+			t.Errorf("counter %s = %d, want 0", k, v)
+		}
+	}
+}
+
+// checkMethod fails unless every service the node holds uses m.
+func checkMethod(t *testing.T, e *env, m state.Encap) {
+	t.Helper()
+	for _, s := range e.services(t) {
+		if s.Encap != m {
+			t.Errorf("service %s forwards with method %d, want %d", s.Key, s.Encap, m)
+		}
+	}
+}
+
+// TestMethodDR: direct routing on the lab's LAN, whose backends hold the
+// VIPs on lo and do not answer ARP for them. The node only rewrites the
+// destination MAC; the backends answer the client directly.
+func TestMethodDR(t *testing.T) {
+	weights := []int{1, 1, 2}
+	e := setupWith(t, weights, "native", func(cfg string) string {
+		return strings.NewReplacer("encap: gre", "method: dr", "encap: ipip", "method: dr").Replace(cfg)
+	})
+	checkMethod(t, e, state.EncapDR)
+	before, err := e.lab.NodeStats(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loadBoth(t, e.lab, weights, e.http4(), e.http6())
+	after, err := e.lab.NodeStats(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats := e.stats(t)
+	forwarded := stats["forward_tx"]
+	rx := after.RxPackets - before.RxPackets
+	t.Logf("node eth0 received %d packets, sent %d to backends (%d bytes in, %d out)", rx, forwarded,
+		after.RxBytes-before.RxBytes, after.TxBytes-before.TxBytes)
+	if forwarded == 0 || rx > forwarded+forwarded/50+50 {
+		t.Fatalf("node received %d packets for %d forwarded: replies pass the node", rx, forwarded)
+	}
+	// No outer header: what leaves is what came in. The veth counts the
+	// Ethernet header of a transmitted frame, not of a received one.
+	if in, out := after.RxBytes-before.RxBytes, after.TxBytes-before.TxBytes; out > in+14*forwarded+in/100 {
+		t.Errorf("node sent %d bytes for %d received (%d frames): DR must add nothing", out, in, forwarded)
+	}
+	checkNoDrops(t, stats)
+}
+
+// natPorts are the backends' own ports behind a NAT service on port 80.
+var natPorts = lab.Ports{HTTP: 8080, UDP: 8053, TCP: 8007}
+
+// setupNAT is a lab whose backends route the client through node 0 (their
+// route back to the client for NAT), with servers on natPorts as well,
+// and xlbd with the config cfg makes.
+func setupNAT(t *testing.T, weights []int, cfg func(l *lab.Lab) string) *env {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.RequireCommands(t, "nsenter", "ip")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l := newLab(ctx, t, lab.Config{})
+	n := l.Nodes[0]
+	for _, b := range l.Backends {
+		if _, err := lab.StartServers(b, nil, natPorts); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range [][]string{
+			{"ip", "route", "replace", l.Client.Addr4.String() + "/32", "via", n.Addr4.String()},
+			{"ip", "-6", "route", "replace", l.Client.Addr6.String() + "/128", "via", n.Addr6.String()},
+		} {
+			if out, err := b.Run(ctx, r...); err != nil {
+				t.Fatalf("%s: %v: %s", strings.Join(r, " "), err, out)
+			}
+		}
+	}
+	e := &env{lab: l, config: l.Dir + "/xlbd-nat.yaml"}
+	if err := os.WriteFile(e.config, []byte(cfg(l)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.start(t)
+	return e
+}
+
+// natPool lists the lab's backends of one family with weights, each with
+// port (0: none).
+func natPool(l *lab.Lab, v4 bool, weights []int, port uint16) string {
+	var parts []string
+	for i, b := range l.Backends {
+		a := b.Addr6
+		if v4 {
+			a = b.Addr4
+		}
+		p := ""
+		if port != 0 {
+			p = fmt.Sprintf(", port: %d", port)
+		}
+		parts = append(parts, fmt.Sprintf("{address: %q, weight: %d%s}", a, weights[i], p))
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// TestMethodNAT: NAT with the backends' port (8080) different from the
+// VIP's (80), IPv4 and IPv6. Replies come back through the node, which
+// rewrites them to VIP:80 in XDP; the client sees only the VIP.
+func TestMethodNAT(t *testing.T) {
+	weights := []int{1, 1, 2}
+	e := setupNAT(t, weights, func(l *lab.Lab) string {
+		return nodeHeader(l) + "pools:\n" +
+			"  web4: {backends: " + natPool(l, true, weights, natPorts.HTTP) + "}\n" +
+			"  web6: {backends: " + natPool(l, false, weights, natPorts.HTTP) + "}\n" +
+			"services:\n" +
+			fmt.Sprintf("  - {name: web4, vip: %q, port: 80, protocol: tcp, pools: [web4], method: nat}\n", l.VIP4()) +
+			fmt.Sprintf("  - {name: web6, vip: %q, port: 80, protocol: tcp, pools: [web6], method: nat}\n", l.VIP6())
+	})
+	checkMethod(t, e, state.EncapNAT)
+	before := e.stats(t)
+	loadBoth(t, e.lab, weights, e.http4(), e.http6())
+	stats := e.stats(t)
+	fwd := stats["forward_tx"] - before["forward_tx"]
+	replies := stats["nat_reply"] - before["nat_reply"]
+	t.Logf("forwarded %d client packets, rewrote %d replies in XDP (%d to the kernel)", fwd, replies, stats["nat_reply_pass"])
+	if stats["nat_reply_pass"] > 10 {
+		t.Errorf("%d replies went to the kernel: the gateway's neighbour was not kept resolved", stats["nat_reply_pass"])
+	}
+	// Every request's replies pass the node: at least one per request.
+	if replies < 2*methodRequests {
+		t.Errorf("%d replies rewritten by the node for %d requests", replies, 2*methodRequests)
+	}
+	checkNoDrops(t, stats)
+}
