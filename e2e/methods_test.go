@@ -191,3 +191,84 @@ func TestMethodNAT(t *testing.T) {
 	}
 	checkNoDrops(t, stats)
 }
+
+// TestMethodGUE: GUE to backends that strip it with xlb-decap (attached
+// by the lab with its default port, xlbd's default node.gue_port).
+func TestMethodGUE(t *testing.T) {
+	weights := []int{1, 1, 2}
+	e := setupWith(t, weights, "native", func(cfg string) string {
+		return strings.NewReplacer("encap: gre", "method: gue", "encap: ipip", "method: gue").Replace(cfg)
+	})
+	checkMethod(t, e, state.EncapGUE)
+	loadBoth(t, e.lab, weights, e.http4(), e.http6())
+	checkNoDrops(t, e.stats(t))
+}
+
+// TestMethodLocal: a mixed service whose third backend is the node itself
+// (its own LAN address, the VIP on its lo): the node's share goes up its
+// own stack; the other two get it by direct routing.
+func TestMethodLocal(t *testing.T) {
+	testenv.RequireRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l := newLab(ctx, t, lab.Config{})
+	n := l.Nodes[0]
+	for _, cmd := range [][]string{
+		{"ip", "addr", "add", l.VIP4().String() + "/32", "dev", "lo"},
+		{"ip", "addr", "add", l.VIP6().String() + "/128", "dev", "lo"},
+	} {
+		if out, err := n.Run(ctx, cmd...); err != nil {
+			t.Fatalf("%v: %v: %s", cmd, err, out)
+		}
+	}
+	if _, err := lab.StartServers(n, []netip.Addr{l.VIP4(), l.VIP6()}, lab.Ports{}); err != nil {
+		t.Fatal(err)
+	}
+	weights := []int{1, 1, 2}
+	pool := func(v4 bool) string {
+		var parts []string
+		for i, h := range []*lab.Host{l.Backends[0], l.Backends[1], n} {
+			a := h.Addr6
+			if v4 {
+				a = h.Addr4
+			}
+			parts = append(parts, fmt.Sprintf("{address: %q, weight: %d}", a, weights[i]))
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	}
+	e := &env{lab: l, config: l.Dir + "/xlbd-local.yaml"}
+	cfg := nodeHeader(l) + "pools:\n  web4: {backends: " + pool(true) + "}\n  web6: {backends: " + pool(false) + "}\nservices:\n" +
+		fmt.Sprintf("  - {name: web4, vip: %q, port: 80, protocol: tcp, pools: [web4], method: dr}\n", l.VIP4()) +
+		fmt.Sprintf("  - {name: web6, vip: %q, port: 80, protocol: tcp, pools: [web6], method: dr}\n", l.VIP6())
+	if err := os.WriteFile(e.config, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The node answers for the VIP by itself: forwarding works before
+	// xlbd does, so wait for its commit.
+	e.start(t)
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(e.xlbd.Output(), "config committed"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("xlbd did not commit:\n%s", e.xlbd.Output())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("xlbd output:\n%s", e.xlbd.Output())
+		}
+	})
+	for _, target := range []netip.AddrPort{e.http4(), e.http6()} {
+		r := lab.HTTPLoad(ctx, l.Client.NS, target, methodRequests, 16)
+		if r.Errors > 0 {
+			t.Fatalf("%s: %d of %d requests failed: %v", target, r.Errors, r.Requests, r.FirstErrors)
+		}
+		// The node's own server answers with its name.
+		counts := map[string]int{"b1": r.Counts["b1"], "b2": r.Counts["b2"], "b3": r.Counts[n.Short]}
+		checkSharesWithin(t, target.String()+" (b3 = the node)", counts, weights, 5)
+	}
+	stats := e.stats(t)
+	if stats["forward_local"] == 0 {
+		t.Errorf("forward_local = 0: the node's share did not go up its stack")
+	}
+	checkNoDrops(t, stats)
+}
