@@ -157,6 +157,11 @@ __attribute__((noinline)) int xlb_icmp(struct xdp_md *ctx, const struct pkt *p)
 		stats_count(rc);
 		return XDP_DROP;
 	}
+	if (methods_of(sel.real, v) == XLB_ENCAP_NAT) {
+		/* no rewrite of the quoted packet yet (methods.h): the kernel's */
+		stats_count(XLB_STAT_ICMP_PASS);
+		return XDP_PASS;
+	}
 	stats_count(kind == ICMP_K_FRAG_NEEDED ? XLB_STAT_ICMP_FRAG_NEEDED :
 		    kind == ICMP_K_UNREACH     ? XLB_STAT_ICMP_UNREACH :
 						 XLB_STAT_ICMP_TIME_EXCEEDED);
