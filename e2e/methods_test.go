@@ -272,3 +272,63 @@ func TestMethodLocal(t *testing.T) {
 	}
 	checkNoDrops(t, stats)
 }
+
+// natSessionsConfig is a NAT TCP echo service per family (VIP port
+// lab.DefaultPorts.TCP to the backends' natPorts.TCP) with weights, and
+// the IPv4 web service the lab waits for.
+func natSessionsConfig(l *lab.Lab, weights []int) string {
+	return nodeHeader(l) + "pools:\n" +
+		"  echo4: {backends: " + natPool(l, true, weights, natPorts.TCP) + "}\n" +
+		"  echo6: {backends: " + natPool(l, false, weights, natPorts.TCP) + "}\n" +
+		"  web4: {backends: " + natPool(l, true, weights, natPorts.HTTP) + "}\n" +
+		"services:\n" +
+		fmt.Sprintf("  - {name: web4, vip: %q, port: 80, protocol: tcp, pools: [web4], method: nat}\n", l.VIP4()) +
+		fmt.Sprintf("  - {name: echo4, vip: %q, port: %d, protocol: tcp, pools: [echo4], method: nat}\n", l.VIP4(), lab.DefaultPorts.TCP) +
+		fmt.Sprintf("  - {name: echo6, vip: %q, port: %d, protocol: tcp, pools: [echo6], method: nat}\n", l.VIP6(), lab.DefaultPorts.TCP)
+}
+
+// TestMethodNATSessionsSurvive: 100 long-lived NAT connections per family
+// keep their backend and never break across a config reload that changes
+// the weights and an xlbd restart: the forward path's connection table
+// and the replies' xlb_nat entries are pinned and kept.
+func TestMethodNATSessionsSurvive(t *testing.T) {
+	e := setupNAT(t, []int{1, 1, 1}, func(l *lab.Lab) string { return natSessionsConfig(l, []int{1, 1, 1}) })
+	ctx := context.Background()
+	var all []*lab.TCPSessions
+	for _, vip := range []netip.Addr{e.lab.VIP4(), e.lab.VIP6()} {
+		s, err := lab.StartTCPSessions(ctx, e.lab.Client.NS, netip.AddrPortFrom(vip, lab.DefaultPorts.TCP), 100, 200*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, s)
+	}
+	time.Sleep(time.Second)
+	if err := os.WriteFile(e.config, []byte(natSessionsConfig(e.lab, []int{3, 1, 1})), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := strings.Count(e.xlbd.Output(), "config committed")
+	if err := e.xlbd.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.xlbd.WaitOutput(ctx, "config committed", before+1, 10*time.Second); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	time.Sleep(time.Second)
+	e.restart(t, "restart", mustBinary(t, e.lab, "xlbd"))
+	time.Sleep(2 * time.Second)
+	for i, s := range all {
+		r := s.Stop()
+		msgs := 0
+		for _, ss := range r.Sessions {
+			msgs += ss.Messages
+		}
+		t.Logf("family %d: %d sessions, %d messages answered, %d breaks", i, len(r.Sessions), msgs, len(r.Breaks))
+		if len(r.Sessions) != 100 || len(r.Breaks) != 0 {
+			t.Errorf("family %d: %d sessions, breaks %v", i, len(r.Sessions), r.Breaks)
+		}
+		if msgs < 100*10 {
+			t.Errorf("family %d: only %d messages answered", i, msgs)
+		}
+	}
+	checkNoDrops(t, e.stats(t))
+}
