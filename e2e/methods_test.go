@@ -332,3 +332,42 @@ func TestMethodNATSessionsSurvive(t *testing.T) {
 	}
 	checkNoDrops(t, e.stats(t))
 }
+
+// TestMethodMixed: one service per family whose backends each use another
+// method (gre and gue overrides, the service's dr for the third): every
+// backend answers, with the weights' shares.
+func TestMethodMixed(t *testing.T) {
+	weights := []int{1, 1, 2}
+	var l *lab.Lab
+	e := setupWith(t, weights, "native", func(cfg string) string {
+		cfg = strings.NewReplacer("encap: gre", "method: dr", "encap: ipip", "method: dr").Replace(cfg)
+		// the first backend of each pool by GRE, the second by GUE
+		var out []string
+		for _, line := range strings.Split(cfg, "\n") {
+			switch {
+			case strings.Contains(line, "10.100.0.101\"") || strings.Contains(line, "fd00:100::101\""):
+				line = strings.Replace(line, "}", ", method: gre}", 1)
+			case strings.Contains(line, "10.100.0.102\"") || strings.Contains(line, "fd00:100::102\""):
+				line = strings.Replace(line, "}", ", method: gue}", 1)
+			}
+			out = append(out, line)
+		}
+		return strings.Join(out, "\n")
+	})
+	l = e.lab
+	if l.Backends[0].Addr4.String() != "10.100.0.101" || l.Backends[1].Addr6.String() != "fd00:100::102" {
+		t.Fatalf("lab backends moved: %s, %s", l.Backends[0].Addr4, l.Backends[1].Addr6)
+	}
+	loadBoth(t, l, weights, e.http4(), e.http6())
+	out, err := e.ctl(t, "backends")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("xlbctl backends:\n%s", out)
+	for _, want := range []string{"Tunnel", "Route"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("xlbctl backends shows no %s backend", want)
+		}
+	}
+	checkNoDrops(t, e.stats(t))
+}
