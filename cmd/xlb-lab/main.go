@@ -4,6 +4,7 @@
 //	xlb-lab up [--nodes N] [--backends M] [--prefix P] [--direct | --bgp [--speakers]] [--serve]
 //	xlb-lab down [--prefix P]
 //	xlb-lab demo [--bin DIR] [--requests N] [--requests6 N] [--weights 1,1,2] [--keep]
+//	xlb-lab demo --methods [--requests N] [--weights 1,1,2]
 package main
 
 import (
@@ -30,6 +31,7 @@ commands:
   down   remove leftover labs (every xl????- namespace, or --prefix P)
   demo   build the single-node lab, run xlbd and xlb-decap, send HTTP traffic,
          report per-backend shares and packet counters, tear down
+         (--methods: one service per forwarding method, where replies went)
 
 run "xlb-lab <command> -h" for the flags of a command; needs root.
 `
@@ -182,6 +184,7 @@ func demo(ctx context.Context, args []string, out io.Writer) error {
 	fs.BoolVar(&opts.Keep, "keep", false, "leave the lab up after a successful demo")
 	scale := fs.Bool("scale", false, "the multi-node demo instead: 3 nodes behind BIRD ECMP, node drain, backend and node failures, restore")
 	conns := fs.Int("connections", 200, "long-lived connections of the --scale demo")
+	methods := fs.Bool("methods", false, "the forwarding-methods demo instead: one service per method (gre, ipip, gue, dr, nat) on a 1500-byte segment")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -194,6 +197,10 @@ func demo(ctx context.Context, args []string, out io.Writer) error {
 			return fmt.Errorf("--weights: bad weight %q", f)
 		}
 		opts.Weights = append(opts.Weights, w)
+	}
+	if *methods {
+		return lab.RunMethodsDemo(ctx, out, lab.MethodsDemoOptions{Requests: opts.Requests4, Weights: opts.Weights,
+			BinDir: opts.BinDir, Prefix: opts.Prefix, Keep: opts.Keep})
 	}
 	return lab.RunDemo(ctx, out, opts)
 }
