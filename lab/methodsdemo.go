@@ -2,7 +2,6 @@ package lab
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -52,14 +51,7 @@ func RunMethodsDemo(ctx context.Context, w io.Writer, opts MethodsDemoOptions) (
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if opts.Keep && err == nil {
-			fmt.Fprintf(w, "\nlab %s left up; remove it with: xlb-lab down --prefix %s\n", l.Prefix, l.Prefix)
-			return
-		}
-		fmt.Fprintf(w, "\ntearing down lab %s ...\n", l.Prefix)
-		err = errors.Join(err, l.Destroy())
-	}()
+	defer func() { err = l.endDemo(w, opts.Keep, err) }()
 	if err := l.methodsSetup(ctx); err != nil {
 		return err
 	}
