@@ -304,9 +304,9 @@ type enumName[T enum] struct {
 }
 
 var (
-	protoNames     = []enumName[Proto]{{"tcp", ProtoTCP}, {"udp", ProtoUDP}}
-	encapNames     = []enumName[Encap]{{"gre", EncapGRE}, {"ipip", EncapIPIP}}
-	xdpModeNames   = []enumName[XDPMode]{{"auto", XDPModeAuto}, {"native", XDPModeNative}, {"generic", XDPModeGeneric}}
+	protoNames   = []enumName[Proto]{{"tcp", ProtoTCP}, {"udp", ProtoUDP}}
+	encapNames   = []enumName[Encap]{{"gre", EncapGRE}, {"ipip", EncapIPIP}}
+	xdpModeNames = []enumName[XDPMode]{{"auto", XDPModeAuto}, {"native", XDPModeNative}, {"generic", XDPModeGeneric}}
 )
 
 func enumString[T enum](names []enumName[T], v T) string {
