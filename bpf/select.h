@@ -8,6 +8,7 @@
 #include "hash.h"
 #include "maps.h"
 #include "parse.h"
+#include "sched.h"
 #include "stats.h"
 
 /* vip_hash: the two candidate buckets of a VIP key are its low and high
@@ -221,18 +222,50 @@ static __always_inline __u64 ct_find_remote(__u32 cpu, __u32 bucket, __u64 tag)
 	return 0;
 }
 
-/* select_maglev reads the service's table at the flow's slot. */
-static __always_inline __u32 select_maglev(const struct vip_info *v, __u64 h)
+/* select_maglev_at reads Maglev table table_id (of table_size slots) at
+ * the flow's slot. */
+static __always_inline __u32 select_maglev_at(__u32 table_id, __u32 table_size, __u64 h)
 {
-	__u32 slot = hash_slot(h, v->table_size);
+	__u32 slot = hash_slot(h, table_size);
 	__u32 pair = slot >> 1;
-	void *table = bpf_map_lookup_elem(&xlb_tables, &v->table_id);
+	void *table = bpf_map_lookup_elem(&xlb_tables, &table_id);
 	__u64 *two;
 
 	if (!table)
 		return 0;
 	two = bpf_map_lookup_elem(table, &pair);
 	return two ? (__u32)(*two >> ((slot & 1) * 32)) : 0;
+}
+
+/* select_maglev reads the service's table at the flow's slot. */
+static __always_inline __u32 select_maglev(const struct vip_info *v, __u64 h)
+{
+	return select_maglev_at(v->table_id, v->table_size, h);
+}
+
+/* xlb_sched_new: the real id service svc_id's scheduler (sched.h) gives
+ * a flow no connection table entry answers for; 0: none. table: the
+ * service's Maglev table id << 32 | its size. Hash schedulers read the
+ * Maglev table at their own hash's slot. List schedulers advance their
+ * cursor only when stateful (the flow is being tracked); a read-only
+ * selection or an untracked flow (flood) reads the Maglev table at the
+ * flow's slot, the same for every packet of it. A global function,
+ * verified once for all its callers. */
+__attribute__((noinline)) int xlb_sched_new(const struct pkt *p, __u32 svc_id, __u64 table, __u64 h,
+					    __u32 stateful)
+{
+	struct svc_sched *s = bpf_map_lookup_elem(&xlb_svc_sched, &svc_id);
+	__u32 rid;
+
+	if (!p || !s)
+		return 0;
+	if (s->kind == XLB_SCHED_MAGLEV_SOURCE)
+		h = sched_source_hash(p, s->plen4, s->plen6);
+	else if (s->kind == XLB_SCHED_DH)
+		h = sched_dest_hash(p);
+	else if (stateful && (rid = xlb_sched_list(svc_id)))
+		return rid;
+	return select_maglev_at(table >> 32, (__u32)table, h);
 }
 
 /* flood_kind: the flood budget a new flow of p is counted in. */
@@ -334,21 +367,42 @@ static __always_inline int select_remote(const struct pkt *p, const struct vip_i
 	return 1;
 }
 
-/* select_maglev_real: the real the service's table gives for h, in sel.
- * Returns 0 or XLB_STAT_DROP_NO_BACKEND. */
-static __always_inline int select_maglev_real(const struct vip_info *v, __u64 h,
-					      struct selection *sel)
+/* select_real: real rid of service v in sel, when it may carry the
+ * service's flows. Returns 0 or XLB_STAT_DROP_NO_BACKEND. */
+static __always_inline int select_real(const struct vip_info *v, __u32 rid, struct selection *sel)
 {
 	struct real_info *r;
 
-	sel->rid = select_maglev(v, h);
-	if (!sel->rid)
+	sel->rid = rid;
+	if (!rid)
 		return XLB_STAT_DROP_NO_BACKEND;
 	r = bpf_map_lookup_elem(&xlb_reals, &sel->rid);
 	if (!r || r->svc_id != v->svc_id || !(r->flags & XLB_REAL_F_ACTIVE))
 		return XLB_STAT_DROP_NO_BACKEND;
 	sel->real = r;
 	return 0;
+}
+
+/* select_maglev_real: the real the service's table gives for h, in sel.
+ * Returns 0 or XLB_STAT_DROP_NO_BACKEND. */
+static __always_inline int select_maglev_real(const struct vip_info *v, __u64 h,
+					      struct selection *sel)
+{
+	return select_real(v, select_maglev(v, h), sel);
+}
+
+/* select_new: the real of a flow no connection table entry answers for,
+ * by the service's scheduler: Maglev on the flow hash inline, the others
+ * in xlb_sched_new. */
+static __always_inline int select_new(const struct pkt *p, const struct vip_info *v, __u64 h,
+				      struct selection *sel, bool stateful)
+{
+	__u32 id = v->svc_id;
+	struct svc_sched *s = bpf_map_lookup_elem(&xlb_svc_sched, &id);
+
+	if (!s || s->kind == XLB_SCHED_MAGLEV)
+		return select_maglev_real(v, h, sel);
+	return select_real(v, xlb_sched_new(p, id, (__u64)v->table_id << 32 | v->table_size, h, stateful), sel);
 }
 
 /* select_backend fills sel for a packet of service v. Returns 0, or an enum
@@ -414,7 +468,7 @@ static __always_inline int select_backend(const struct pkt *p, const struct vip_
 		stats_count(XLB_STAT_CT_MISS);
 	else if (way < 0)
 		sel->ct = XLB_PROBE_CT_MISS;
-	rc = select_maglev_real(v, h, sel);
+	rc = select_new(p, v, h, sel, track && !untracked);
 	if (rc || !track)
 		return rc;
 	sel->new_flow = 1;

@@ -40,6 +40,8 @@ const enum xlb_vip_match *xlb_anchor_vip_match __attribute__((unused));
 const enum xlb_trace_const *xlb_anchor_trace_const __attribute__((unused));
 const enum xlb_probe_ct *xlb_anchor_probe_ct __attribute__((unused));
 const enum xlb_flood_kind *xlb_anchor_flood_kind __attribute__((unused));
+const enum xlb_sched *xlb_anchor_sched __attribute__((unused));
+const struct svc_sched *xlb_anchor_svc_sched __attribute__((unused));
 
 /* xlb_send_too_big: p does not fit its real's egress once encapsulated
  * (toobig.h). IPv4 without DF goes to xlbd to be fragmented (dropped

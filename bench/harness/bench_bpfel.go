@@ -111,6 +111,22 @@ type benchRealInfo struct {
 	Mtu     uint32
 }
 
+type benchSvcSched struct {
+	_      structs.HostLayout
+	Kind   uint8
+	Plen4  uint8
+	Plen6  uint8
+	Pad    uint8
+	N      uint32
+	Total  uint32
+	Stride uint32
+	Ent    [256]struct {
+		_      structs.HostLayout
+		Rid    uint32
+		Weight uint32
+	}
+}
+
 type benchVipBucket struct {
 	_   structs.HostLayout
 	Ent [4]uint32
@@ -213,7 +229,9 @@ const (
 	benchMapXlbNode             = "xlb_node"
 	benchMapXlbRealStats        = "xlb_real_stats"
 	benchMapXlbReals            = "xlb_reals"
+	benchMapXlbSchedCursor      = "xlb_sched_cursor"
 	benchMapXlbStats            = "xlb_stats"
+	benchMapXlbSvcSched         = "xlb_svc_sched"
 	benchMapXlbSvcStats         = "xlb_svc_stats"
 	benchMapXlbTables           = "xlb_tables"
 	benchMapXlbTooBigRl         = "xlb_too_big_rl"
@@ -296,24 +314,26 @@ type benchProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type benchMapSpecs struct {
-	BenchLruCt   *ebpf.MapSpec `ebpf:"bench_lru_ct"`
-	BenchTarget  *ebpf.MapSpec `ebpf:"bench_target"`
-	XlbCt        *ebpf.MapSpec `ebpf:"xlb_ct"`
-	XlbFlood     *ebpf.MapSpec `ebpf:"xlb_flood"`
-	XlbIcmpRl    *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
-	XlbNode      *ebpf.MapSpec `ebpf:"xlb_node"`
-	XlbRealStats *ebpf.MapSpec `ebpf:"xlb_real_stats"`
-	XlbReals     *ebpf.MapSpec `ebpf:"xlb_reals"`
-	XlbStats     *ebpf.MapSpec `ebpf:"xlb_stats"`
-	XlbSvcStats  *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
-	XlbTables    *ebpf.MapSpec `ebpf:"xlb_tables"`
-	XlbTooBigRl  *ebpf.MapSpec `ebpf:"xlb_too_big_rl"`
-	XlbTraceRing *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
-	XlbTraceRl   *ebpf.MapSpec `ebpf:"xlb_trace_rl"`
-	XlbVipAddrs  *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
-	XlbVipEnts   *ebpf.MapSpec `ebpf:"xlb_vip_ents"`
-	XlbVipIndex  *ebpf.MapSpec `ebpf:"xlb_vip_index"`
-	XlbVips      *ebpf.MapSpec `ebpf:"xlb_vips"`
+	BenchLruCt     *ebpf.MapSpec `ebpf:"bench_lru_ct"`
+	BenchTarget    *ebpf.MapSpec `ebpf:"bench_target"`
+	XlbCt          *ebpf.MapSpec `ebpf:"xlb_ct"`
+	XlbFlood       *ebpf.MapSpec `ebpf:"xlb_flood"`
+	XlbIcmpRl      *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
+	XlbNode        *ebpf.MapSpec `ebpf:"xlb_node"`
+	XlbRealStats   *ebpf.MapSpec `ebpf:"xlb_real_stats"`
+	XlbReals       *ebpf.MapSpec `ebpf:"xlb_reals"`
+	XlbSchedCursor *ebpf.MapSpec `ebpf:"xlb_sched_cursor"`
+	XlbStats       *ebpf.MapSpec `ebpf:"xlb_stats"`
+	XlbSvcSched    *ebpf.MapSpec `ebpf:"xlb_svc_sched"`
+	XlbSvcStats    *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
+	XlbTables      *ebpf.MapSpec `ebpf:"xlb_tables"`
+	XlbTooBigRl    *ebpf.MapSpec `ebpf:"xlb_too_big_rl"`
+	XlbTraceRing   *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
+	XlbTraceRl     *ebpf.MapSpec `ebpf:"xlb_trace_rl"`
+	XlbVipAddrs    *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
+	XlbVipEnts     *ebpf.MapSpec `ebpf:"xlb_vip_ents"`
+	XlbVipIndex    *ebpf.MapSpec `ebpf:"xlb_vip_index"`
+	XlbVips        *ebpf.MapSpec `ebpf:"xlb_vips"`
 }
 
 // benchVariableSpecs contains global variables before they are loaded into the kernel.
@@ -359,24 +379,26 @@ func (o *benchObjects) Close() error {
 //
 // It can be passed to loadBenchObjects or ebpf.CollectionSpec.LoadAndAssign.
 type benchMaps struct {
-	BenchLruCt   *ebpf.Map `ebpf:"bench_lru_ct"`
-	BenchTarget  *ebpf.Map `ebpf:"bench_target"`
-	XlbCt        *ebpf.Map `ebpf:"xlb_ct"`
-	XlbFlood     *ebpf.Map `ebpf:"xlb_flood"`
-	XlbIcmpRl    *ebpf.Map `ebpf:"xlb_icmp_rl"`
-	XlbNode      *ebpf.Map `ebpf:"xlb_node"`
-	XlbRealStats *ebpf.Map `ebpf:"xlb_real_stats"`
-	XlbReals     *ebpf.Map `ebpf:"xlb_reals"`
-	XlbStats     *ebpf.Map `ebpf:"xlb_stats"`
-	XlbSvcStats  *ebpf.Map `ebpf:"xlb_svc_stats"`
-	XlbTables    *ebpf.Map `ebpf:"xlb_tables"`
-	XlbTooBigRl  *ebpf.Map `ebpf:"xlb_too_big_rl"`
-	XlbTraceRing *ebpf.Map `ebpf:"xlb_trace_ring"`
-	XlbTraceRl   *ebpf.Map `ebpf:"xlb_trace_rl"`
-	XlbVipAddrs  *ebpf.Map `ebpf:"xlb_vip_addrs"`
-	XlbVipEnts   *ebpf.Map `ebpf:"xlb_vip_ents"`
-	XlbVipIndex  *ebpf.Map `ebpf:"xlb_vip_index"`
-	XlbVips      *ebpf.Map `ebpf:"xlb_vips"`
+	BenchLruCt     *ebpf.Map `ebpf:"bench_lru_ct"`
+	BenchTarget    *ebpf.Map `ebpf:"bench_target"`
+	XlbCt          *ebpf.Map `ebpf:"xlb_ct"`
+	XlbFlood       *ebpf.Map `ebpf:"xlb_flood"`
+	XlbIcmpRl      *ebpf.Map `ebpf:"xlb_icmp_rl"`
+	XlbNode        *ebpf.Map `ebpf:"xlb_node"`
+	XlbRealStats   *ebpf.Map `ebpf:"xlb_real_stats"`
+	XlbReals       *ebpf.Map `ebpf:"xlb_reals"`
+	XlbSchedCursor *ebpf.Map `ebpf:"xlb_sched_cursor"`
+	XlbStats       *ebpf.Map `ebpf:"xlb_stats"`
+	XlbSvcSched    *ebpf.Map `ebpf:"xlb_svc_sched"`
+	XlbSvcStats    *ebpf.Map `ebpf:"xlb_svc_stats"`
+	XlbTables      *ebpf.Map `ebpf:"xlb_tables"`
+	XlbTooBigRl    *ebpf.Map `ebpf:"xlb_too_big_rl"`
+	XlbTraceRing   *ebpf.Map `ebpf:"xlb_trace_ring"`
+	XlbTraceRl     *ebpf.Map `ebpf:"xlb_trace_rl"`
+	XlbVipAddrs    *ebpf.Map `ebpf:"xlb_vip_addrs"`
+	XlbVipEnts     *ebpf.Map `ebpf:"xlb_vip_ents"`
+	XlbVipIndex    *ebpf.Map `ebpf:"xlb_vip_index"`
+	XlbVips        *ebpf.Map `ebpf:"xlb_vips"`
 }
 
 func (m *benchMaps) Close() error {
@@ -389,7 +411,9 @@ func (m *benchMaps) Close() error {
 		m.XlbNode,
 		m.XlbRealStats,
 		m.XlbReals,
+		m.XlbSchedCursor,
 		m.XlbStats,
+		m.XlbSvcSched,
 		m.XlbSvcStats,
 		m.XlbTables,
 		m.XlbTooBigRl,

@@ -68,9 +68,16 @@ func TestAcceptSched(t *testing.T) {
 	in := head + "services:\n" +
 		"  - name: web\n    vip: 10.200.0.1\n    port: 0\n    protocol: tcp\n    pools: [p]\n    scheduler: sh\n" +
 		"    source_netmask: 24\n    source_netmask6: 64\n" +
-		"  - {name: http, vip: 10.200.0.2, port: 80, protocol: tcp, pools: [p], scheduler: wrr, persistence: {netmask: 24, group: shop}}\n" +
-		"  - {name: https, vip: 10.200.0.2, port: 443, protocol: tcp, pools: [p], scheduler: wrr, persistence: {netmask: 24, group: shop}}\n" +
-		"  - {name: dns, vip: 10.200.0.3, port: 53, protocol: udp, pools: [p], scheduler: rr, persistence: {timeout: 30s, netmask6: 48}}\n"
+		persistenceServices
+	if !PersistenceSupported() {
+		in = head + "services:\n" +
+			"  - name: web\n    vip: 10.200.0.1\n    port: 0\n    protocol: tcp\n    pools: [p]\n    scheduler: sh\n" +
+			"    source_netmask: 24\n    source_netmask6: 64\n"
+		_, err := Parse([]byte(head+"services:\n"+persistenceServices), "c.yaml")
+		if err == nil || !strings.Contains(err.Error(), "c.yaml:6: services[0].persistence: persistence is not supported by this version's forwarder yet") {
+			t.Errorf("persistence without the forwarder's support: %v", err)
+		}
+	}
 	c, err := Parse([]byte(in), "c.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -79,20 +86,33 @@ func TestAcceptSched(t *testing.T) {
 	if s[0].Scheduler != SchedulerSH || s[0].SourceNetmask != 24 || s[0].SourceNetmask6 != 64 || s[0].Persistence != nil {
 		t.Errorf("web: %+v", s[0])
 	}
+	if d := c.Desired(); d.Services[0].SourceNetmask != 24 || d.Services[0].Persistence.Timeout != 0 ||
+		Prefix(d.Services[0].SourceNetmask, 32) != 24 || Prefix(0, 32) != 32 {
+		t.Errorf("desired: %+v", d.Services[0])
+	}
+	roundTrip(t, c)
+	if !PersistenceSupported() {
+		return
+	}
 	if p := s[1].Persistence; p == nil || *p != (Persistence{Timeout: DefaultPersistenceTimeout, Netmask: 24, Group: "shop"}) {
 		t.Errorf("http persistence: %+v", p)
 	}
 	if p := s[3].Persistence; p == nil || *p != (Persistence{Timeout: 30 * time.Second, Netmask6: 48}) {
 		t.Errorf("dns persistence: %+v", p)
 	}
-	d := c.Desired()
-	if d.Services[1].Persistence.Group != "shop" || d.Services[0].SourceNetmask != 24 || d.Services[0].Persistence.Timeout != 0 {
-		t.Errorf("desired: %+v", d.Services[:2])
-	}
-	if Prefix(d.Services[0].SourceNetmask, 32) != 24 || Prefix(d.Services[1].SourceNetmask, 32) != 32 {
-		t.Error("Prefix")
+	if d := c.Desired(); d.Services[1].Persistence.Group != "shop" {
+		t.Errorf("desired: %+v", d.Services[1])
 	}
 	roundTrip(t, c)
+}
+
+// persistenceServices are services 1..3 of TestAcceptSched, lines 6..8
+// after head and "services:".
+const persistenceServices = "  - {name: http, vip: 10.200.0.2, port: 80, protocol: tcp, pools: [p], scheduler: wrr, persistence: {netmask: 24, group: shop}}\n" +
+	"  - {name: https, vip: 10.200.0.2, port: 443, protocol: tcp, pools: [p], scheduler: wrr, persistence: {netmask: 24, group: shop}}\n" +
+	"  - {name: dns, vip: 10.200.0.3, port: 53, protocol: udp, pools: [p], scheduler: rr, persistence: {timeout: 30s, netmask6: 48}}\n"
+
+func TestAcceptSchedulers(t *testing.T) {
 	for _, name := range []string{"maglev", "maglev-source", "rr", "wrr", "sh", "dh"} {
 		txt := strings.Replace(svc, "pools: [p]}", "pools: [p], scheduler: "+name+"}", 1)
 		if _, err := Parse([]byte(head+txt), "c.yaml"); err != nil {

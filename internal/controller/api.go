@@ -228,7 +228,7 @@ func (a *API) Services(ctx context.Context) ([]api.ServiceInfo, error) {
 			key := state.VIPKey{Addr: s.VIP, Port: s.Port, Proto: uint8(s.Proto)}
 			svc := c.state.Services[key]
 			si := api.ServiceInfo{Name: s.Name, VIP: s.VIP, Port: s.Port, Proto: api.Proto(s.Proto),
-				Scheduler: "maglev", TableSize: s.TableSize, Encap: s.Encap.String()}
+				Scheduler: schedName(s.Scheduler), TableSize: s.TableSize, Encap: s.Encap.String()}
 			if p, ok := s.ActivePoolWith(snap.Healthy); ok {
 				si.ActivePool = p.Name
 			}

@@ -183,6 +183,8 @@ func LoadSpec(o Options) (*ebpf.CollectionSpec, error) {
 	spec.Maps["xlb_vip_index"].MaxEntries = vipBuckets(o.MaxServices)
 	spec.Maps["xlb_vip_ents"].MaxEntries = 2*o.MaxServices + 1
 	spec.Maps["xlb_svc_stats"].MaxEntries = o.MaxServices
+	spec.Maps["xlb_svc_sched"].MaxEntries = o.MaxServices
+	spec.Maps["xlb_sched_cursor"].MaxEntries = o.MaxServices
 	spec.Maps["xlb_tables"].MaxEntries = 2 * o.MaxServices
 	spec.Maps["xlb_reals"].MaxEntries = o.MaxReals
 	spec.Maps["xlb_real_stats"].MaxEntries = o.MaxReals

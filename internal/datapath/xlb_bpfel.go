@@ -111,6 +111,24 @@ type xlbRealInfo struct {
 	Mtu     uint32
 }
 
+type xlbSchedEnt struct {
+	_      structs.HostLayout
+	Rid    uint32
+	Weight uint32
+}
+
+type xlbSvcSched struct {
+	_      structs.HostLayout
+	Kind   uint8
+	Plen4  uint8
+	Plen6  uint8
+	Pad    uint8
+	N      uint32
+	Total  uint32
+	Stride uint32
+	Ent    [256]xlbSchedEnt
+}
+
 type xlbTraceEvent struct {
 	_              structs.HostLayout
 	KtimeNs        uint64
@@ -276,6 +294,17 @@ const (
 	xlbXlbRealFlagsXLB_REAL_F_NEXTHOP xlbXlbRealFlags = 2
 )
 
+type xlbXlbSched uint32
+
+const (
+	xlbXlbSchedXLB_SCHED_MAGLEV        xlbXlbSched = 0
+	xlbXlbSchedXLB_SCHED_MAGLEV_SOURCE xlbXlbSched = 1
+	xlbXlbSchedXLB_SCHED_DH            xlbXlbSched = 2
+	xlbXlbSchedXLB_SCHED_RR            xlbXlbSched = 3
+	xlbXlbSchedXLB_SCHED_WRR           xlbXlbSched = 4
+	xlbXlbSchedXLB_SCHED_LIST_MAX      xlbXlbSched = 256
+)
+
 type xlbXlbStat uint32
 
 const (
@@ -371,7 +400,9 @@ const (
 	xlbMapXlbNode                = "xlb_node"
 	xlbMapXlbRealStats           = "xlb_real_stats"
 	xlbMapXlbReals               = "xlb_reals"
+	xlbMapXlbSchedCursor         = "xlb_sched_cursor"
 	xlbMapXlbStats               = "xlb_stats"
+	xlbMapXlbSvcSched            = "xlb_svc_sched"
 	xlbMapXlbSvcStats            = "xlb_svc_stats"
 	xlbMapXlbTables              = "xlb_tables"
 	xlbMapXlbTooBigRl            = "xlb_too_big_rl"
@@ -396,7 +427,9 @@ const (
 	xlbVarXlbAnchorNodeFlags     = "xlb_anchor_node_flags"
 	xlbVarXlbAnchorProbeCt       = "xlb_anchor_probe_ct"
 	xlbVarXlbAnchorRealFlags     = "xlb_anchor_real_flags"
+	xlbVarXlbAnchorSched         = "xlb_anchor_sched"
 	xlbVarXlbAnchorStat          = "xlb_anchor_stat"
+	xlbVarXlbAnchorSvcSched      = "xlb_anchor_svc_sched"
 	xlbVarXlbAnchorTraceConst    = "xlb_anchor_trace_const"
 	xlbVarXlbAnchorTraceEvent    = "xlb_anchor_trace_event"
 	xlbVarXlbAnchorTraceMarker   = "xlb_anchor_trace_marker"
@@ -454,27 +487,29 @@ type xlbProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbMapSpecs struct {
-	XlbCt        *ebpf.MapSpec `ebpf:"xlb_ct"`
-	XlbFlood     *ebpf.MapSpec `ebpf:"xlb_flood"`
-	XlbFragBuf   *ebpf.MapSpec `ebpf:"xlb_frag_buf"`
-	XlbFragConf  *ebpf.MapSpec `ebpf:"xlb_frag_conf"`
-	XlbFragPeers *ebpf.MapSpec `ebpf:"xlb_frag_peers"`
-	XlbFragRing  *ebpf.MapSpec `ebpf:"xlb_frag_ring"`
-	XlbFrags     *ebpf.MapSpec `ebpf:"xlb_frags"`
-	XlbIcmpRl    *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
-	XlbNode      *ebpf.MapSpec `ebpf:"xlb_node"`
-	XlbRealStats *ebpf.MapSpec `ebpf:"xlb_real_stats"`
-	XlbReals     *ebpf.MapSpec `ebpf:"xlb_reals"`
-	XlbStats     *ebpf.MapSpec `ebpf:"xlb_stats"`
-	XlbSvcStats  *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
-	XlbTables    *ebpf.MapSpec `ebpf:"xlb_tables"`
-	XlbTooBigRl  *ebpf.MapSpec `ebpf:"xlb_too_big_rl"`
-	XlbTraceRing *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
-	XlbTraceRl   *ebpf.MapSpec `ebpf:"xlb_trace_rl"`
-	XlbVipAddrs  *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
-	XlbVipEnts   *ebpf.MapSpec `ebpf:"xlb_vip_ents"`
-	XlbVipIndex  *ebpf.MapSpec `ebpf:"xlb_vip_index"`
-	XlbVips      *ebpf.MapSpec `ebpf:"xlb_vips"`
+	XlbCt          *ebpf.MapSpec `ebpf:"xlb_ct"`
+	XlbFlood       *ebpf.MapSpec `ebpf:"xlb_flood"`
+	XlbFragBuf     *ebpf.MapSpec `ebpf:"xlb_frag_buf"`
+	XlbFragConf    *ebpf.MapSpec `ebpf:"xlb_frag_conf"`
+	XlbFragPeers   *ebpf.MapSpec `ebpf:"xlb_frag_peers"`
+	XlbFragRing    *ebpf.MapSpec `ebpf:"xlb_frag_ring"`
+	XlbFrags       *ebpf.MapSpec `ebpf:"xlb_frags"`
+	XlbIcmpRl      *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
+	XlbNode        *ebpf.MapSpec `ebpf:"xlb_node"`
+	XlbRealStats   *ebpf.MapSpec `ebpf:"xlb_real_stats"`
+	XlbReals       *ebpf.MapSpec `ebpf:"xlb_reals"`
+	XlbSchedCursor *ebpf.MapSpec `ebpf:"xlb_sched_cursor"`
+	XlbStats       *ebpf.MapSpec `ebpf:"xlb_stats"`
+	XlbSvcSched    *ebpf.MapSpec `ebpf:"xlb_svc_sched"`
+	XlbSvcStats    *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
+	XlbTables      *ebpf.MapSpec `ebpf:"xlb_tables"`
+	XlbTooBigRl    *ebpf.MapSpec `ebpf:"xlb_too_big_rl"`
+	XlbTraceRing   *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
+	XlbTraceRl     *ebpf.MapSpec `ebpf:"xlb_trace_rl"`
+	XlbVipAddrs    *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
+	XlbVipEnts     *ebpf.MapSpec `ebpf:"xlb_vip_ents"`
+	XlbVipIndex    *ebpf.MapSpec `ebpf:"xlb_vip_index"`
+	XlbVips        *ebpf.MapSpec `ebpf:"xlb_vips"`
 }
 
 // xlbVariableSpecs contains global variables before they are loaded into the kernel.
@@ -495,7 +530,9 @@ type xlbVariableSpecs struct {
 	XlbAnchorNodeFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_node_flags"`
 	XlbAnchorProbeCt       *ebpf.VariableSpec `ebpf:"xlb_anchor_probe_ct"`
 	XlbAnchorRealFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_flags"`
+	XlbAnchorSched         *ebpf.VariableSpec `ebpf:"xlb_anchor_sched"`
 	XlbAnchorStat          *ebpf.VariableSpec `ebpf:"xlb_anchor_stat"`
+	XlbAnchorSvcSched      *ebpf.VariableSpec `ebpf:"xlb_anchor_svc_sched"`
 	XlbAnchorTraceConst    *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_const"`
 	XlbAnchorTraceEvent    *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_event"`
 	XlbAnchorTraceMarker   *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_marker"`
@@ -524,27 +561,29 @@ func (o *xlbObjects) Close() error {
 //
 // It can be passed to loadXlbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbMaps struct {
-	XlbCt        *ebpf.Map `ebpf:"xlb_ct"`
-	XlbFlood     *ebpf.Map `ebpf:"xlb_flood"`
-	XlbFragBuf   *ebpf.Map `ebpf:"xlb_frag_buf"`
-	XlbFragConf  *ebpf.Map `ebpf:"xlb_frag_conf"`
-	XlbFragPeers *ebpf.Map `ebpf:"xlb_frag_peers"`
-	XlbFragRing  *ebpf.Map `ebpf:"xlb_frag_ring"`
-	XlbFrags     *ebpf.Map `ebpf:"xlb_frags"`
-	XlbIcmpRl    *ebpf.Map `ebpf:"xlb_icmp_rl"`
-	XlbNode      *ebpf.Map `ebpf:"xlb_node"`
-	XlbRealStats *ebpf.Map `ebpf:"xlb_real_stats"`
-	XlbReals     *ebpf.Map `ebpf:"xlb_reals"`
-	XlbStats     *ebpf.Map `ebpf:"xlb_stats"`
-	XlbSvcStats  *ebpf.Map `ebpf:"xlb_svc_stats"`
-	XlbTables    *ebpf.Map `ebpf:"xlb_tables"`
-	XlbTooBigRl  *ebpf.Map `ebpf:"xlb_too_big_rl"`
-	XlbTraceRing *ebpf.Map `ebpf:"xlb_trace_ring"`
-	XlbTraceRl   *ebpf.Map `ebpf:"xlb_trace_rl"`
-	XlbVipAddrs  *ebpf.Map `ebpf:"xlb_vip_addrs"`
-	XlbVipEnts   *ebpf.Map `ebpf:"xlb_vip_ents"`
-	XlbVipIndex  *ebpf.Map `ebpf:"xlb_vip_index"`
-	XlbVips      *ebpf.Map `ebpf:"xlb_vips"`
+	XlbCt          *ebpf.Map `ebpf:"xlb_ct"`
+	XlbFlood       *ebpf.Map `ebpf:"xlb_flood"`
+	XlbFragBuf     *ebpf.Map `ebpf:"xlb_frag_buf"`
+	XlbFragConf    *ebpf.Map `ebpf:"xlb_frag_conf"`
+	XlbFragPeers   *ebpf.Map `ebpf:"xlb_frag_peers"`
+	XlbFragRing    *ebpf.Map `ebpf:"xlb_frag_ring"`
+	XlbFrags       *ebpf.Map `ebpf:"xlb_frags"`
+	XlbIcmpRl      *ebpf.Map `ebpf:"xlb_icmp_rl"`
+	XlbNode        *ebpf.Map `ebpf:"xlb_node"`
+	XlbRealStats   *ebpf.Map `ebpf:"xlb_real_stats"`
+	XlbReals       *ebpf.Map `ebpf:"xlb_reals"`
+	XlbSchedCursor *ebpf.Map `ebpf:"xlb_sched_cursor"`
+	XlbStats       *ebpf.Map `ebpf:"xlb_stats"`
+	XlbSvcSched    *ebpf.Map `ebpf:"xlb_svc_sched"`
+	XlbSvcStats    *ebpf.Map `ebpf:"xlb_svc_stats"`
+	XlbTables      *ebpf.Map `ebpf:"xlb_tables"`
+	XlbTooBigRl    *ebpf.Map `ebpf:"xlb_too_big_rl"`
+	XlbTraceRing   *ebpf.Map `ebpf:"xlb_trace_ring"`
+	XlbTraceRl     *ebpf.Map `ebpf:"xlb_trace_rl"`
+	XlbVipAddrs    *ebpf.Map `ebpf:"xlb_vip_addrs"`
+	XlbVipEnts     *ebpf.Map `ebpf:"xlb_vip_ents"`
+	XlbVipIndex    *ebpf.Map `ebpf:"xlb_vip_index"`
+	XlbVips        *ebpf.Map `ebpf:"xlb_vips"`
 }
 
 func (m *xlbMaps) Close() error {
@@ -560,7 +599,9 @@ func (m *xlbMaps) Close() error {
 		m.XlbNode,
 		m.XlbRealStats,
 		m.XlbReals,
+		m.XlbSchedCursor,
 		m.XlbStats,
+		m.XlbSvcSched,
 		m.XlbSvcStats,
 		m.XlbTables,
 		m.XlbTooBigRl,
@@ -591,7 +632,9 @@ type xlbVariables struct {
 	XlbAnchorNodeFlags     *ebpf.Variable `ebpf:"xlb_anchor_node_flags"`
 	XlbAnchorProbeCt       *ebpf.Variable `ebpf:"xlb_anchor_probe_ct"`
 	XlbAnchorRealFlags     *ebpf.Variable `ebpf:"xlb_anchor_real_flags"`
+	XlbAnchorSched         *ebpf.Variable `ebpf:"xlb_anchor_sched"`
 	XlbAnchorStat          *ebpf.Variable `ebpf:"xlb_anchor_stat"`
+	XlbAnchorSvcSched      *ebpf.Variable `ebpf:"xlb_anchor_svc_sched"`
 	XlbAnchorTraceConst    *ebpf.Variable `ebpf:"xlb_anchor_trace_const"`
 	XlbAnchorTraceEvent    *ebpf.Variable `ebpf:"xlb_anchor_trace_event"`
 	XlbAnchorTraceMarker   *ebpf.Variable `ebpf:"xlb_anchor_trace_marker"`

@@ -27,7 +27,9 @@ const (
 	xlbvariantMapXlbNode                = "xlb_node"
 	xlbvariantMapXlbRealStats           = "xlb_real_stats"
 	xlbvariantMapXlbReals               = "xlb_reals"
+	xlbvariantMapXlbSchedCursor         = "xlb_sched_cursor"
 	xlbvariantMapXlbStats               = "xlb_stats"
+	xlbvariantMapXlbSvcSched            = "xlb_svc_sched"
 	xlbvariantMapXlbSvcStats            = "xlb_svc_stats"
 	xlbvariantMapXlbTables              = "xlb_tables"
 	xlbvariantMapXlbTooBigRl            = "xlb_too_big_rl"
@@ -52,7 +54,9 @@ const (
 	xlbvariantVarXlbAnchorNodeFlags     = "xlb_anchor_node_flags"
 	xlbvariantVarXlbAnchorProbeCt       = "xlb_anchor_probe_ct"
 	xlbvariantVarXlbAnchorRealFlags     = "xlb_anchor_real_flags"
+	xlbvariantVarXlbAnchorSched         = "xlb_anchor_sched"
 	xlbvariantVarXlbAnchorStat          = "xlb_anchor_stat"
+	xlbvariantVarXlbAnchorSvcSched      = "xlb_anchor_svc_sched"
 	xlbvariantVarXlbAnchorTraceConst    = "xlb_anchor_trace_const"
 	xlbvariantVarXlbAnchorTraceEvent    = "xlb_anchor_trace_event"
 	xlbvariantVarXlbAnchorTraceMarker   = "xlb_anchor_trace_marker"
@@ -111,27 +115,29 @@ type xlbvariantProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbvariantMapSpecs struct {
-	XlbCt        *ebpf.MapSpec `ebpf:"xlb_ct"`
-	XlbFlood     *ebpf.MapSpec `ebpf:"xlb_flood"`
-	XlbFragBuf   *ebpf.MapSpec `ebpf:"xlb_frag_buf"`
-	XlbFragConf  *ebpf.MapSpec `ebpf:"xlb_frag_conf"`
-	XlbFragPeers *ebpf.MapSpec `ebpf:"xlb_frag_peers"`
-	XlbFragRing  *ebpf.MapSpec `ebpf:"xlb_frag_ring"`
-	XlbFrags     *ebpf.MapSpec `ebpf:"xlb_frags"`
-	XlbIcmpRl    *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
-	XlbNode      *ebpf.MapSpec `ebpf:"xlb_node"`
-	XlbRealStats *ebpf.MapSpec `ebpf:"xlb_real_stats"`
-	XlbReals     *ebpf.MapSpec `ebpf:"xlb_reals"`
-	XlbStats     *ebpf.MapSpec `ebpf:"xlb_stats"`
-	XlbSvcStats  *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
-	XlbTables    *ebpf.MapSpec `ebpf:"xlb_tables"`
-	XlbTooBigRl  *ebpf.MapSpec `ebpf:"xlb_too_big_rl"`
-	XlbTraceRing *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
-	XlbTraceRl   *ebpf.MapSpec `ebpf:"xlb_trace_rl"`
-	XlbVipAddrs  *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
-	XlbVipEnts   *ebpf.MapSpec `ebpf:"xlb_vip_ents"`
-	XlbVipIndex  *ebpf.MapSpec `ebpf:"xlb_vip_index"`
-	XlbVips      *ebpf.MapSpec `ebpf:"xlb_vips"`
+	XlbCt          *ebpf.MapSpec `ebpf:"xlb_ct"`
+	XlbFlood       *ebpf.MapSpec `ebpf:"xlb_flood"`
+	XlbFragBuf     *ebpf.MapSpec `ebpf:"xlb_frag_buf"`
+	XlbFragConf    *ebpf.MapSpec `ebpf:"xlb_frag_conf"`
+	XlbFragPeers   *ebpf.MapSpec `ebpf:"xlb_frag_peers"`
+	XlbFragRing    *ebpf.MapSpec `ebpf:"xlb_frag_ring"`
+	XlbFrags       *ebpf.MapSpec `ebpf:"xlb_frags"`
+	XlbIcmpRl      *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
+	XlbNode        *ebpf.MapSpec `ebpf:"xlb_node"`
+	XlbRealStats   *ebpf.MapSpec `ebpf:"xlb_real_stats"`
+	XlbReals       *ebpf.MapSpec `ebpf:"xlb_reals"`
+	XlbSchedCursor *ebpf.MapSpec `ebpf:"xlb_sched_cursor"`
+	XlbStats       *ebpf.MapSpec `ebpf:"xlb_stats"`
+	XlbSvcSched    *ebpf.MapSpec `ebpf:"xlb_svc_sched"`
+	XlbSvcStats    *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
+	XlbTables      *ebpf.MapSpec `ebpf:"xlb_tables"`
+	XlbTooBigRl    *ebpf.MapSpec `ebpf:"xlb_too_big_rl"`
+	XlbTraceRing   *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
+	XlbTraceRl     *ebpf.MapSpec `ebpf:"xlb_trace_rl"`
+	XlbVipAddrs    *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
+	XlbVipEnts     *ebpf.MapSpec `ebpf:"xlb_vip_ents"`
+	XlbVipIndex    *ebpf.MapSpec `ebpf:"xlb_vip_index"`
+	XlbVips        *ebpf.MapSpec `ebpf:"xlb_vips"`
 }
 
 // xlbvariantVariableSpecs contains global variables before they are loaded into the kernel.
@@ -152,7 +158,9 @@ type xlbvariantVariableSpecs struct {
 	XlbAnchorNodeFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_node_flags"`
 	XlbAnchorProbeCt       *ebpf.VariableSpec `ebpf:"xlb_anchor_probe_ct"`
 	XlbAnchorRealFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_flags"`
+	XlbAnchorSched         *ebpf.VariableSpec `ebpf:"xlb_anchor_sched"`
 	XlbAnchorStat          *ebpf.VariableSpec `ebpf:"xlb_anchor_stat"`
+	XlbAnchorSvcSched      *ebpf.VariableSpec `ebpf:"xlb_anchor_svc_sched"`
 	XlbAnchorTraceConst    *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_const"`
 	XlbAnchorTraceEvent    *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_event"`
 	XlbAnchorTraceMarker   *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_marker"`
@@ -182,27 +190,29 @@ func (o *xlbvariantObjects) Close() error {
 //
 // It can be passed to loadXlbvariantObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbvariantMaps struct {
-	XlbCt        *ebpf.Map `ebpf:"xlb_ct"`
-	XlbFlood     *ebpf.Map `ebpf:"xlb_flood"`
-	XlbFragBuf   *ebpf.Map `ebpf:"xlb_frag_buf"`
-	XlbFragConf  *ebpf.Map `ebpf:"xlb_frag_conf"`
-	XlbFragPeers *ebpf.Map `ebpf:"xlb_frag_peers"`
-	XlbFragRing  *ebpf.Map `ebpf:"xlb_frag_ring"`
-	XlbFrags     *ebpf.Map `ebpf:"xlb_frags"`
-	XlbIcmpRl    *ebpf.Map `ebpf:"xlb_icmp_rl"`
-	XlbNode      *ebpf.Map `ebpf:"xlb_node"`
-	XlbRealStats *ebpf.Map `ebpf:"xlb_real_stats"`
-	XlbReals     *ebpf.Map `ebpf:"xlb_reals"`
-	XlbStats     *ebpf.Map `ebpf:"xlb_stats"`
-	XlbSvcStats  *ebpf.Map `ebpf:"xlb_svc_stats"`
-	XlbTables    *ebpf.Map `ebpf:"xlb_tables"`
-	XlbTooBigRl  *ebpf.Map `ebpf:"xlb_too_big_rl"`
-	XlbTraceRing *ebpf.Map `ebpf:"xlb_trace_ring"`
-	XlbTraceRl   *ebpf.Map `ebpf:"xlb_trace_rl"`
-	XlbVipAddrs  *ebpf.Map `ebpf:"xlb_vip_addrs"`
-	XlbVipEnts   *ebpf.Map `ebpf:"xlb_vip_ents"`
-	XlbVipIndex  *ebpf.Map `ebpf:"xlb_vip_index"`
-	XlbVips      *ebpf.Map `ebpf:"xlb_vips"`
+	XlbCt          *ebpf.Map `ebpf:"xlb_ct"`
+	XlbFlood       *ebpf.Map `ebpf:"xlb_flood"`
+	XlbFragBuf     *ebpf.Map `ebpf:"xlb_frag_buf"`
+	XlbFragConf    *ebpf.Map `ebpf:"xlb_frag_conf"`
+	XlbFragPeers   *ebpf.Map `ebpf:"xlb_frag_peers"`
+	XlbFragRing    *ebpf.Map `ebpf:"xlb_frag_ring"`
+	XlbFrags       *ebpf.Map `ebpf:"xlb_frags"`
+	XlbIcmpRl      *ebpf.Map `ebpf:"xlb_icmp_rl"`
+	XlbNode        *ebpf.Map `ebpf:"xlb_node"`
+	XlbRealStats   *ebpf.Map `ebpf:"xlb_real_stats"`
+	XlbReals       *ebpf.Map `ebpf:"xlb_reals"`
+	XlbSchedCursor *ebpf.Map `ebpf:"xlb_sched_cursor"`
+	XlbStats       *ebpf.Map `ebpf:"xlb_stats"`
+	XlbSvcSched    *ebpf.Map `ebpf:"xlb_svc_sched"`
+	XlbSvcStats    *ebpf.Map `ebpf:"xlb_svc_stats"`
+	XlbTables      *ebpf.Map `ebpf:"xlb_tables"`
+	XlbTooBigRl    *ebpf.Map `ebpf:"xlb_too_big_rl"`
+	XlbTraceRing   *ebpf.Map `ebpf:"xlb_trace_ring"`
+	XlbTraceRl     *ebpf.Map `ebpf:"xlb_trace_rl"`
+	XlbVipAddrs    *ebpf.Map `ebpf:"xlb_vip_addrs"`
+	XlbVipEnts     *ebpf.Map `ebpf:"xlb_vip_ents"`
+	XlbVipIndex    *ebpf.Map `ebpf:"xlb_vip_index"`
+	XlbVips        *ebpf.Map `ebpf:"xlb_vips"`
 }
 
 func (m *xlbvariantMaps) Close() error {
@@ -218,7 +228,9 @@ func (m *xlbvariantMaps) Close() error {
 		m.XlbNode,
 		m.XlbRealStats,
 		m.XlbReals,
+		m.XlbSchedCursor,
 		m.XlbStats,
+		m.XlbSvcSched,
 		m.XlbSvcStats,
 		m.XlbTables,
 		m.XlbTooBigRl,
@@ -249,7 +261,9 @@ type xlbvariantVariables struct {
 	XlbAnchorNodeFlags     *ebpf.Variable `ebpf:"xlb_anchor_node_flags"`
 	XlbAnchorProbeCt       *ebpf.Variable `ebpf:"xlb_anchor_probe_ct"`
 	XlbAnchorRealFlags     *ebpf.Variable `ebpf:"xlb_anchor_real_flags"`
+	XlbAnchorSched         *ebpf.Variable `ebpf:"xlb_anchor_sched"`
 	XlbAnchorStat          *ebpf.Variable `ebpf:"xlb_anchor_stat"`
+	XlbAnchorSvcSched      *ebpf.Variable `ebpf:"xlb_anchor_svc_sched"`
 	XlbAnchorTraceConst    *ebpf.Variable `ebpf:"xlb_anchor_trace_const"`
 	XlbAnchorTraceEvent    *ebpf.Variable `ebpf:"xlb_anchor_trace_event"`
 	XlbAnchorTraceMarker   *ebpf.Variable `ebpf:"xlb_anchor_trace_marker"`

@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* sched.h: the schedulers besides Maglev on the 5-tuple, asked only for a
+ * flow the connection table does not hold (docs/ARCHITECTURE.md,
+ * "Schedulers"). Hash schedulers (maglev-source, sh, dh) read the
+ * service's Maglev table at a slot of another hash; list schedulers (rr,
+ * wrr) hand out the service's backend list through one shared cursor per
+ * service, advanced with an atomic fetch-and-add: lock-free, and one
+ * sequence for all CPUs of the node. */
+#pragma once
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "consts.h"
+#include "hash.h"
+#include "parse.h"
+
+/* svc_sched.kind. Append only (pinned maps outlive binaries). */
+enum xlb_sched {
+	XLB_SCHED_MAGLEV = 0,        /* the 5-tuple's slot of the Maglev table */
+	XLB_SCHED_MAGLEV_SOURCE = 1, /* the slot of the client address under plen4/plen6 (maglev-source, sh) */
+	XLB_SCHED_DH = 2,            /* the slot of the destination address */
+	XLB_SCHED_RR = 3,            /* ent[] in turn */
+	XLB_SCHED_WRR = 4,           /* ent[] in proportion to the weights */
+	XLB_SCHED_LIST_MAX = 256,    /* entries of ent[], a power of two */
+};
+
+struct sched_ent {
+	__u32 rid;    /* xlb_reals id */
+	__u32 weight; /* wrr: > 0 */
+};
+
+/* xlb_svc_sched value, by service id; all zero: Maglev. Written whole by
+ * the control plane: a new flow read during the write may take a backend
+ * of the previous list (its real is checked as any table's is). */
+struct svc_sched {
+	__u8 kind;     /* enum xlb_sched */
+	__u8 plen4;    /* MAGLEV_SOURCE: prefix lengths, 1..32 */
+	__u8 plen6;    /* 1..128 */
+	__u8 pad;
+	__u32 n;       /* entries in ent, 0..XLB_SCHED_LIST_MAX */
+	__u32 total;   /* WRR: the sum of the weights */
+	__u32 stride;  /* WRR: coprime with total, so consecutive new flows
+			* walk the weight line in strides, not in blocks */
+	struct sched_ent ent[XLB_SCHED_LIST_MAX];
+};
+
+_Static_assert(sizeof(struct svc_sched) == 16 + 8 * XLB_SCHED_LIST_MAX, "ABI: struct svc_sched size changed");
+
+/* Service id -> scheduler settings. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct svc_sched);
+	__uint(max_entries, 4096);
+} xlb_svc_sched SEC(".maps");
+
+/* Service id -> new flows handed out by its list scheduler on this node:
+ * the shared cursor, written only by fetch-and-add. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 4096);
+} xlb_sched_cursor SEC(".maps");
+
+/* sched_mask: an address word (network order, as loaded) under the
+ * prefix bits of it that fall in word i. */
+static __always_inline __u32 sched_mask(__u32 w, __u32 plen, __u32 i)
+{
+	__u32 bits;
+
+	if (plen >= 32 * (i + 1))
+		return w;
+	if (plen <= 32 * i)
+		return 0;
+	bits = plen - 32 * i;
+	return w & bpf_htonl(~0U << (32 - bits));
+}
+
+/* sched_source_hash: flow hash v1 of (client address under its family's
+ * prefix, 0, ports 0, protocol 0); Go twin internal/maglev SourceHash. */
+static __always_inline __u64 sched_source_hash(const struct pkt *p, __u32 plen4, __u32 plen6)
+{
+	const __u32 *s = (const __u32 *)p->src;
+	__u32 w[4];
+	__u64 zero[2] = {};
+
+	if (p->family == XLB_AF_INET)
+		return hash_flow4(sched_mask(s[0], plen4, 0), 0, 0, 0);
+#pragma unroll
+	for (int i = 0; i < 4; i++)
+		w[i] = sched_mask(s[i], plen6, i);
+	return hash_flow6((const __u64 *)w, zero, 0, 0);
+}
+
+/* sched_dest_hash: flow hash v1 of (0, destination address, 0, 0). */
+static __always_inline __u64 sched_dest_hash(const struct pkt *p)
+{
+	__u64 zero[2] = {};
+
+	if (p->family == XLB_AF_INET)
+		return hash_flow4(0, *(const __u32 *)p->dst, 0, 0);
+	return hash_flow6(zero, (const __u64 *)p->dst, 0, 0);
+}
+
+/* xlb_sched_list: the next real of service svc_id's list scheduler, or 0
+ * (no list: the caller falls back to the Maglev table). One atomic
+ * fetch-and-add on the service's cursor orders every new flow of the node,
+ * whichever CPU it arrives on: rr gives entry c mod n, wrr the entry
+ * whose weight interval holds (c mod total) * stride mod total. A global
+ * function: the loop is verified once. */
+__attribute__((noinline)) int xlb_sched_list(__u32 svc_id)
+{
+	struct svc_sched *s = bpf_map_lookup_elem(&xlb_svc_sched, &svc_id);
+	__u64 *cur = bpf_map_lookup_elem(&xlb_sched_cursor, &svc_id);
+	__u64 c, x;
+	__u32 n;
+
+	if (!s || !cur)
+		return 0;
+	n = s->n;
+	if (!n || n > XLB_SCHED_LIST_MAX)
+		return 0;
+	c = __sync_fetch_and_add(cur, 1);
+	if (s->kind == XLB_SCHED_RR) {
+		__u32 i = c % n;
+
+		asm volatile("" : "+r"(i)); /* keep the mask: the verifier needs it */
+		return s->ent[i & (XLB_SCHED_LIST_MAX - 1)].rid;
+	}
+	if (s->kind != XLB_SCHED_WRR || !s->total)
+		return 0;
+	x = (c % s->total) * s->stride % s->total;
+	for (__u32 i = 0; i < XLB_SCHED_LIST_MAX; i++) {
+		__u32 w;
+
+		if (i >= n)
+			break;
+		w = s->ent[i].weight;
+		if (x < w)
+			return s->ent[i].rid;
+		x -= w;
+	}
+	return 0;
+}

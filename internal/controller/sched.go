@@ -1,0 +1,90 @@
+package controller
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/xlbproject/xlb/internal/config"
+	"github.com/xlbproject/xlb/internal/state"
+)
+
+// schedOf is the data plane's scheduler of service s, whose usable
+// backends (active pool, healthy, weight > 0, not drained) are usable and
+// whose real ids are ids.
+func schedOf(s *config.DesiredService, usable []config.Backend, ids map[netip.Addr]uint32) (state.Sched, error) {
+	switch s.Scheduler {
+	case config.SchedulerMaglevSource, config.SchedulerSH:
+		return state.Sched{Kind: state.SchedMaglevSource,
+			Plen4: uint8(config.Prefix(s.SourceNetmask, 32)), Plen6: uint8(config.Prefix(s.SourceNetmask6, 128))}, nil
+	case config.SchedulerDH:
+		return state.Sched{Kind: state.SchedDH}, nil
+	case config.SchedulerRR, config.SchedulerWRR:
+		return schedList(s, usable, ids)
+	case config.SchedulerMaglev, 0: // 0: a DesiredService built without one
+		return state.Sched{}, nil
+	}
+	return state.Sched{}, fmt.Errorf("scheduler %s is not supported by this forwarder", s.Scheduler)
+}
+
+// schedList is the list of rr or wrr: the usable backends by address
+// (the same list for the same backends, whatever the config order), wrr's
+// weights divided by their greatest common divisor.
+func schedList(s *config.DesiredService, usable []config.Backend, ids map[netip.Addr]uint32) (state.Sched, error) {
+	if len(usable) > state.SchedListMax {
+		return state.Sched{}, fmt.Errorf("scheduler %s takes at most %d usable backends, the active pool has %d (use a hash scheduler, or fewer backends per pool)",
+			s.Scheduler, state.SchedListMax, len(usable))
+	}
+	sc := state.Sched{Kind: state.SchedRR}
+	if s.Scheduler == config.SchedulerWRR {
+		sc.Kind = state.SchedWRR
+	}
+	bs := slices.Clone(usable)
+	slices.SortFunc(bs, func(a, b config.Backend) int { return a.Addr.Compare(b.Addr) })
+	var g uint32
+	for _, b := range bs {
+		g = gcd(g, b.Weight)
+	}
+	for _, b := range bs {
+		w := uint32(1)
+		if sc.Kind == state.SchedWRR {
+			w = b.Weight / g
+		}
+		sc.List = append(sc.List, state.SchedEnt{RealID: ids[b.Addr], Weight: w})
+	}
+	if sc.Kind == state.SchedWRR {
+		sc.Stride = wrrStride(sc.Total())
+	}
+	return sc, nil
+}
+
+func gcd(a, b uint32) uint32 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// wrrStride is the stride of wrr's walk over total weight units: coprime
+// with total (every unit once per total new flows) and near the golden
+// section of it, so consecutive new flows land far apart on the line of
+// weights, interleaving the backends.
+func wrrStride(total uint32) uint32 {
+	if total <= 2 {
+		return 1
+	}
+	st := uint32(uint64(total) * 618 / 1000)
+	for gcd(total, st) != 1 {
+		st++
+	}
+	return st
+}
+
+// schedName is the scheduler's name as the file spells it (maglev when
+// none was set).
+func schedName(s config.Scheduler) string {
+	if s == 0 {
+		return config.SchedulerMaglev.String()
+	}
+	return s.String()
+}

@@ -1,0 +1,53 @@
+package state
+
+import "slices"
+
+// SchedKind is how the forwarder picks the backend of a flow it does not
+// track (the numbering is the data plane's enum xlb_sched).
+type SchedKind uint8
+
+// Scheduler kinds.
+const (
+	SchedMaglev       SchedKind = iota // the flow's slot of the Maglev table
+	SchedMaglevSource                  // the slot of the client address under Plen4/Plen6
+	SchedDH                            // the slot of the destination address
+	SchedRR                            // List in turn
+	SchedWRR                           // List in proportion to the weights
+)
+
+// SchedListMax is the most entries a list scheduler's List may hold.
+const SchedListMax = 256
+
+// Sched is a service's scheduler; the zero value is Maglev on the 5-tuple.
+type Sched struct {
+	Kind SchedKind
+	// Plen4 and Plen6 are the client prefix lengths of SchedMaglevSource
+	// (1..32, 1..128); 0 otherwise.
+	Plen4, Plen6 uint8
+	// List is the usable backends of SchedRR and SchedWRR, in a fixed
+	// order; nil otherwise.
+	List []SchedEnt
+	// Stride (SchedWRR) is coprime with the sum of the List's weights.
+	Stride uint32
+}
+
+// SchedEnt is one backend of a list scheduler.
+type SchedEnt struct {
+	RealID uint32
+	Weight uint32 // SchedWRR: > 0, reduced by the weights' gcd; SchedRR: 1
+}
+
+// Equal reports whether s and o are the same scheduler.
+func (s *Sched) Equal(o *Sched) bool {
+	return s.Kind == o.Kind && s.Plen4 == o.Plen4 && s.Plen6 == o.Plen6 && s.Stride == o.Stride &&
+		slices.Equal(s.List, o.List)
+}
+
+// Total is the sum of the List's weights.
+func (s *Sched) Total() uint32 {
+	var t uint32
+	for _, e := range s.List {
+		t += e.Weight
+	}
+	return t
+}
