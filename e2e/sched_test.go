@@ -1,0 +1,146 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xlbproject/xlb/internal/testenv"
+	"github.com/xlbproject/xlb/lab"
+)
+
+// schedConfig is one node and one HTTP service over the lab's three
+// backends with the given weights and service keys.
+func schedConfig(l *lab.Lab, weights [3]int, keys string) string {
+	var bs []string
+	for i, w := range weights {
+		bs = append(bs, fmt.Sprintf("{address: %s, weight: %d}", l.Backends[i].Addr4, w))
+	}
+	return nodeHeader(l) + "pools:\n  web: {backends: [" + strings.Join(bs, ", ") + "]}\n" +
+		"services:\n  - {name: web, vip: " + l.VIP4().String() + ", port: 80, protocol: tcp, pools: [web], " + keys + "}\n"
+}
+
+// reloadConfig writes cfg and waits for xlbd to commit it.
+func (e *env) reloadConfig(t *testing.T, cfg string) {
+	t.Helper()
+	before := strings.Count(e.xlbd.Output(), "config committed")
+	if err := os.WriteFile(e.config, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.xlbd.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(e.xlbd.Output(), "config committed") == before {
+		if time.Now().After(deadline) {
+			t.Fatalf("reload not committed; log:\n%s", e.xlbd.Output())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// getFrom makes n GETs to target, each on a new connection from src (an
+// address of the client), and counts the backends that answered.
+func getFrom(t *testing.T, ns *lab.NS, src netip.Addr, target netip.AddrPort, n int) map[string]int {
+	t.Helper()
+	dial := func(ctx context.Context, network, address string) (c net.Conn, err error) {
+		err = ns.Do(func() (err error) {
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: src.AsSlice()}}
+			c, err = d.DialContext(ctx, network, address)
+			return err
+		})
+		return c, err
+	}
+	hc := &http.Client{Timeout: lab.HTTPTimeout, Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
+	counts := map[string]int{}
+	for i := range n {
+		resp, err := hc.Get("http://" + target.String() + "/")
+		if err != nil {
+			t.Fatalf("GET %d from %s: %v", i, src, err)
+		}
+		var buf [64]byte
+		k, _ := resp.Body.Read(buf[:])
+		resp.Body.Close()
+		counts[strings.TrimSpace(string(buf[:k]))]++
+	}
+	return counts
+}
+
+// TestSchedulers: one node, real TCP connections from the client, the
+// service's scheduler changed by reloads. rr over 3 equal backends: 300
+// new connections -> 100 ± 5 each; wrr 1:2:3 -> shares within 3%;
+// maglev-source: one client's 50 connections on one backend; sh with
+// source_netmask 24: 10 clients of one /24, 5 connections each, all on
+// one backend.
+func TestSchedulers(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireCommands(t, "nsenter", "ip")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l := newLab(ctx, t, lab.Config{Backends: 3})
+	e := &env{lab: l, config: l.Dir + "/xlbd-sched.yaml"}
+	if err := os.WriteFile(e.config, []byte(schedConfig(l, [3]int{1, 1, 1}, "scheduler: rr")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.start(t)
+
+	res := lab.HTTPLoad(ctx, l.Client.NS, e.http4(), 300, 8)
+	if res.Errors > 0 {
+		t.Fatalf("rr: %d errors: %v", res.Errors, res.FirstErrors)
+	}
+	t.Logf("rr, 300 connections: %v", res.Counts)
+	for _, b := range []string{"b1", "b2", "b3"} {
+		if c := res.Counts[b]; c < 95 || c > 105 {
+			t.Errorf("rr: %s got %d of 300 connections, want 100 ± 5", b, c)
+		}
+	}
+
+	e.reloadConfig(t, schedConfig(l, [3]int{1, 2, 3}, "scheduler: wrr"))
+	res = lab.HTTPLoad(ctx, l.Client.NS, e.http4(), 600, 8)
+	if res.Errors > 0 {
+		t.Fatalf("wrr: %d errors: %v", res.Errors, res.FirstErrors)
+	}
+	checkShares(t, "wrr 1:2:3", res.Counts, []int{1, 2, 3})
+
+	e.reloadConfig(t, schedConfig(l, [3]int{1, 1, 1}, "scheduler: maglev-source"))
+	if c := getFrom(t, l.Client.NS, lab.ClientAddr4, e.http4(), 50); len(c) != 1 {
+		t.Errorf("maglev-source: one client's 50 connections reached %v, want one backend", c)
+	}
+
+	var srcs []netip.Addr
+	for i := range 10 {
+		a := netip.AddrFrom4([4]byte{10, 99, 0, byte(20 + 17*i)})
+		if out, err := l.Client.Run(ctx, "ip", "addr", "add", a.String()+"/24", "dev", "eth0"); err != nil {
+			t.Fatalf("add %s: %v %s", a, err, out)
+		}
+		srcs = append(srcs, a)
+	}
+	// Before: the /32 hashes spread these clients (else the /24 check
+	// below would prove nothing).
+	seen := map[string]bool{}
+	for _, a := range srcs {
+		for b := range getFrom(t, l.Client.NS, a, e.http4(), 1) {
+			seen[b] = true
+		}
+	}
+	if len(seen) < 2 {
+		t.Fatalf("maglev-source /32: 10 clients all on %v", seen)
+	}
+	e.reloadConfig(t, schedConfig(l, [3]int{1, 1, 1}, "scheduler: sh, source_netmask: 24"))
+	all := map[string]int{}
+	for _, a := range srcs {
+		for b, n := range getFrom(t, l.Client.NS, a, e.http4(), 5) {
+			all[b] += n
+		}
+	}
+	t.Logf("sh /24: 10 clients x 5 connections: %v", all)
+	if len(all) != 1 {
+		t.Errorf("sh with source_netmask 24: clients of one /24 reached %v, want one backend", all)
+	}
+}
