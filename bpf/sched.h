@@ -5,7 +5,9 @@
  * service's Maglev table at a slot of another hash; list schedulers (rr,
  * wrr) hand out the service's backend list through one shared cursor per
  * service, advanced with an atomic fetch-and-add: lock-free, and one
- * sequence for all CPUs of the node. */
+ * sequence for all CPUs of the node; least-connection schedulers (lc,
+ * wlc, sed, nq) walk the same list reading each backend's counts
+ * (conns.h). */
 #pragma once
 
 #include <linux/bpf.h>
@@ -14,6 +16,7 @@
 #include "consts.h"
 #include "hash.h"
 #include "parse.h"
+#include "conns.h"
 
 /* svc_sched.kind. Append only (pinned maps outlive binaries). */
 enum xlb_sched {
@@ -22,6 +25,10 @@ enum xlb_sched {
 	XLB_SCHED_DH = 2,            /* the slot of the destination address */
 	XLB_SCHED_RR = 3,            /* ent[] in turn */
 	XLB_SCHED_WRR = 4,           /* ent[] in proportion to the weights */
+	XLB_SCHED_LC = 5,            /* least (active << 8) + inactive (conns.h) */
+	XLB_SCHED_WLC = 6,           /* the same relative to the weight */
+	XLB_SCHED_SED = 7,           /* least (active + 1) / weight */
+	XLB_SCHED_NQ = 8,            /* the first without an active connection, else as SED */
 	XLB_SCHED_LIST_MAX = 256,    /* entries of ent[], a power of two */
 };
 
@@ -37,7 +44,7 @@ struct svc_sched {
 	__u8 kind;     /* enum xlb_sched */
 	__u8 plen4;    /* MAGLEV_SOURCE: prefix lengths, 1..32 */
 	__u8 plen6;    /* 1..128 */
-	__u8 pad;
+	__u8 proto;    /* the service's IPPROTO_TCP or IPPROTO_UDP (the sweep's timeouts) */
 	__u32 n;       /* entries in ent, 0..XLB_SCHED_LIST_MAX */
 	__u32 total;   /* WRR: the sum of the weights */
 	__u32 stride;  /* WRR: coprime with total, so consecutive new flows
@@ -104,17 +111,89 @@ static __always_inline __u64 sched_dest_hash(const struct pkt *p)
 	return hash_flow6(zero, (const __u64 *)p->dst, 0, 0);
 }
 
+/* A walk over a list (bpf_loop: its body is verified once, not once per
+ * entry). */
+struct sched_walk {
+	const struct svc_sched *s;
+	__u64 x;       /* wrr: weight units left before the pick */
+	__u64 best_oh; /* least: the best overhead and weight so far */
+	__u64 best_w;
+	__u32 best;    /* the pick, 0: none yet */
+	__u32 pad;
+};
+
+/* sched_least_step: entry i for sched_least. Overheads are compared
+ * relative to the weights by cross-multiplying, as IPVS does. */
+static long sched_least_step(__u64 i, void *arg)
+{
+	struct sched_walk *wk = arg;
+	const struct svc_sched *s = wk->s;
+	__u32 rid, k = (__u32)i & (XLB_SCHED_LIST_MAX - 1);
+	__u64 w, oh;
+	__s64 a = 0, in = 0;
+	struct real_conns *c;
+
+	if (!s)
+		return 1;
+	rid = s->ent[k].rid;
+	w = s->ent[k].weight;
+	c = bpf_map_lookup_elem(&xlb_real_conns, &rid);
+	if (c) {
+		a = c->active > 0 ? c->active : 0;
+		in = c->inactive > 0 ? c->inactive : 0;
+	}
+	if (s->kind == XLB_SCHED_NQ && a == 0) {
+		wk->best = rid;
+		return 1;
+	}
+	if (s->kind == XLB_SCHED_LC || s->kind == XLB_SCHED_WLC)
+		oh = ((__u64)a << 8) + (__u64)in;
+	else
+		oh = (__u64)a + 1;
+	if (s->kind == XLB_SCHED_LC)
+		w = 1;
+	if (!wk->best || oh * wk->best_w < wk->best_oh * w) {
+		wk->best = rid;
+		wk->best_oh = oh;
+		wk->best_w = w;
+	}
+	return 0;
+}
+
+/* sched_wrr_step: entry i for wrr: the entry whose weight interval holds
+ * x. */
+static long sched_wrr_step(__u64 i, void *arg)
+{
+	struct sched_walk *wk = arg;
+	const struct svc_sched *s = wk->s;
+	__u32 k = (__u32)i & (XLB_SCHED_LIST_MAX - 1);
+	__u64 w;
+
+	if (!s)
+		return 1;
+	w = s->ent[k].weight;
+	if (wk->x < w) {
+		wk->best = s->ent[k].rid;
+		return 1;
+	}
+	wk->x -= w;
+	return 0;
+}
+
 /* xlb_sched_list: the next real of service svc_id's list scheduler, or 0
- * (no list: the caller falls back to the Maglev table). One atomic
- * fetch-and-add on the service's cursor orders every new flow of the node,
- * whichever CPU it arrives on: rr gives entry c mod n, wrr the entry
- * whose weight interval holds (c mod total) * stride mod total. A global
- * function: the loop is verified once. */
+ * (no list: the caller falls back to the Maglev table). lc, wlc, sed, nq:
+ * the entry of least overhead by the counts of conns.h, as this node's
+ * CPUs left them (IPVS's lc, wlc, sed and nq; the first of equals wins).
+ * rr, wrr: one atomic fetch-and-add on the service's cursor orders every
+ * new flow of the node, whichever CPU it arrives on; rr gives entry c mod
+ * n, wrr the entry whose weight interval holds (c mod total) * stride mod
+ * total. A global function, verified once. */
 __attribute__((noinline)) int xlb_sched_list(__u32 svc_id)
 {
 	struct svc_sched *s = bpf_map_lookup_elem(&xlb_svc_sched, &svc_id);
 	__u64 *cur = bpf_map_lookup_elem(&xlb_sched_cursor, &svc_id);
-	__u64 c, x;
+	struct sched_walk wk = {.best_w = 1};
+	__u64 c;
 	__u32 n;
 
 	if (!s || !cur)
@@ -122,6 +201,11 @@ __attribute__((noinline)) int xlb_sched_list(__u32 svc_id)
 	n = s->n;
 	if (!n || n > XLB_SCHED_LIST_MAX)
 		return 0;
+	wk.s = s;
+	if (s->kind >= XLB_SCHED_LC && s->kind <= XLB_SCHED_NQ) {
+		bpf_loop(n, sched_least_step, &wk, 0);
+		return wk.best;
+	}
 	c = __sync_fetch_and_add(cur, 1);
 	if (s->kind == XLB_SCHED_RR) {
 		__u32 i = c % n;
@@ -131,16 +215,7 @@ __attribute__((noinline)) int xlb_sched_list(__u32 svc_id)
 	}
 	if (s->kind != XLB_SCHED_WRR || !s->total)
 		return 0;
-	x = (c % s->total) * s->stride % s->total;
-	for (__u32 i = 0; i < XLB_SCHED_LIST_MAX; i++) {
-		__u32 w;
-
-		if (i >= n)
-			break;
-		w = s->ent[i].weight;
-		if (x < w)
-			return s->ent[i].rid;
-		x -= w;
-	}
-	return 0;
+	wk.x = (c % s->total) * s->stride % s->total;
+	bpf_loop(n, sched_wrr_step, &wk, 0);
+	return wk.best;
 }

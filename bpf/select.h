@@ -8,6 +8,7 @@
 #include "hash.h"
 #include "maps.h"
 #include "parse.h"
+#include "conns.h"
 #include "sched.h"
 #include "stats.h"
 
@@ -167,36 +168,80 @@ static __always_inline __u64 ct_make(__u64 tag, __u32 rid, __u64 state, __u64 no
 	       state << XLB_CT_STATE_SHIFT | (now & XLB_CT_TIME_MASK);
 }
 
-/* ct_store puts e in bucket b: over the way that held this flow, else a free
- * way, else the way idle longest. */
-static __always_inline void ct_store(struct ct_bucket *b, __u64 tag, __u64 e, __u64 now)
+/* ct_victim: the way of bucket b for a flow of tag: the way that holds
+ * it, else a free way, else the way idle longest; its value in *w. */
+static __always_inline __u32 ct_victim(struct ct_bucket *b, __u64 tag, __u64 now, __u64 *w)
 {
 	__u32 victim = 0;
 	__u64 oldest = 0;
 
-#pragma unroll
+#pragma clang loop unroll(disable) /* the stack: xlb_frag -> xlb_ct_store */
 	for (int i = 0; i < XLB_CT_WAYS; i++) {
-		__u64 w = b->way[i];
-		__u64 age = (now - w) & XLB_CT_TIME_MASK;
+		__u64 x = b->way[i];
+		__u64 age = (now - x) & XLB_CT_TIME_MASK;
 
-		if ((w >> XLB_CT_TAG_SHIFT) == tag ||
-		    ((w >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK) == XLB_CT_FREE) {
-			victim = i;
-			break;
+		if ((x >> XLB_CT_TAG_SHIFT) == tag || conns_way_state(x) == XLB_CT_FREE) {
+			*w = x;
+			return i;
 		}
 		if (age >= oldest) {
 			oldest = age;
 			victim = i;
+			*w = x;
 		}
 	}
-	if (victim < XLB_CT_WAYS)
-		b->way[victim] = e;
+	return victim;
+}
+
+/* xlb_ct_store puts e in bucket idx of xlb_ct (ct_victim's way) with a
+ * compare-and-swap, uncounting the entry it replaces (conns.h); the sweep
+ * or another CPU may change a way meanwhile, so it tries again, up to
+ * three times. from: the state e's flow had in the count (XLB_CT_FREE for
+ * a new flow, the moved entry's state for a move): stored, the count
+ * moves from it to e's state; not stored, from is uncounted. Returns 1
+ * when stored. A global function, verified once. */
+__attribute__((noinline)) int xlb_ct_store(__u32 idx, __u64 tag, __u64 e, __u64 now, __u64 from)
+{
+	struct ct_bucket *b = bpf_map_lookup_elem(&xlb_ct, &idx);
+
+#pragma clang loop unroll(disable)
+	for (int t = 0; b && t < 3; t++) {
+		__u64 w = 0;
+		__u32 i = ct_victim(b, tag, now, &w);
+
+		if (i >= XLB_CT_WAYS)
+			break;
+		if (__sync_val_compare_and_swap(&b->way[i], w, e) == w) {
+			conns_add(conns_way_real(w), conns_way_state(w), -1);
+			conns_move(conns_way_real(e), from, conns_way_state(e));
+			return 1;
+		}
+	}
+	conns_add(conns_way_real(e), from, -1);
+	return 0;
+}
+
+/* xlb_ct_refresh writes ne over way of bucket idx if it still holds e (a
+ * compare-and-swap: the sweep or another CPU may have freed or moved it;
+ * then the entry is left alone), moving the real's count on a change of
+ * state. A global function: the hit path calls it only on a change. */
+__attribute__((noinline)) int xlb_ct_refresh(__u32 idx, __u32 way, __u64 e, __u64 ne)
+{
+	struct ct_bucket *b = bpf_map_lookup_elem(&xlb_ct, &idx);
+
+	asm volatile("" : "+r"(way)); /* keep the mask: the verifier needs it */
+	way &= XLB_CT_WAYS - 1;
+	if (!b || __sync_val_compare_and_swap(&b->way[way], e, ne) != e)
+		return 0;
+	conns_move(conns_way_real(e), conns_way_state(e), conns_way_state(ne));
+	return 1;
 }
 
 /* ct_find_remote looks for the flow in the other CPUs' slices: a flow whose
- * packets moved to this CPU (RSS change, veth) keeps its backend. Read only;
- * an 8-byte way is read whole, so a concurrent write is seen before or after. */
-static __always_inline __u64 ct_find_remote(__u32 cpu, __u32 bucket, __u64 tag)
+ * packets moved to this CPU (RSS change, veth) keeps its backend. An
+ * 8-byte way is read whole, so a concurrent write is seen before or
+ * after; *at: where it was found (for select_remote's move). */
+static __always_inline __u64 ct_find_remote(__u32 cpu, __u32 bucket, __u64 tag, __u64 **at)
 {
 	for (__u32 c = 0; c < MAX_CPUS; c++) {
 		struct ct_bucket *ob;
@@ -214,9 +259,10 @@ static __always_inline __u64 ct_find_remote(__u32 cpu, __u32 bucket, __u64 tag)
 		for (int i = 0; i < XLB_CT_WAYS; i++) {
 			__u64 w = ob->way[i];
 
-			if ((w >> XLB_CT_TAG_SHIFT) == tag &&
-			    ((w >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK) != XLB_CT_FREE)
+			if ((w >> XLB_CT_TAG_SHIFT) == tag && conns_way_state(w) != XLB_CT_FREE) {
+				*at = &ob->way[i];
 				return w;
+			}
 		}
 	}
 	return 0;
@@ -244,18 +290,13 @@ static __always_inline __u32 select_maglev(const struct vip_info *v, __u64 h)
 }
 
 /* xlb_sched_new: the real id service svc_id's scheduler (sched.h) gives
- * a flow no connection table entry answers for; 0: none. table: the
- * service's Maglev table id << 32 | its size. Hash schedulers read the
- * Maglev table at their own hash's slot. List schedulers advance their
- * cursor only when stateful (the flow is being tracked); a read-only
- * selection or an untracked flow (flood) reads the Maglev table at the
- * flow's slot, the same for every packet of it. A global function,
- * verified once for all its callers. */
-__attribute__((noinline)) int xlb_sched_new(const struct pkt *p, __u32 svc_id, __u64 table, __u64 h,
-					    __u32 stateful)
+ * a flow no connection table entry answers for, by the Maglev table;
+ * 0: none. table: the service's Maglev table id << 32 | its size. Hash
+ * schedulers read it at their own hash's slot, the others at the flow's.
+ * A global function, verified once for all its callers. */
+__attribute__((noinline)) int xlb_sched_new(const struct pkt *p, __u32 svc_id, __u64 table, __u64 h)
 {
 	struct svc_sched *s = bpf_map_lookup_elem(&xlb_svc_sched, &svc_id);
-	__u32 rid;
 
 	if (!p || !s)
 		return 0;
@@ -263,8 +304,6 @@ __attribute__((noinline)) int xlb_sched_new(const struct pkt *p, __u32 svc_id, _
 		h = sched_source_hash(p, s->plen4, s->plen6);
 	else if (s->kind == XLB_SCHED_DH)
 		h = sched_dest_hash(p);
-	else if (stateful && (rid = xlb_sched_list(svc_id)))
-		return rid;
 	return select_maglev_at(table >> 32, (__u32)table, h);
 }
 
@@ -330,36 +369,40 @@ static __always_inline int ct_find_local(const struct ct_bucket *b, __u64 tag, _
 }
 
 /* ct_refresh moves the hit way's state and time on for p, writing only
- * when it changed. */
-static __always_inline void ct_refresh(struct ct_bucket *b, int way, __u64 e, const struct pkt *p,
-				       __u64 now)
+ * when it changed (xlb_ct_refresh). */
+static __always_inline void ct_refresh(__u32 idx, int way, __u64 e, const struct pkt *p, __u64 now)
 {
-	__u64 state = (e >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
 	__u64 ne = (e & ~((XLB_CT_STATE_MASK << XLB_CT_STATE_SHIFT) | XLB_CT_TIME_MASK)) |
-		   ct_next_state(p, state) << XLB_CT_STATE_SHIFT | (now & XLB_CT_TIME_MASK);
+		   ct_next_state(p, conns_way_state(e)) << XLB_CT_STATE_SHIFT | (now & XLB_CT_TIME_MASK);
 
-	if (ne != e && way >= 0 && way < XLB_CT_WAYS)
-		b->way[way] = ne;
+	if (ne != e)
+		xlb_ct_refresh(idx, way, e, ne);
 }
 
 /* select_remote: the flow's entry in another CPU's slice, when usable
- * (sel filled; tracked: adopted into bucket b). Returns 1 when found. */
+ * (sel filled). Tracked: the entry moves into bucket b (freed there with
+ * a compare-and-swap, then stored here), so a flow has one entry and is
+ * counted once (conns.h); when the swap loses to that CPU, the packet is
+ * forwarded by the entry without moving it. Returns 1 when found. */
 static __always_inline int select_remote(const struct pkt *p, const struct vip_info *v,
 					 const struct node_info *n, struct ct_bucket *b,
 					 __u32 cpu, __u32 bucket, __u64 tag, __u64 now,
 					 struct selection *sel, const bool track)
 {
-	__u64 e = ct_find_remote(cpu, bucket, tag);
+	__u64 *at = NULL;
+	__u64 e = ct_find_remote(cpu, bucket, tag, &at);
 	struct real_info *r = e ? ct_usable(e, tag, now, n, p, v) : NULL;
 
 	if (!r)
 		return 0;
 	sel->real = r;
-	sel->rid = (e >> XLB_CT_REAL_SHIFT) & XLB_CT_REAL_MASK;
+	sel->rid = conns_way_real(e);
 	if (track) {
-		__u64 state = (e >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
+		__u64 state = conns_way_state(e);
+		__u64 next = ct_next_state(p, state);
 
-		ct_store(b, tag, ct_make(tag, sel->rid, ct_next_state(p, state), now), now);
+		if (at && __sync_val_compare_and_swap(at, e, 0) == e)
+			xlb_ct_store(cpu << ct_shift | bucket, tag, ct_make(tag, sel->rid, next, now), now, state);
 		stats_count(XLB_STAT_CT_REMOTE_HIT);
 	} else {
 		sel->ct = XLB_PROBE_CT_REMOTE_HIT;
@@ -392,8 +435,11 @@ static __always_inline int select_maglev_real(const struct vip_info *v, __u64 h,
 }
 
 /* select_new: the real of a flow no connection table entry answers for,
- * by the service's scheduler: Maglev on the flow hash inline, the others
- * in xlb_sched_new. */
+ * by the service's scheduler: Maglev on the flow hash inline, list
+ * schedulers (sched.h) only when stateful (the flow is being tracked),
+ * else the Maglev table in xlb_sched_new: a read-only selection or an
+ * untracked flow (flood) reads it at the flow's slot, the same for every
+ * packet of the flow, hash schedulers at their own hash's. */
 static __always_inline int select_new(const struct pkt *p, const struct vip_info *v, __u64 h,
 				      struct selection *sel, bool stateful)
 {
@@ -402,7 +448,9 @@ static __always_inline int select_new(const struct pkt *p, const struct vip_info
 
 	if (!s || s->kind == XLB_SCHED_MAGLEV)
 		return select_maglev_real(v, h, sel);
-	return select_real(v, xlb_sched_new(p, id, (__u64)v->table_id << 32 | v->table_size, h, stateful), sel);
+	if (stateful && s->kind >= XLB_SCHED_RR && !select_real(v, xlb_sched_list(id), sel))
+		return 0;
+	return select_real(v, xlb_sched_new(p, id, (__u64)v->table_id << 32 | v->table_size, h), sel);
 }
 
 /* select_backend fills sel for a packet of service v. Returns 0, or an enum
@@ -444,7 +492,7 @@ static __always_inline int select_backend(const struct pkt *p, const struct vip_
 		r = ct_usable(e, tag, now, n, p, v);
 		if (r) {
 			if (track) {
-				ct_refresh(b, way, e, p, now);
+				ct_refresh(idx, way, e, p, now);
 				sel->hit = 1;
 			} else {
 				sel->ct = XLB_PROBE_CT_HIT;
@@ -473,6 +521,7 @@ static __always_inline int select_backend(const struct pkt *p, const struct vip_
 		return rc;
 	sel->new_flow = 1;
 	if (!untracked)
-		ct_store(b, tag, ct_make(tag, sel->rid, ct_next_state(p, XLB_CT_FREE), now), now);
+		xlb_ct_store(idx, tag, ct_make(tag, sel->rid, ct_next_state(p, XLB_CT_FREE), now), now,
+			     XLB_CT_FREE);
 	return 0;
 }

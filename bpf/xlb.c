@@ -18,6 +18,7 @@
 #include "toobig.h"
 #include "frag.h"
 #include "trace.h"
+#include "sweep.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -42,6 +43,8 @@ const enum xlb_probe_ct *xlb_anchor_probe_ct __attribute__((unused));
 const enum xlb_flood_kind *xlb_anchor_flood_kind __attribute__((unused));
 const enum xlb_sched *xlb_anchor_sched __attribute__((unused));
 const struct svc_sched *xlb_anchor_svc_sched __attribute__((unused));
+const struct real_conns *xlb_anchor_real_conns __attribute__((unused));
+const struct sweep_ctx *xlb_anchor_sweep_ctx __attribute__((unused));
 
 /* xlb_send_too_big: p does not fit its real's egress once encapsulated
  * (toobig.h). IPv4 without DF goes to xlbd to be fragmented (dropped

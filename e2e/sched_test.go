@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -142,5 +143,99 @@ func TestSchedulers(t *testing.T) {
 	t.Logf("sh /24: 10 clients x 5 connections: %v", all)
 	if len(all) != 1 {
 		t.Errorf("sh with source_netmask 24: clients of one /24 reached %v, want one backend", all)
+	}
+}
+
+// echoConn is one open connection to the TCP line-echo service and the
+// backend that answers it.
+type echoConn struct {
+	c       net.Conn
+	backend string
+}
+
+// openEcho opens a connection to target from ns and learns its backend
+// from one echoed line.
+func openEcho(t *testing.T, ns *lab.NS, target netip.AddrPort) echoConn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), lab.TCPTimeout)
+	defer cancel()
+	c, err := ns.DialContext(ctx, "tcp", target.String())
+	if err != nil {
+		t.Fatalf("dial %s: %v", target, err)
+	}
+	c.SetDeadline(time.Now().Add(lab.TCPTimeout))
+	if _, err := c.Write([]byte("hello\n")); err != nil {
+		t.Fatal(err)
+	}
+	reply, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		t.Fatalf("echo over %s: %v", c.LocalAddr(), err)
+	}
+	name, _, _ := strings.Cut(reply, " ")
+	return echoConn{c: c, backend: name}
+}
+
+// TestLeastConnections: with 30 long-lived connections open, those on one
+// backend (b3) are closed; of 10 new connections at least 8 land on that
+// backend (lc), and the same with weights 1:2:3 (wlc: b3, weight 3, had
+// 15). The connection
+// counts come from the data plane (conns.h); closed connections count as
+// inactive, which weighs 1/256 of an active one.
+func TestLeastConnections(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireCommands(t, "nsenter", "ip")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l := newLab(ctx, t, lab.Config{Backends: 3})
+	echo := netip.AddrPortFrom(l.VIP4(), lab.DefaultPorts.TCP)
+	cfg := func(w [3]int, sched string) string {
+		return strings.Replace(schedConfig(l, w, "scheduler: "+sched), "port: 80,", fmt.Sprintf("port: %d,", echo.Port()), 1) +
+			"  - {name: web80, vip: " + l.VIP4().String() + ", port: 80, protocol: tcp, pools: [web]}\n"
+	}
+	e := &env{lab: l, config: l.Dir + "/xlbd-lc.yaml"}
+	if err := os.WriteFile(e.config, []byte(cfg([3]int{1, 1, 1}, "lc")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.start(t)
+	for _, tc := range []struct {
+		sched   string
+		weights [3]int
+	}{{"lc", [3]int{1, 1, 1}}, {"wlc", [3]int{1, 2, 3}}} {
+		t.Run(tc.sched, func(t *testing.T) {
+			e.reloadConfig(t, cfg(tc.weights, tc.sched))
+			var open []echoConn
+			per := map[string]int{}
+			for range 30 {
+				c := openEcho(t, l.Client.NS, echo)
+				open = append(open, c)
+				per[c.backend]++
+			}
+			t.Logf("%s: 30 connections: %v", tc.sched, per)
+			for i, w := range tc.weights { // the counts steer them by weight
+				want := 30 * w / (tc.weights[0] + tc.weights[1] + tc.weights[2])
+				if b := fmt.Sprintf("b%d", i+1); per[b] < want-2 || per[b] > want+2 {
+					t.Errorf("%s: %s has %d of 30 connections, want %d ± 2", tc.sched, b, per[b], want)
+				}
+			}
+			for _, c := range open {
+				if c.backend == "b3" {
+					c.c.Close()
+				}
+			}
+			time.Sleep(300 * time.Millisecond) // the FINs pass the forwarder
+			landed := map[string]int{}
+			for range 10 {
+				c := openEcho(t, l.Client.NS, echo)
+				landed[c.backend]++
+				open = append(open, c)
+			}
+			t.Logf("%s: 10 new connections after closing b3's: %v", tc.sched, landed)
+			if landed["b3"] < 8 {
+				t.Errorf("%s: %d of 10 new connections on b3, want at least 8", tc.sched, landed["b3"])
+			}
+			for _, c := range open {
+				c.c.Close()
+			}
+		})
 	}
 }

@@ -174,6 +174,10 @@ type Options struct {
 	// whose pre-fill needs the whole job). Runs are then checked for the
 	// verdict only. See MeasureStages.
 	Stop Stage
+	// Sched is the scheduler of every VIP (state.SchedMaglev by default):
+	// list schedulers get all the VIP's backends at weight 1,
+	// maglev-source the whole client address.
+	Sched state.SchedKind
 	// Logf receives progress lines (nil: none).
 	Logf func(format string, args ...any)
 }
@@ -474,9 +478,27 @@ func benchState(o Options) (*state.State, error) {
 		for j, e := range tbl.Entries {
 			entries[j] = ids[tbl.Backends[e].Name]
 		}
-		st.Services[key] = &state.Service{SvcID: uint32(i + 1), Encap: state.EncapGRE, Table: entries}
+		st.Services[key] = &state.Service{SvcID: uint32(i + 1), Encap: state.EncapGRE, Table: entries,
+			Sched: benchSched(o.Sched, key.Proto, next-uint32(o.Backends), o.Backends)}
 	}
 	return st, nil
+}
+
+// benchSched is scheduler kind over the reals first, first+1, ... of one
+// VIP, weight 1 each.
+func benchSched(kind state.SchedKind, proto uint8, first uint32, n int) state.Sched {
+	sc := state.Sched{Kind: kind, Proto: proto}
+	switch kind {
+	case state.SchedMaglev, state.SchedDH:
+	case state.SchedMaglevSource:
+		sc.Plen4, sc.Plen6 = 32, 128
+	default:
+		for i := range n {
+			sc.List = append(sc.List, state.SchedEnt{RealID: first + uint32(i), Weight: 1})
+		}
+		sc.Stride = 1
+	}
+	return sc
 }
 
 // Flow numbers (the varied source address) of the scenarios: disjoint

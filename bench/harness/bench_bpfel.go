@@ -97,6 +97,12 @@ type benchNodeInfo struct {
 	Pad            uint32
 }
 
+type benchRealConns struct {
+	_        structs.HostLayout
+	Active   int64
+	Inactive int64
+}
+
 type benchRealInfo struct {
 	_       structs.HostLayout
 	Addr    [16]uint8
@@ -116,7 +122,7 @@ type benchSvcSched struct {
 	Kind   uint8
 	Plen4  uint8
 	Plen6  uint8
-	Pad    uint8
+	Proto  uint8
 	N      uint32
 	Total  uint32
 	Stride uint32
@@ -227,6 +233,7 @@ const (
 	benchMapXlbFlood            = "xlb_flood"
 	benchMapXlbIcmpRl           = "xlb_icmp_rl"
 	benchMapXlbNode             = "xlb_node"
+	benchMapXlbRealConns        = "xlb_real_conns"
 	benchMapXlbRealStats        = "xlb_real_stats"
 	benchMapXlbReals            = "xlb_reals"
 	benchMapXlbSchedCursor      = "xlb_sched_cursor"
@@ -320,6 +327,7 @@ type benchMapSpecs struct {
 	XlbFlood       *ebpf.MapSpec `ebpf:"xlb_flood"`
 	XlbIcmpRl      *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
 	XlbNode        *ebpf.MapSpec `ebpf:"xlb_node"`
+	XlbRealConns   *ebpf.MapSpec `ebpf:"xlb_real_conns"`
 	XlbRealStats   *ebpf.MapSpec `ebpf:"xlb_real_stats"`
 	XlbReals       *ebpf.MapSpec `ebpf:"xlb_reals"`
 	XlbSchedCursor *ebpf.MapSpec `ebpf:"xlb_sched_cursor"`
@@ -385,6 +393,7 @@ type benchMaps struct {
 	XlbFlood       *ebpf.Map `ebpf:"xlb_flood"`
 	XlbIcmpRl      *ebpf.Map `ebpf:"xlb_icmp_rl"`
 	XlbNode        *ebpf.Map `ebpf:"xlb_node"`
+	XlbRealConns   *ebpf.Map `ebpf:"xlb_real_conns"`
 	XlbRealStats   *ebpf.Map `ebpf:"xlb_real_stats"`
 	XlbReals       *ebpf.Map `ebpf:"xlb_reals"`
 	XlbSchedCursor *ebpf.Map `ebpf:"xlb_sched_cursor"`
@@ -409,6 +418,7 @@ func (m *benchMaps) Close() error {
 		m.XlbFlood,
 		m.XlbIcmpRl,
 		m.XlbNode,
+		m.XlbRealConns,
 		m.XlbRealStats,
 		m.XlbReals,
 		m.XlbSchedCursor,

@@ -236,6 +236,9 @@ type BackendInfo struct {
 	Encap        string // the backend's own, or the service's
 	Counters     Counters
 	TrackedFlows *uint64 // nil when not counted
+	// ActiveConns and InactConns are its connections on this node
+	// (datapath.Conns: IPVS ActiveConn, InActConn).
+	ActiveConns, InactConns int64
 }
 
 // Override is a runtime change of a backend on top of the config.

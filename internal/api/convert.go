@@ -97,6 +97,7 @@ func backendToPB(service string, b *BackendInfo) *pb.Backend {
 		},
 		InDataPlane: b.InDataPlane, TableEntries: b.TableEntries, RealId: b.RealID, Encap: b.Encap,
 		Counters: countersToPB(b.Counters), TrackedFlows: b.TrackedFlows,
+		ActiveConns: b.ActiveConns, InactConns: b.InactConns,
 	}
 	if o := b.Override; o != nil {
 		r.Override = &pb.Override{Weight: o.Weight, Drain: o.Drain, Since: ts(o.Since)}

@@ -70,10 +70,7 @@ func (s Scheduler) HashesSource() bool { return s == SchedulerMaglevSource || s 
 // schedulerMissing names the schedulers the forwarder of this version
 // does not run yet; a service asking for one is refused, never served by
 // another.
-var schedulerMissing = map[Scheduler]bool{
-	SchedulerLC: true, SchedulerWLC: true, SchedulerSED: true, SchedulerNQ: true,
-	SchedulerLBLC: true, SchedulerLBLCR: true,
-}
+var schedulerMissing = map[Scheduler]bool{SchedulerLBLC: true, SchedulerLBLCR: true}
 
 // SchedulerSupported reports whether this version's forwarder runs s.
 func SchedulerSupported(s Scheduler) bool {
@@ -175,7 +172,7 @@ func validateSched(s *Service, path string, c *collector) {
 	case !enumValid(schedulerNames, s.Scheduler):
 		c.errf(sp, ErrInvalid, "%s is not one of %s", s.Scheduler, enumList(schedulerNames))
 	case schedulerMissing[s.Scheduler]:
-		c.errf(sp, ErrInvalid, "%s is not supported by this version's forwarder yet (supported: maglev, maglev-source, rr, wrr, sh, dh)", s.Scheduler)
+		c.errf(sp, ErrInvalid, "%s is not supported by this version's forwarder yet (supported: maglev, maglev-source, rr, wrr, lc, wlc, sed, nq, sh, dh)", s.Scheduler)
 	}
 	netmask(c, join(path, "source_netmask"), s.SourceNetmask, 32)
 	netmask(c, join(path, "source_netmask6"), s.SourceNetmask6, 128)

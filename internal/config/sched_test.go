@@ -113,7 +113,7 @@ const persistenceServices = "  - {name: http, vip: 10.200.0.2, port: 80, protoco
 	"  - {name: dns, vip: 10.200.0.3, port: 53, protocol: udp, pools: [p], scheduler: rr, persistence: {timeout: 30s, netmask6: 48}}\n"
 
 func TestAcceptSchedulers(t *testing.T) {
-	for _, name := range []string{"maglev", "maglev-source", "rr", "wrr", "sh", "dh"} {
+	for _, name := range []string{"maglev", "maglev-source", "rr", "wrr", "lc", "wlc", "sed", "nq", "sh", "dh"} {
 		txt := strings.Replace(svc, "pools: [p]}", "pools: [p], scheduler: "+name+"}", 1)
 		if _, err := Parse([]byte(head+txt), "c.yaml"); err != nil {
 			t.Errorf("scheduler %s: %v", name, err)

@@ -278,6 +278,9 @@ func (a *API) Services(ctx context.Context) ([]api.ServiceInfo, error) {
 						if cnt, err := c.dp.RealCounters(rid); err == nil {
 							bi.Counters = api.Counters(cnt)
 						}
+						if cn, err := c.dp.RealConns(rid); err == nil {
+							bi.ActiveConns, bi.InactConns = cn.Active, cn.Inactive
+						}
 					}
 					si.Backends = append(si.Backends, bi)
 				}

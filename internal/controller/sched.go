@@ -19,7 +19,8 @@ func schedOf(s *config.DesiredService, usable []config.Backend, ids map[netip.Ad
 			Plen4: uint8(config.Prefix(s.SourceNetmask, 32)), Plen6: uint8(config.Prefix(s.SourceNetmask6, 128))}, nil
 	case config.SchedulerDH:
 		return state.Sched{Kind: state.SchedDH}, nil
-	case config.SchedulerRR, config.SchedulerWRR:
+	case config.SchedulerRR, config.SchedulerWRR, config.SchedulerLC, config.SchedulerWLC,
+		config.SchedulerSED, config.SchedulerNQ:
 		return schedList(s, usable, ids)
 	case config.SchedulerMaglev, 0: // 0: a DesiredService built without one
 		return state.Sched{}, nil
@@ -27,18 +28,21 @@ func schedOf(s *config.DesiredService, usable []config.Backend, ids map[netip.Ad
 	return state.Sched{}, fmt.Errorf("scheduler %s is not supported by this forwarder", s.Scheduler)
 }
 
-// schedList is the list of rr or wrr: the usable backends by address
-// (the same list for the same backends, whatever the config order), wrr's
-// weights divided by their greatest common divisor.
+// listKinds are the list schedulers' kinds.
+var listKinds = map[config.Scheduler]state.SchedKind{
+	config.SchedulerRR: state.SchedRR, config.SchedulerWRR: state.SchedWRR, config.SchedulerLC: state.SchedLC,
+	config.SchedulerWLC: state.SchedWLC, config.SchedulerSED: state.SchedSED, config.SchedulerNQ: state.SchedNQ,
+}
+
+// schedList is the list of a list scheduler: the usable backends by
+// address (the same list for the same backends, whatever the config
+// order), the weights divided by their greatest common divisor (rr: 1).
 func schedList(s *config.DesiredService, usable []config.Backend, ids map[netip.Addr]uint32) (state.Sched, error) {
 	if len(usable) > state.SchedListMax {
 		return state.Sched{}, fmt.Errorf("scheduler %s takes at most %d usable backends, the active pool has %d (use a hash scheduler, or fewer backends per pool)",
 			s.Scheduler, state.SchedListMax, len(usable))
 	}
-	sc := state.Sched{Kind: state.SchedRR}
-	if s.Scheduler == config.SchedulerWRR {
-		sc.Kind = state.SchedWRR
-	}
+	sc := state.Sched{Kind: listKinds[s.Scheduler]}
 	bs := slices.Clone(usable)
 	slices.SortFunc(bs, func(a, b config.Backend) int { return a.Addr.Compare(b.Addr) })
 	var g uint32
@@ -47,7 +51,7 @@ func schedList(s *config.DesiredService, usable []config.Backend, ids map[netip.
 	}
 	for _, b := range bs {
 		w := uint32(1)
-		if sc.Kind == state.SchedWRR {
+		if sc.Kind != state.SchedRR {
 			w = b.Weight / g
 		}
 		sc.List = append(sc.List, state.SchedEnt{RealID: ids[b.Addr], Weight: w})

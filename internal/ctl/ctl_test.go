@@ -123,15 +123,15 @@ bgp
 func TestServices(t *testing.T) {
 	e := newEnv(t)
 	wantLines(t, e.ok("services"), `
-Prot  LocalAddress:Port   Service  Sched   M       Encap   ActivePool  Packets  Bytes   NewFlows
-  ->  RemoteAddress       Pool     Weight  State   Health  Share       Packets  Bytes   NewFlows
-TCP   10.0.0.100:80       web      maglev  65537   gre     web         1000     100000  100
-  ->  10.0.1.1            web      2       active  up      66.7%       600      60000   60
-  ->  10.0.1.2            web      1       active  up      33.3%       400      40000   40
-  ->  10.0.2.1            spare    1       active  -       0.0%        0        0       0
-UDP   [2001:db8::100]:53  dns      maglev  251     gre     dns         0        0       0
-  ->  2001:db8:1::1       dns      1       active  -       49.8%       0        0       0
-  ->  2001:db8:1::2       dns      1       active  -       49.8%       0        0       0`)
+Prot  LocalAddress:Port   Service  Sched   M       Encap   ActivePool  Packets  Bytes   NewFlows  ActiveConn  InActConn
+  ->  RemoteAddress       Pool     Weight  State   Health  Share       Packets  Bytes   NewFlows  ActiveConn  InActConn
+TCP   10.0.0.100:80       web      maglev  65537   gre     web         1000     100000  100       12          3
+  ->  10.0.1.1            web      2       active  up      66.7%       600      60000   60        12          3
+  ->  10.0.1.2            web      1       active  up      33.3%       400      40000   40        0           0
+  ->  10.0.2.1            spare    1       active  -       0.0%        0        0       0         0           0
+UDP   [2001:db8::100]:53  dns      maglev  251     gre     dns         0        0       0         0           0
+  ->  2001:db8:1::1       dns      1       active  -       49.8%       0        0       0         0           0
+  ->  2001:db8:1::2       dns      1       active  -       49.8%       0        0       0         0           0`)
 	out := e.ok("services", "--service", "dns", "--rate")
 	if !strings.Contains(out, "Pkt/s") || strings.Contains(out, "web") {
 		t.Fatalf("dns with rates:\n%s", out)

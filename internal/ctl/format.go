@@ -309,21 +309,25 @@ func rateCols(withRates bool, r *pb.Rates) string {
 func (c *CLI) printServices(r *pb.ListServicesResponse, withRates bool) error {
 	w := c.table()
 	rh := rateHeads(withRates)
-	fmt.Fprintf(w, "Prot\tLocalAddress:Port\tService\tSched\tM\tEncap\tActivePool\tPackets\tBytes\tNewFlows%s\n", rh)
-	fmt.Fprintf(w, "  ->\tRemoteAddress\tPool\tWeight\tState\tHealth\tShare\tPackets\tBytes\tNewFlows%s\n", rh)
+	fmt.Fprintf(w, "Prot\tLocalAddress:Port\tService\tSched\tM\tEncap\tActivePool\tPackets\tBytes\tNewFlows%s\tActiveConn\tInActConn\n", rh)
+	fmt.Fprintf(w, "  ->\tRemoteAddress\tPool\tWeight\tState\tHealth\tShare\tPackets\tBytes\tNewFlows%s\tActiveConn\tInActConn\n", rh)
 	overridden := false
 	for _, s := range r.Services {
 		active := s.ActivePool
 		if active == "" {
 			active = "NONE"
 		}
-		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s%s", protoName(s.Protocol), vipPort(s.Vip, s.Port), s.Name, s.Scheduler,
-			s.TableSize, s.Encap, active, counters(s.Counters), rateCols(withRates, s.Rates))
+		var act, inact int64
+		for _, b := range s.Backends {
+			act, inact = act+b.ActiveConns, inact+b.InactConns
+		}
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s%s\t%d\t%d", protoName(s.Protocol), vipPort(s.Vip, s.Port), s.Name, s.Scheduler,
+			s.TableSize, s.Encap, active, counters(s.Counters), rateCols(withRates, s.Rates), act, inact)
 		fmt.Fprintln(w, line)
 		for _, b := range s.Backends {
 			overridden = overridden || b.Override != nil
-			line := fmt.Sprintf("  ->\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s", b.Address, b.Pool, weight(b), state(b), health(b.Health),
-				share(b.TableEntries, s.TableSize), counters(b.Counters), rateCols(withRates, b.Rates))
+			line := fmt.Sprintf("  ->\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\t%d\t%d", b.Address, b.Pool, weight(b), state(b), health(b.Health),
+				share(b.TableEntries, s.TableSize), counters(b.Counters), rateCols(withRates, b.Rates), b.ActiveConns, b.InactConns)
 			fmt.Fprintln(w, line)
 		}
 	}

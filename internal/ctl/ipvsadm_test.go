@@ -41,8 +41,7 @@ func TestImportIPVSadm(t *testing.T) {
 		fwPers = pers("persistence: {timeout: 600s, group: fwm7}")
 	}
 	for _, want := range []string{
-		// wlc is not run by this forwarder yet: maglev, said so.
-		"  # ipvsadm -s wlc: not supported by this version's forwarder yet; maglev instead\n  - name: tcp_10.10.0.1_80\n",
+		"  - name: tcp_10.10.0.1_80\n    vip: 10.10.0.1\n    port: 80\n    protocol: tcp\n    pools: [tcp_10.10.0.1_80]\n    scheduler: wlc\n",
 		"      - {address: 192.168.10.11, weight: 1, method: dr}\n      - {address: 192.168.10.12, weight: 3, method: dr}\n",
 		"    scheduler: rr\n" + pers("persistence: {timeout: 300s, netmask: 24}"),
 		"      - {address: 192.168.10.12, weight: 0, encap: ipip}\n",
@@ -62,6 +61,7 @@ func TestImportIPVSadm(t *testing.T) {
 		"    scheduler: maglev-source\n" + pers("persistence: {timeout: 120s}"),
 		"  # ipvsadm -s twos: no xlb equivalent; maglev instead\n  # ipvsadm -o (one-packet scheduling)",
 		"    scheduler: dh\n" + pers("persistence: {timeout: 300s}"),
+		"  # ipvsadm -s lblc: not supported by this version's forwarder yet; maglev instead\n  - name: tcp_10.10.0.6_25\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks\n%s", want)
@@ -74,8 +74,8 @@ func TestImportIPVSadm(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the import is not a valid config:\n%v", err)
 	}
-	if len(c.Services) != 7 || len(c.Pools) != 8 {
-		t.Errorf("%d services, %d pools; want 7 (the fwmark one is the operator's to write), 8", len(c.Services), len(c.Pools))
+	if len(c.Services) != 8 || len(c.Pools) != 9 {
+		t.Errorf("%d services, %d pools; want 8 (the fwmark one is the operator's to write), 9", len(c.Services), len(c.Pools))
 	}
 	if _, err := config.Parse([]byte(importNode+out), "imported.yaml"); err != nil {
 		// What is left is only the method keys.
@@ -111,7 +111,7 @@ func TestImportCommand(t *testing.T) {
 	if rc := c.Run(context.Background(), []string{"import", "ipvsadm", "testdata/ipvsadm-save.txt"}); rc != 0 {
 		t.Fatalf("exit %d: %s", rc, errOut.String())
 	}
-	if !strings.Contains(out.String(), "services:\n  # ipvsadm -s wlc") {
+	if !strings.Contains(out.String(), "services:\n  - name: tcp_10.10.0.1_80\n") {
 		t.Errorf("output:\n%s", out.String())
 	}
 	out.Reset()

@@ -185,6 +185,7 @@ func LoadSpec(o Options) (*ebpf.CollectionSpec, error) {
 	spec.Maps["xlb_svc_stats"].MaxEntries = o.MaxServices
 	spec.Maps["xlb_svc_sched"].MaxEntries = o.MaxServices
 	spec.Maps["xlb_sched_cursor"].MaxEntries = o.MaxServices
+	spec.Maps["xlb_real_conns"].MaxEntries = o.MaxReals
 	spec.Maps["xlb_tables"].MaxEntries = 2 * o.MaxServices
 	spec.Maps["xlb_reals"].MaxEntries = o.MaxReals
 	spec.Maps["xlb_real_stats"].MaxEntries = o.MaxReals
@@ -291,6 +292,10 @@ func load(o Options) (*Datapath, error) {
 	if err := d.loadApplied(); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("read pinned state: %w", err)
+	}
+	if err := d.rebuildConns(); err != nil { // conns.go
+		d.Close()
+		return nil, fmt.Errorf("connection counts: %w", err)
 	}
 	if d.operator, err = openOperator(o.PinDir, d.log.Warn); err != nil {
 		d.Close()

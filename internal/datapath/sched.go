@@ -11,7 +11,7 @@ import (
 
 // schedInfo is sc as the forwarder reads it.
 func schedInfo(sc *state.Sched) xlbSvcSched {
-	v := xlbSvcSched{Kind: uint8(sc.Kind), Plen4: sc.Plen4, Plen6: sc.Plen6,
+	v := xlbSvcSched{Kind: uint8(sc.Kind), Proto: sc.Proto, Plen4: sc.Plen4, Plen6: sc.Plen6,
 		N: uint32(len(sc.List)), Total: sc.Total(), Stride: sc.Stride}
 	for i, e := range sc.List {
 		if i < len(v.Ent) {
@@ -23,7 +23,7 @@ func schedInfo(sc *state.Sched) xlbSvcSched {
 
 // schedFromInfo is schedInfo's inverse.
 func schedFromInfo(v *xlbSvcSched) state.Sched {
-	sc := state.Sched{Kind: state.SchedKind(v.Kind), Plen4: v.Plen4, Plen6: v.Plen6, Stride: v.Stride}
+	sc := state.Sched{Kind: state.SchedKind(v.Kind), Proto: v.Proto, Plen4: v.Plen4, Plen6: v.Plen6, Stride: v.Stride}
 	for i := uint32(0); i < v.N && int(i) < len(v.Ent); i++ {
 		sc.List = append(sc.List, state.SchedEnt{RealID: v.Ent[i].Rid, Weight: v.Ent[i].Weight})
 	}

@@ -17,7 +17,9 @@ func TestSchedABI(t *testing.T) {
 	}{
 		{state.SchedMaglev, xlbXlbSchedXLB_SCHED_MAGLEV}, {state.SchedMaglevSource, xlbXlbSchedXLB_SCHED_MAGLEV_SOURCE},
 		{state.SchedDH, xlbXlbSchedXLB_SCHED_DH}, {state.SchedRR, xlbXlbSchedXLB_SCHED_RR},
-		{state.SchedWRR, xlbXlbSchedXLB_SCHED_WRR},
+		{state.SchedWRR, xlbXlbSchedXLB_SCHED_WRR}, {state.SchedLC, xlbXlbSchedXLB_SCHED_LC},
+		{state.SchedWLC, xlbXlbSchedXLB_SCHED_WLC}, {state.SchedSED, xlbXlbSchedXLB_SCHED_SED},
+		{state.SchedNQ, xlbXlbSchedXLB_SCHED_NQ},
 	} {
 		if uint32(c.g) != uint32(c.c) {
 			t.Errorf("state kind %d, C %d", c.g, c.c)

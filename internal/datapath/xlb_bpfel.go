@@ -97,6 +97,12 @@ type xlbNodeInfo struct {
 	Pad            uint32
 }
 
+type xlbRealConns struct {
+	_        structs.HostLayout
+	Active   int64
+	Inactive int64
+}
+
 type xlbRealInfo struct {
 	_       structs.HostLayout
 	Addr    [16]uint8
@@ -122,11 +128,20 @@ type xlbSvcSched struct {
 	Kind   uint8
 	Plen4  uint8
 	Plen6  uint8
-	Pad    uint8
+	Proto  uint8
 	N      uint32
 	Total  uint32
 	Stride uint32
 	Ent    [256]xlbSchedEnt
+}
+
+type xlbSweepCtx struct {
+	_     structs.HostLayout
+	Start uint32
+	Count uint32
+	Freed uint32
+	Live  uint32
+	Now   uint64
 }
 
 type xlbTraceEvent struct {
@@ -302,6 +317,10 @@ const (
 	xlbXlbSchedXLB_SCHED_DH            xlbXlbSched = 2
 	xlbXlbSchedXLB_SCHED_RR            xlbXlbSched = 3
 	xlbXlbSchedXLB_SCHED_WRR           xlbXlbSched = 4
+	xlbXlbSchedXLB_SCHED_LC            xlbXlbSched = 5
+	xlbXlbSchedXLB_SCHED_WLC           xlbXlbSched = 6
+	xlbXlbSchedXLB_SCHED_SED           xlbXlbSched = 7
+	xlbXlbSchedXLB_SCHED_NQ            xlbXlbSched = 8
 	xlbXlbSchedXLB_SCHED_LIST_MAX      xlbXlbSched = 256
 )
 
@@ -398,6 +417,7 @@ const (
 	xlbMapXlbFrags               = "xlb_frags"
 	xlbMapXlbIcmpRl              = "xlb_icmp_rl"
 	xlbMapXlbNode                = "xlb_node"
+	xlbMapXlbRealConns           = "xlb_real_conns"
 	xlbMapXlbRealStats           = "xlb_real_stats"
 	xlbMapXlbReals               = "xlb_reals"
 	xlbMapXlbSchedCursor         = "xlb_sched_cursor"
@@ -412,6 +432,7 @@ const (
 	xlbMapXlbVipEnts             = "xlb_vip_ents"
 	xlbMapXlbVipIndex            = "xlb_vip_index"
 	xlbMapXlbVips                = "xlb_vips"
+	xlbProgXlbCtSweep            = "xlb_ct_sweep"
 	xlbProgXlbForward            = "xlb_forward"
 	xlbVarCtShift                = "ct_shift"
 	xlbVarNrCpus                 = "nr_cpus"
@@ -426,10 +447,12 @@ const (
 	xlbVarXlbAnchorFragState     = "xlb_anchor_frag_state"
 	xlbVarXlbAnchorNodeFlags     = "xlb_anchor_node_flags"
 	xlbVarXlbAnchorProbeCt       = "xlb_anchor_probe_ct"
+	xlbVarXlbAnchorRealConns     = "xlb_anchor_real_conns"
 	xlbVarXlbAnchorRealFlags     = "xlb_anchor_real_flags"
 	xlbVarXlbAnchorSched         = "xlb_anchor_sched"
 	xlbVarXlbAnchorStat          = "xlb_anchor_stat"
 	xlbVarXlbAnchorSvcSched      = "xlb_anchor_svc_sched"
+	xlbVarXlbAnchorSweepCtx      = "xlb_anchor_sweep_ctx"
 	xlbVarXlbAnchorTraceConst    = "xlb_anchor_trace_const"
 	xlbVarXlbAnchorTraceEvent    = "xlb_anchor_trace_event"
 	xlbVarXlbAnchorTraceMarker   = "xlb_anchor_trace_marker"
@@ -480,6 +503,7 @@ type xlbSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbProgramSpecs struct {
+	XlbCtSweep *ebpf.ProgramSpec `ebpf:"xlb_ct_sweep"`
 	XlbForward *ebpf.ProgramSpec `ebpf:"xlb_forward"`
 }
 
@@ -496,6 +520,7 @@ type xlbMapSpecs struct {
 	XlbFrags       *ebpf.MapSpec `ebpf:"xlb_frags"`
 	XlbIcmpRl      *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
 	XlbNode        *ebpf.MapSpec `ebpf:"xlb_node"`
+	XlbRealConns   *ebpf.MapSpec `ebpf:"xlb_real_conns"`
 	XlbRealStats   *ebpf.MapSpec `ebpf:"xlb_real_stats"`
 	XlbReals       *ebpf.MapSpec `ebpf:"xlb_reals"`
 	XlbSchedCursor *ebpf.MapSpec `ebpf:"xlb_sched_cursor"`
@@ -529,10 +554,12 @@ type xlbVariableSpecs struct {
 	XlbAnchorFragState     *ebpf.VariableSpec `ebpf:"xlb_anchor_frag_state"`
 	XlbAnchorNodeFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_node_flags"`
 	XlbAnchorProbeCt       *ebpf.VariableSpec `ebpf:"xlb_anchor_probe_ct"`
+	XlbAnchorRealConns     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_conns"`
 	XlbAnchorRealFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_flags"`
 	XlbAnchorSched         *ebpf.VariableSpec `ebpf:"xlb_anchor_sched"`
 	XlbAnchorStat          *ebpf.VariableSpec `ebpf:"xlb_anchor_stat"`
 	XlbAnchorSvcSched      *ebpf.VariableSpec `ebpf:"xlb_anchor_svc_sched"`
+	XlbAnchorSweepCtx      *ebpf.VariableSpec `ebpf:"xlb_anchor_sweep_ctx"`
 	XlbAnchorTraceConst    *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_const"`
 	XlbAnchorTraceEvent    *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_event"`
 	XlbAnchorTraceMarker   *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_marker"`
@@ -570,6 +597,7 @@ type xlbMaps struct {
 	XlbFrags       *ebpf.Map `ebpf:"xlb_frags"`
 	XlbIcmpRl      *ebpf.Map `ebpf:"xlb_icmp_rl"`
 	XlbNode        *ebpf.Map `ebpf:"xlb_node"`
+	XlbRealConns   *ebpf.Map `ebpf:"xlb_real_conns"`
 	XlbRealStats   *ebpf.Map `ebpf:"xlb_real_stats"`
 	XlbReals       *ebpf.Map `ebpf:"xlb_reals"`
 	XlbSchedCursor *ebpf.Map `ebpf:"xlb_sched_cursor"`
@@ -597,6 +625,7 @@ func (m *xlbMaps) Close() error {
 		m.XlbFrags,
 		m.XlbIcmpRl,
 		m.XlbNode,
+		m.XlbRealConns,
 		m.XlbRealStats,
 		m.XlbReals,
 		m.XlbSchedCursor,
@@ -631,10 +660,12 @@ type xlbVariables struct {
 	XlbAnchorFragState     *ebpf.Variable `ebpf:"xlb_anchor_frag_state"`
 	XlbAnchorNodeFlags     *ebpf.Variable `ebpf:"xlb_anchor_node_flags"`
 	XlbAnchorProbeCt       *ebpf.Variable `ebpf:"xlb_anchor_probe_ct"`
+	XlbAnchorRealConns     *ebpf.Variable `ebpf:"xlb_anchor_real_conns"`
 	XlbAnchorRealFlags     *ebpf.Variable `ebpf:"xlb_anchor_real_flags"`
 	XlbAnchorSched         *ebpf.Variable `ebpf:"xlb_anchor_sched"`
 	XlbAnchorStat          *ebpf.Variable `ebpf:"xlb_anchor_stat"`
 	XlbAnchorSvcSched      *ebpf.Variable `ebpf:"xlb_anchor_svc_sched"`
+	XlbAnchorSweepCtx      *ebpf.Variable `ebpf:"xlb_anchor_sweep_ctx"`
 	XlbAnchorTraceConst    *ebpf.Variable `ebpf:"xlb_anchor_trace_const"`
 	XlbAnchorTraceEvent    *ebpf.Variable `ebpf:"xlb_anchor_trace_event"`
 	XlbAnchorTraceMarker   *ebpf.Variable `ebpf:"xlb_anchor_trace_marker"`
@@ -647,11 +678,13 @@ type xlbVariables struct {
 //
 // It can be passed to loadXlbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbPrograms struct {
+	XlbCtSweep *ebpf.Program `ebpf:"xlb_ct_sweep"`
 	XlbForward *ebpf.Program `ebpf:"xlb_forward"`
 }
 
 func (p *xlbPrograms) Close() error {
 	return _XlbClose(
+		p.XlbCtSweep,
 		p.XlbForward,
 	)
 }

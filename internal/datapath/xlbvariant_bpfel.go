@@ -25,6 +25,7 @@ const (
 	xlbvariantMapXlbFrags               = "xlb_frags"
 	xlbvariantMapXlbIcmpRl              = "xlb_icmp_rl"
 	xlbvariantMapXlbNode                = "xlb_node"
+	xlbvariantMapXlbRealConns           = "xlb_real_conns"
 	xlbvariantMapXlbRealStats           = "xlb_real_stats"
 	xlbvariantMapXlbReals               = "xlb_reals"
 	xlbvariantMapXlbSchedCursor         = "xlb_sched_cursor"
@@ -39,6 +40,7 @@ const (
 	xlbvariantMapXlbVipEnts             = "xlb_vip_ents"
 	xlbvariantMapXlbVipIndex            = "xlb_vip_index"
 	xlbvariantMapXlbVips                = "xlb_vips"
+	xlbvariantProgXlbCtSweep            = "xlb_ct_sweep"
 	xlbvariantProgXlbForward            = "xlb_forward"
 	xlbvariantVarCtShift                = "ct_shift"
 	xlbvariantVarNrCpus                 = "nr_cpus"
@@ -53,10 +55,12 @@ const (
 	xlbvariantVarXlbAnchorFragState     = "xlb_anchor_frag_state"
 	xlbvariantVarXlbAnchorNodeFlags     = "xlb_anchor_node_flags"
 	xlbvariantVarXlbAnchorProbeCt       = "xlb_anchor_probe_ct"
+	xlbvariantVarXlbAnchorRealConns     = "xlb_anchor_real_conns"
 	xlbvariantVarXlbAnchorRealFlags     = "xlb_anchor_real_flags"
 	xlbvariantVarXlbAnchorSched         = "xlb_anchor_sched"
 	xlbvariantVarXlbAnchorStat          = "xlb_anchor_stat"
 	xlbvariantVarXlbAnchorSvcSched      = "xlb_anchor_svc_sched"
+	xlbvariantVarXlbAnchorSweepCtx      = "xlb_anchor_sweep_ctx"
 	xlbvariantVarXlbAnchorTraceConst    = "xlb_anchor_trace_const"
 	xlbvariantVarXlbAnchorTraceEvent    = "xlb_anchor_trace_event"
 	xlbvariantVarXlbAnchorTraceMarker   = "xlb_anchor_trace_marker"
@@ -108,6 +112,7 @@ type xlbvariantSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbvariantProgramSpecs struct {
+	XlbCtSweep *ebpf.ProgramSpec `ebpf:"xlb_ct_sweep"`
 	XlbForward *ebpf.ProgramSpec `ebpf:"xlb_forward"`
 }
 
@@ -124,6 +129,7 @@ type xlbvariantMapSpecs struct {
 	XlbFrags       *ebpf.MapSpec `ebpf:"xlb_frags"`
 	XlbIcmpRl      *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
 	XlbNode        *ebpf.MapSpec `ebpf:"xlb_node"`
+	XlbRealConns   *ebpf.MapSpec `ebpf:"xlb_real_conns"`
 	XlbRealStats   *ebpf.MapSpec `ebpf:"xlb_real_stats"`
 	XlbReals       *ebpf.MapSpec `ebpf:"xlb_reals"`
 	XlbSchedCursor *ebpf.MapSpec `ebpf:"xlb_sched_cursor"`
@@ -157,10 +163,12 @@ type xlbvariantVariableSpecs struct {
 	XlbAnchorFragState     *ebpf.VariableSpec `ebpf:"xlb_anchor_frag_state"`
 	XlbAnchorNodeFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_node_flags"`
 	XlbAnchorProbeCt       *ebpf.VariableSpec `ebpf:"xlb_anchor_probe_ct"`
+	XlbAnchorRealConns     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_conns"`
 	XlbAnchorRealFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_flags"`
 	XlbAnchorSched         *ebpf.VariableSpec `ebpf:"xlb_anchor_sched"`
 	XlbAnchorStat          *ebpf.VariableSpec `ebpf:"xlb_anchor_stat"`
 	XlbAnchorSvcSched      *ebpf.VariableSpec `ebpf:"xlb_anchor_svc_sched"`
+	XlbAnchorSweepCtx      *ebpf.VariableSpec `ebpf:"xlb_anchor_sweep_ctx"`
 	XlbAnchorTraceConst    *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_const"`
 	XlbAnchorTraceEvent    *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_event"`
 	XlbAnchorTraceMarker   *ebpf.VariableSpec `ebpf:"xlb_anchor_trace_marker"`
@@ -199,6 +207,7 @@ type xlbvariantMaps struct {
 	XlbFrags       *ebpf.Map `ebpf:"xlb_frags"`
 	XlbIcmpRl      *ebpf.Map `ebpf:"xlb_icmp_rl"`
 	XlbNode        *ebpf.Map `ebpf:"xlb_node"`
+	XlbRealConns   *ebpf.Map `ebpf:"xlb_real_conns"`
 	XlbRealStats   *ebpf.Map `ebpf:"xlb_real_stats"`
 	XlbReals       *ebpf.Map `ebpf:"xlb_reals"`
 	XlbSchedCursor *ebpf.Map `ebpf:"xlb_sched_cursor"`
@@ -226,6 +235,7 @@ func (m *xlbvariantMaps) Close() error {
 		m.XlbFrags,
 		m.XlbIcmpRl,
 		m.XlbNode,
+		m.XlbRealConns,
 		m.XlbRealStats,
 		m.XlbReals,
 		m.XlbSchedCursor,
@@ -260,10 +270,12 @@ type xlbvariantVariables struct {
 	XlbAnchorFragState     *ebpf.Variable `ebpf:"xlb_anchor_frag_state"`
 	XlbAnchorNodeFlags     *ebpf.Variable `ebpf:"xlb_anchor_node_flags"`
 	XlbAnchorProbeCt       *ebpf.Variable `ebpf:"xlb_anchor_probe_ct"`
+	XlbAnchorRealConns     *ebpf.Variable `ebpf:"xlb_anchor_real_conns"`
 	XlbAnchorRealFlags     *ebpf.Variable `ebpf:"xlb_anchor_real_flags"`
 	XlbAnchorSched         *ebpf.Variable `ebpf:"xlb_anchor_sched"`
 	XlbAnchorStat          *ebpf.Variable `ebpf:"xlb_anchor_stat"`
 	XlbAnchorSvcSched      *ebpf.Variable `ebpf:"xlb_anchor_svc_sched"`
+	XlbAnchorSweepCtx      *ebpf.Variable `ebpf:"xlb_anchor_sweep_ctx"`
 	XlbAnchorTraceConst    *ebpf.Variable `ebpf:"xlb_anchor_trace_const"`
 	XlbAnchorTraceEvent    *ebpf.Variable `ebpf:"xlb_anchor_trace_event"`
 	XlbAnchorTraceMarker   *ebpf.Variable `ebpf:"xlb_anchor_trace_marker"`
@@ -277,11 +289,13 @@ type xlbvariantVariables struct {
 //
 // It can be passed to loadXlbvariantObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbvariantPrograms struct {
+	XlbCtSweep *ebpf.Program `ebpf:"xlb_ct_sweep"`
 	XlbForward *ebpf.Program `ebpf:"xlb_forward"`
 }
 
 func (p *xlbvariantPrograms) Close() error {
 	return _XlbvariantClose(
+		p.XlbCtSweep,
 		p.XlbForward,
 	)
 }

@@ -13,6 +13,10 @@ const (
 	SchedDH                            // the slot of the destination address
 	SchedRR                            // List in turn
 	SchedWRR                           // List in proportion to the weights
+	SchedLC                            // least (active << 8) + inactive of List
+	SchedWLC                           // the same relative to the weight
+	SchedSED                           // least (active + 1) / weight
+	SchedNQ                            // the first without active connections, else as SED
 )
 
 // SchedListMax is the most entries a list scheduler's List may hold.
@@ -21,11 +25,14 @@ const SchedListMax = 256
 // Sched is a service's scheduler; the zero value is Maglev on the 5-tuple.
 type Sched struct {
 	Kind SchedKind
+	// Proto is the service's protocol (6, 17): the timeouts by which the
+	// connection table's sweep frees the service's idle entries.
+	Proto uint8
 	// Plen4 and Plen6 are the client prefix lengths of SchedMaglevSource
 	// (1..32, 1..128); 0 otherwise.
 	Plen4, Plen6 uint8
-	// List is the usable backends of SchedRR and SchedWRR, in a fixed
-	// order; nil otherwise.
+	// List is the usable backends of the list schedulers (rr, wrr, lc,
+	// wlc, sed, nq), in a fixed order; nil otherwise.
 	List []SchedEnt
 	// Stride (SchedWRR) is coprime with the sum of the List's weights.
 	Stride uint32
@@ -34,12 +41,12 @@ type Sched struct {
 // SchedEnt is one backend of a list scheduler.
 type SchedEnt struct {
 	RealID uint32
-	Weight uint32 // SchedWRR: > 0, reduced by the weights' gcd; SchedRR: 1
+	Weight uint32 // > 0, reduced by the weights' gcd; SchedRR: 1
 }
 
 // Equal reports whether s and o are the same scheduler.
 func (s *Sched) Equal(o *Sched) bool {
-	return s.Kind == o.Kind && s.Plen4 == o.Plen4 && s.Plen6 == o.Plen6 && s.Stride == o.Stride &&
+	return s.Kind == o.Kind && s.Proto == o.Proto && s.Plen4 == o.Plen4 && s.Plen6 == o.Plen6 && s.Stride == o.Stride &&
 		slices.Equal(s.List, o.List)
 }
 

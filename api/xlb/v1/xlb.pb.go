@@ -1396,7 +1396,11 @@ type Backend struct {
 	Counters     *Counters `protobuf:"bytes,12,opt,name=counters,proto3" json:"counters,omitempty"`
 	Rates        *Rates    `protobuf:"bytes,13,opt,name=rates,proto3" json:"rates,omitempty"`
 	// Connection table entries pointing to it; unset when not counted.
-	TrackedFlows  *uint64 `protobuf:"varint,14,opt,name=tracked_flows,json=trackedFlows,proto3,oneof" json:"tracked_flows,omitempty"`
+	TrackedFlows *uint64 `protobuf:"varint,14,opt,name=tracked_flows,json=trackedFlows,proto3,oneof" json:"tracked_flows,omitempty"`
+	// Its connections on this node, from the data plane's counts: ESTABLISHED
+	// (IPVS ActiveConn) and SYN or closing (InActConn).
+	ActiveConns   int64 `protobuf:"varint,40,opt,name=active_conns,json=activeConns,proto3" json:"active_conns,omitempty"`
+	InactConns    int64 `protobuf:"varint,41,opt,name=inact_conns,json=inactConns,proto3" json:"inact_conns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1525,6 +1529,20 @@ func (x *Backend) GetRates() *Rates {
 func (x *Backend) GetTrackedFlows() uint64 {
 	if x != nil && x.TrackedFlows != nil {
 		return *x.TrackedFlows
+	}
+	return 0
+}
+
+func (x *Backend) GetActiveConns() int64 {
+	if x != nil {
+		return x.ActiveConns
+	}
+	return 0
+}
+
+func (x *Backend) GetInactConns() int64 {
+	if x != nil {
+		return x.InactConns
 	}
 	return 0
 }
@@ -3423,7 +3441,7 @@ const file_xlb_v1_xlb_proto_rawDesc = "" +
 	" \x01(\v2\x10.xlb.v1.CountersR\bcounters\x12#\n" +
 	"\x05rates\x18\v \x01(\v2\r.xlb.v1.RatesR\x05rates\x12+\n" +
 	"\bbackends\x18\f \x03(\v2\x0f.xlb.v1.BackendR\bbackends\x12\x0e\n" +
-	"\x02id\x18\r \x01(\rR\x02id\"\xf2\x03\n" +
+	"\x02id\x18\r \x01(\rR\x02id\"\xb6\x04\n" +
 	"\aBackend\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x12\n" +
@@ -3439,7 +3457,10 @@ const file_xlb_v1_xlb_proto_rawDesc = "" +
 	"\x05encap\x18\v \x01(\tR\x05encap\x12,\n" +
 	"\bcounters\x18\f \x01(\v2\x10.xlb.v1.CountersR\bcounters\x12#\n" +
 	"\x05rates\x18\r \x01(\v2\r.xlb.v1.RatesR\x05rates\x12(\n" +
-	"\rtracked_flows\x18\x0e \x01(\x04H\x00R\ftrackedFlows\x88\x01\x01B\x10\n" +
+	"\rtracked_flows\x18\x0e \x01(\x04H\x00R\ftrackedFlows\x88\x01\x01\x12!\n" +
+	"\factive_conns\x18( \x01(\x03R\vactiveConns\x12\x1f\n" +
+	"\vinact_conns\x18) \x01(\x03R\n" +
+	"inactConnsB\x10\n" +
 	"\x0e_tracked_flows\"\x89\x01\n" +
 	"\bOverride\x12\x1b\n" +
 	"\x06weight\x18\x01 \x01(\rH\x00R\x06weight\x88\x01\x01\x12\x19\n" +

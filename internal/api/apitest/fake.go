@@ -52,6 +52,7 @@ type Fake struct {
 	Err      error // when set, every method fails with it
 	desired  *config.Desired
 	counters map[api.BackendRef]api.Counters
+	conns    map[api.BackendRef][2]int64 // active, inactive connections
 	svcCount map[string]api.Counters
 	override map[api.BackendRef]*api.Override
 	// OnRead is called (locked) when Services reads the counters, e.g. to
@@ -88,11 +89,13 @@ func New() *Fake {
 		HasBGP:   true,
 		desired:  cfg.Desired(),
 		counters: map[api.BackendRef]api.Counters{},
+		conns:    map[api.BackendRef][2]int64{},
 		svcCount: map[string]api.Counters{},
 		override: map[api.BackendRef]*api.Override{},
 	}
 	web1 := api.BackendRef{Service: "web", Address: netip.MustParseAddr("10.0.1.1")}
 	f.counters[web1] = api.Counters{Packets: 600, Bytes: 60000, NewFlows: 60}
+	f.conns[web1] = [2]int64{12, 3}
 	f.counters[api.BackendRef{Service: "web", Address: netip.MustParseAddr("10.0.1.2")}] = api.Counters{Packets: 400, Bytes: 40000, NewFlows: 40}
 	f.svcCount["web"] = api.Counters{Packets: 1000, Bytes: 100000, NewFlows: 100}
 	f.Entries = []api.ConntrackEntry{
@@ -200,6 +203,7 @@ func (f *Fake) Services(ctx context.Context) ([]api.ServiceInfo, error) {
 				Address: m.b.Addr, Pool: m.pool, Weight: m.b.Weight, Drain: m.b.Drain,
 				Health:      api.Health{Check: m.b.HealthCheck, Healthy: true, Known: m.b.HealthCheck != "", Since: time.Unix(1700000000, 0).UTC()},
 				InDataPlane: true, RealID: id, Encap: s.EncapFor(m.b).String(), Counters: f.counters[ref],
+				ActiveConns: f.conns[ref][0], InactConns: f.conns[ref][1],
 			}
 			if o := f.override[ref]; o != nil {
 				cp := *o
