@@ -8,10 +8,12 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/xlbproject/xlb/internal/datapath"
 	"github.com/xlbproject/xlb/internal/testenv"
 	"github.com/xlbproject/xlb/lab"
 )
@@ -237,5 +239,73 @@ func TestLeastConnections(t *testing.T) {
 				c.c.Close()
 			}
 		})
+	}
+}
+
+// TestMaglevSourceECMP: three xlb nodes behind the router's ECMP route,
+// every service maglev-source. One client's 50 connections (the router
+// spreads them over the nodes by their ports) all reach one backend,
+// whichever node each went through: the nodes compute the same hash of
+// the client address and the same table.
+func TestMaglevSourceECMP(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireCommands(t, "nsenter", "ip", "bird", "birdc")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	l := newLab(ctx, t, lab.Config{Nodes: 3, Backends: 4, Routing: lab.RouteNone})
+	if _, err := l.StartBIRD(ctx, lab.BIRDOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	opts := lab.XLBDOptions{Weights: []int{1, 1, 1, 1}, BGP: true, ShutdownWait: time.Second}
+	for i := range l.Nodes {
+		lines := strings.Split(string(l.XLBDConfig(i, opts)), "\n")
+		for j, line := range lines {
+			if strings.HasPrefix(line, "  - {name: ") { // a service
+				lines[j] = strings.TrimSuffix(line, "}") + ", scheduler: maglev-source}"
+			}
+		}
+		cfg := strings.Join(lines, "\n")
+		path := filepath.Join(l.Dir, fmt.Sprintf("xlbd-src-%d.yaml", i))
+		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.StartXLBD(ctx, i, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vip := netip.PrefixFrom(l.VIP4(), 32)
+	if _, err := l.WaitRoute(ctx, vip, l.NodeNextHops(vip.Addr(), 0, 1, 2), 30*time.Second); err != nil {
+		t.Fatalf("3-way ECMP for %s: %v", vip, err)
+	}
+	web := netip.AddrPortFrom(l.VIP4(), lab.DefaultPorts.HTTP)
+	got := getFrom(t, l.Client.NS, lab.ClientAddr4, web, 50)
+	nodes := 0
+	for i := range l.Nodes {
+		p, err := datapath.OpenPinned(filepath.Join(datapath.BPFFSRoot, l.NodeName(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		svcs, err := p.Services()
+		p.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n uint64
+		for _, s := range svcs {
+			if s.Key.Addr == web.Addr() && s.Key.Port == web.Port() {
+				n += s.Counters.NewFlows
+			}
+		}
+		t.Logf("node %d: %d new flows", i+1, n)
+		if n > 0 {
+			nodes++
+		}
+	}
+	t.Logf("50 connections of one client: %v", got)
+	if nodes < 2 {
+		t.Fatalf("the connections went through %d node(s); the test needs ECMP over several", nodes)
+	}
+	if len(got) != 1 {
+		t.Errorf("maglev-source over 3 ECMP nodes: one client's connections reached %v, want one backend", got)
 	}
 }
