@@ -49,10 +49,18 @@ struct svc_sched {
 	__u32 total;   /* WRR: the sum of the weights */
 	__u32 stride;  /* WRR: coprime with total, so consecutive new flows
 			* walk the weight line in strides, not in blocks */
+	/* Persistence (persist.h): templates of (client under pplen4 /
+	 * pplen6, persist_id) live persist_timeout ticks after their last
+	 * use; 0: none. persist_id names the service, or its group. With
+	 * persistence ent[] lists the usable backends whatever the kind. */
+	__u32 persist_id;
+	__u16 persist_timeout;
+	__u8 pplen4;
+	__u8 pplen6;
 	struct sched_ent ent[XLB_SCHED_LIST_MAX];
 };
 
-_Static_assert(sizeof(struct svc_sched) == 16 + 8 * XLB_SCHED_LIST_MAX, "ABI: struct svc_sched size changed");
+_Static_assert(sizeof(struct svc_sched) == 24 + 8 * XLB_SCHED_LIST_MAX, "ABI: struct svc_sched size changed");
 
 /* Service id -> scheduler settings. */
 struct {

@@ -10,6 +10,7 @@
 #include "parse.h"
 #include "conns.h"
 #include "sched.h"
+#include "persist.h"
 #include "stats.h"
 
 /* vip_hash: the two candidate buckets of a VIP key are its low and high
@@ -369,14 +370,16 @@ static __always_inline int ct_find_local(const struct ct_bucket *b, __u64 tag, _
 }
 
 /* ct_refresh moves the hit way's state and time on for p, writing only
- * when it changed (xlb_ct_refresh). */
-static __always_inline void ct_refresh(__u32 idx, int way, __u64 e, const struct pkt *p, __u64 now)
+ * when it changed (xlb_ct_refresh); then the client's persistence
+ * template of service svc_id is used too (xlb_persist_touch). */
+static __always_inline void ct_refresh(__u32 idx, int way, __u64 e, const struct pkt *p, __u64 now,
+				       __u32 svc_id)
 {
 	__u64 ne = (e & ~((XLB_CT_STATE_MASK << XLB_CT_STATE_SHIFT) | XLB_CT_TIME_MASK)) |
 		   ct_next_state(p, conns_way_state(e)) << XLB_CT_STATE_SHIFT | (now & XLB_CT_TIME_MASK);
 
-	if (ne != e)
-		xlb_ct_refresh(idx, way, e, ne);
+	if (ne != e && xlb_ct_refresh(idx, way, e, ne))
+		xlb_persist_touch(p, svc_id, conns_way_real(e), now);
 }
 
 /* select_remote: the flow's entry in another CPU's slice, when usable
@@ -440,8 +443,8 @@ static __always_inline int select_maglev_real(const struct vip_info *v, __u64 h,
  * else the Maglev table in xlb_sched_new: a read-only selection or an
  * untracked flow (flood) reads it at the flow's slot, the same for every
  * packet of the flow, hash schedulers at their own hash's. */
-static __always_inline int select_new(const struct pkt *p, const struct vip_info *v, __u64 h,
-				      struct selection *sel, bool stateful)
+static __always_inline int select_sched(const struct pkt *p, const struct vip_info *v, __u64 h,
+					struct selection *sel, bool stateful)
 {
 	__u32 id = v->svc_id;
 	struct svc_sched *s = bpf_map_lookup_elem(&xlb_svc_sched, &id);
@@ -451,6 +454,22 @@ static __always_inline int select_new(const struct pkt *p, const struct vip_info
 	if (stateful && s->kind >= XLB_SCHED_RR && !select_real(v, xlb_sched_list(id), sel))
 		return 0;
 	return select_real(v, xlb_sched_new(p, id, (__u64)v->table_id << 32 | v->table_size, h), sel);
+}
+
+/* select_new: select_sched, then, for a flow being tracked, the client's
+ * persistence template (persist.h) overrides the choice or records it. */
+static __always_inline int select_new(const struct pkt *p, const struct vip_info *v, __u64 h,
+				      struct selection *sel, bool stateful, __u64 now)
+{
+	int rc = select_sched(p, v, h, sel, stateful);
+	__u32 chosen = sel->rid, rid;
+
+	if (rc || !stateful)
+		return rc;
+	rid = xlb_persist_use(p, v->svc_id, chosen, now);
+	if (rid != chosen && select_real(v, rid, sel))
+		return select_real(v, chosen, sel);
+	return 0;
 }
 
 /* select_backend fills sel for a packet of service v. Returns 0, or an enum
@@ -492,7 +511,7 @@ static __always_inline int select_backend(const struct pkt *p, const struct vip_
 		r = ct_usable(e, tag, now, n, p, v);
 		if (r) {
 			if (track) {
-				ct_refresh(idx, way, e, p, now);
+				ct_refresh(idx, way, e, p, now, v->svc_id);
 				sel->hit = 1;
 			} else {
 				sel->ct = XLB_PROBE_CT_HIT;
@@ -516,7 +535,7 @@ static __always_inline int select_backend(const struct pkt *p, const struct vip_
 		stats_count(XLB_STAT_CT_MISS);
 	else if (way < 0)
 		sel->ct = XLB_PROBE_CT_MISS;
-	rc = select_new(p, v, h, sel, track && !untracked);
+	rc = select_new(p, v, h, sel, track && !untracked, now);
 	if (rc || !track)
 		return rc;
 	sel->new_flow = 1;

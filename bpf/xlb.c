@@ -45,6 +45,7 @@ const enum xlb_sched *xlb_anchor_sched __attribute__((unused));
 const struct svc_sched *xlb_anchor_svc_sched __attribute__((unused));
 const struct real_conns *xlb_anchor_real_conns __attribute__((unused));
 const struct sweep_ctx *xlb_anchor_sweep_ctx __attribute__((unused));
+const enum xlb_persist_layout *xlb_anchor_persist_layout __attribute__((unused));
 
 /* xlb_send_too_big: p does not fit its real's egress once encapsulated
  * (toobig.h). IPv4 without DF goes to xlbd to be fragmented (dropped

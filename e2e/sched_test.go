@@ -29,6 +29,21 @@ func schedConfig(l *lab.Lab, weights [3]int, keys string) string {
 		"services:\n  - {name: web, vip: " + l.VIP4().String() + ", port: 80, protocol: tcp, pools: [web], " + keys + "}\n"
 }
 
+// startSched starts a one-node lab with three backends and xlbd on the
+// config cfg gives.
+func startSched(ctx context.Context, t *testing.T, cfg func(l *lab.Lab) string) *env {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.RequireCommands(t, "nsenter", "ip")
+	l := newLab(ctx, t, lab.Config{Backends: 3})
+	e := &env{lab: l, config: l.Dir + "/xlbd-sched.yaml"}
+	if err := os.WriteFile(e.config, []byte(cfg(l)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.start(t)
+	return e
+}
+
 // reloadConfig writes cfg and waits for xlbd to commit it.
 func (e *env) reloadConfig(t *testing.T, cfg string) {
 	t.Helper()
@@ -52,13 +67,8 @@ func (e *env) reloadConfig(t *testing.T, cfg string) {
 // address of the client), and counts the backends that answered.
 func getFrom(t *testing.T, ns *lab.NS, src netip.Addr, target netip.AddrPort, n int) map[string]int {
 	t.Helper()
-	dial := func(ctx context.Context, network, address string) (c net.Conn, err error) {
-		err = ns.Do(func() (err error) {
-			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: src.AsSlice()}}
-			c, err = d.DialContext(ctx, network, address)
-			return err
-		})
-		return c, err
+	dial := func(ctx context.Context, network, address string) (net.Conn, error) {
+		return dialFrom(ctx, ns, src, address)
 	}
 	hc := &http.Client{Timeout: lab.HTTPTimeout, Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
 	counts := map[string]int{}
@@ -82,16 +92,10 @@ func getFrom(t *testing.T, ns *lab.NS, src netip.Addr, target netip.AddrPort, n 
 // source_netmask 24: 10 clients of one /24, 5 connections each, all on
 // one backend.
 func TestSchedulers(t *testing.T) {
-	testenv.RequireRoot(t)
-	testenv.RequireCommands(t, "nsenter", "ip")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	l := newLab(ctx, t, lab.Config{Backends: 3})
-	e := &env{lab: l, config: l.Dir + "/xlbd-sched.yaml"}
-	if err := os.WriteFile(e.config, []byte(schedConfig(l, [3]int{1, 1, 1}, "scheduler: rr")), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	e.start(t)
+	e := startSched(ctx, t, func(l *lab.Lab) string { return schedConfig(l, [3]int{1, 1, 1}, "scheduler: rr") })
+	l := e.lab
 
 	res := lab.HTTPLoad(ctx, l.Client.NS, e.http4(), 300, 8)
 	if res.Errors > 0 {
@@ -159,22 +163,7 @@ type echoConn struct {
 // from one echoed line.
 func openEcho(t *testing.T, ns *lab.NS, target netip.AddrPort) echoConn {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), lab.TCPTimeout)
-	defer cancel()
-	c, err := ns.DialContext(ctx, "tcp", target.String())
-	if err != nil {
-		t.Fatalf("dial %s: %v", target, err)
-	}
-	c.SetDeadline(time.Now().Add(lab.TCPTimeout))
-	if _, err := c.Write([]byte("hello\n")); err != nil {
-		t.Fatal(err)
-	}
-	reply, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		t.Fatalf("echo over %s: %v", c.LocalAddr(), err)
-	}
-	name, _, _ := strings.Cut(reply, " ")
-	return echoConn{c: c, backend: name}
+	return openEchoFrom(t, ns, netip.Addr{}, target)
 }
 
 // TestLeastConnections: with 30 long-lived connections open, those on one
@@ -184,27 +173,21 @@ func openEcho(t *testing.T, ns *lab.NS, target netip.AddrPort) echoConn {
 // counts come from the data plane (conns.h); closed connections count as
 // inactive, which weighs 1/256 of an active one.
 func TestLeastConnections(t *testing.T) {
-	testenv.RequireRoot(t)
-	testenv.RequireCommands(t, "nsenter", "ip")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	l := newLab(ctx, t, lab.Config{Backends: 3})
-	echo := netip.AddrPortFrom(l.VIP4(), lab.DefaultPorts.TCP)
-	cfg := func(w [3]int, sched string) string {
-		return strings.Replace(schedConfig(l, w, "scheduler: "+sched), "port: 80,", fmt.Sprintf("port: %d,", echo.Port()), 1) +
+	cfg := func(l *lab.Lab, w [3]int, sched string) string {
+		return strings.Replace(schedConfig(l, w, "scheduler: "+sched), "port: 80,", fmt.Sprintf("port: %d,", lab.DefaultPorts.TCP), 1) +
 			"  - {name: web80, vip: " + l.VIP4().String() + ", port: 80, protocol: tcp, pools: [web]}\n"
 	}
-	e := &env{lab: l, config: l.Dir + "/xlbd-lc.yaml"}
-	if err := os.WriteFile(e.config, []byte(cfg([3]int{1, 1, 1}, "lc")), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	e.start(t)
+	e := startSched(ctx, t, func(l *lab.Lab) string { return cfg(l, [3]int{1, 1, 1}, "lc") })
+	l := e.lab
+	echo := netip.AddrPortFrom(l.VIP4(), lab.DefaultPorts.TCP)
 	for _, tc := range []struct {
 		sched   string
 		weights [3]int
 	}{{"lc", [3]int{1, 1, 1}}, {"wlc", [3]int{1, 2, 3}}} {
 		t.Run(tc.sched, func(t *testing.T) {
-			e.reloadConfig(t, cfg(tc.weights, tc.sched))
+			e.reloadConfig(t, cfg(l, tc.weights, tc.sched))
 			var open []echoConn
 			per := map[string]int{}
 			for range 30 {
@@ -308,4 +291,90 @@ func TestMaglevSourceECMP(t *testing.T) {
 	if len(got) != 1 {
 		t.Errorf("maglev-source over 3 ECMP nodes: one client's connections reached %v, want one backend", got)
 	}
+}
+
+// TestPersistentService: services on ports 80 and the echo port, rr, in
+// one persistence group with a 2 s timeout. One client's connections
+// (other source ports) reach one backend through both ports while rr's
+// cursor turns underneath; after 2 s without a packet the client's next
+// connection is rr's choice again: the one after that of a fresh client
+// connecting just before it.
+func TestPersistentService(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	keys := "scheduler: rr, persistence: {timeout: 2s, group: shop}"
+	e := startSched(ctx, t, func(l *lab.Lab) string {
+		return schedConfig(l, [3]int{1, 1, 1}, keys) +
+			fmt.Sprintf("  - {name: echo, vip: %s, port: %d, protocol: tcp, pools: [web], %s}\n", l.VIP4(), lab.DefaultPorts.TCP, keys)
+	})
+	l := e.lab
+	echo := netip.AddrPortFrom(l.VIP4(), lab.DefaultPorts.TCP)
+	a, x := netip.MustParseAddr("10.99.0.30"), netip.MustParseAddr("10.99.0.31")
+	for _, src := range []netip.Addr{a, x} {
+		if out, err := l.Client.Run(ctx, "ip", "addr", "add", src.String()+"/24", "dev", "eth0"); err != nil {
+			t.Fatalf("add %s: %v %s", src, err, out)
+		}
+	}
+	web := getFrom(t, l.Client.NS, a, e.http4(), 20)
+	if len(web) != 1 {
+		t.Fatalf("one client's 20 connections to port 80 reached %v, want one backend", web)
+	}
+	var first string
+	for b := range web {
+		first = b
+	}
+	for i := range 5 { // the group: the echo port too
+		c := openEchoFrom(t, l.Client.NS, a, echo)
+		c.c.Close()
+		if c.backend != first {
+			t.Fatalf("echo connection %d of the client on %s, want %s (the group's template)", i, c.backend, first)
+		}
+	}
+	time.Sleep(2600 * time.Millisecond)
+	var bx string
+	for b := range getFrom(t, l.Client.NS, x, e.http4(), 1) {
+		bx = b
+	}
+	order := map[string]string{"b1": "b2", "b2": "b3", "b3": "b1"} // rr over the backends by address
+	got := getFrom(t, l.Client.NS, a, e.http4(), 3)
+	if len(got) != 1 || got[order[bx]] != 3 {
+		t.Fatalf("after the timeout the client reached %v, want rr's next choice %s (the fresh client got %s)", got, order[bx], bx)
+	}
+	t.Logf("template on %s for 25 connections; after the timeout rr chose %s", first, order[bx])
+}
+
+// openEchoFrom is openEcho from source address src (invalid: the
+// kernel's choice).
+func openEchoFrom(t *testing.T, ns *lab.NS, src netip.Addr, target netip.AddrPort) echoConn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), lab.TCPTimeout)
+	defer cancel()
+	c, err := dialFrom(ctx, ns, src, target.String())
+	if err != nil {
+		t.Fatalf("dial %s from %s: %v", target, src, err)
+	}
+	c.SetDeadline(time.Now().Add(lab.TCPTimeout))
+	if _, err := c.Write([]byte("hello\n")); err != nil {
+		t.Fatal(err)
+	}
+	reply, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		t.Fatalf("echo from %s: %v", src, err)
+	}
+	name, _, _ := strings.Cut(reply, " ")
+	return echoConn{c: c, backend: name}
+}
+
+// dialFrom opens a TCP connection to address from ns, from source address
+// src (invalid: the kernel's choice).
+func dialFrom(ctx context.Context, ns *lab.NS, src netip.Addr, address string) (c net.Conn, err error) {
+	err = ns.Do(func() (err error) {
+		var d net.Dialer
+		if src.IsValid() {
+			d.LocalAddr = &net.TCPAddr{IP: src.AsSlice()}
+		}
+		c, err = d.DialContext(ctx, "tcp", address)
+		return err
+	})
+	return c, err
 }

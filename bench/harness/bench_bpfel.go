@@ -118,15 +118,19 @@ type benchRealInfo struct {
 }
 
 type benchSvcSched struct {
-	_      structs.HostLayout
-	Kind   uint8
-	Plen4  uint8
-	Plen6  uint8
-	Proto  uint8
-	N      uint32
-	Total  uint32
-	Stride uint32
-	Ent    [256]struct {
+	_              structs.HostLayout
+	Kind           uint8
+	Plen4          uint8
+	Plen6          uint8
+	Proto          uint8
+	N              uint32
+	Total          uint32
+	Stride         uint32
+	PersistId      uint32
+	PersistTimeout uint16
+	Pplen4         uint8
+	Pplen6         uint8
+	Ent            [256]struct {
 		_      structs.HostLayout
 		Rid    uint32
 		Weight uint32
@@ -233,6 +237,7 @@ const (
 	benchMapXlbFlood            = "xlb_flood"
 	benchMapXlbIcmpRl           = "xlb_icmp_rl"
 	benchMapXlbNode             = "xlb_node"
+	benchMapXlbPersist          = "xlb_persist"
 	benchMapXlbRealConns        = "xlb_real_conns"
 	benchMapXlbRealStats        = "xlb_real_stats"
 	benchMapXlbReals            = "xlb_reals"
@@ -327,6 +332,7 @@ type benchMapSpecs struct {
 	XlbFlood       *ebpf.MapSpec `ebpf:"xlb_flood"`
 	XlbIcmpRl      *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
 	XlbNode        *ebpf.MapSpec `ebpf:"xlb_node"`
+	XlbPersist     *ebpf.MapSpec `ebpf:"xlb_persist"`
 	XlbRealConns   *ebpf.MapSpec `ebpf:"xlb_real_conns"`
 	XlbRealStats   *ebpf.MapSpec `ebpf:"xlb_real_stats"`
 	XlbReals       *ebpf.MapSpec `ebpf:"xlb_reals"`
@@ -393,6 +399,7 @@ type benchMaps struct {
 	XlbFlood       *ebpf.Map `ebpf:"xlb_flood"`
 	XlbIcmpRl      *ebpf.Map `ebpf:"xlb_icmp_rl"`
 	XlbNode        *ebpf.Map `ebpf:"xlb_node"`
+	XlbPersist     *ebpf.Map `ebpf:"xlb_persist"`
 	XlbRealConns   *ebpf.Map `ebpf:"xlb_real_conns"`
 	XlbRealStats   *ebpf.Map `ebpf:"xlb_real_stats"`
 	XlbReals       *ebpf.Map `ebpf:"xlb_reals"`
@@ -418,6 +425,7 @@ func (m *benchMaps) Close() error {
 		m.XlbFlood,
 		m.XlbIcmpRl,
 		m.XlbNode,
+		m.XlbPersist,
 		m.XlbRealConns,
 		m.XlbRealStats,
 		m.XlbReals,

@@ -77,13 +77,6 @@ func SchedulerSupported(s Scheduler) bool {
 	return enumValid(schedulerNames, s) && !schedulerMissing[s]
 }
 
-// PersistenceSupported reports whether this version's forwarder keeps
-// persistence templates; while it does not, a service asking for
-// persistence is refused rather than served without it.
-func PersistenceSupported() bool { return persistenceSupported }
-
-const persistenceSupported = false
-
 // Persistence keeps clients on one backend (IPVS persistent services, -p
 // and -M): a template (client address under the netmask, service or
 // group) -> backend lives while a connection of it lives and Timeout after
@@ -204,16 +197,6 @@ func validateSched(s *Service, path string, c *collector) {
 func netmask(c *collector, path string, v, max uint8) {
 	if v > max {
 		c.errf(path, ErrInvalid, "%d is out of range 1..%d (a prefix length)", v, max)
-	}
-}
-
-// refusePersistence refuses persistence while the forwarder lacks it
-// (after every other check of it, so those are reported too).
-func refusePersistence(cfg *Config, c *collector) {
-	for i := range cfg.Services {
-		if cfg.Services[i].Persistence != nil && !persistenceSupported {
-			c.errf(join(servicePath(i), "persistence"), ErrInvalid, "persistence is not supported by this version's forwarder yet (maglev-source or sh keep a client, or a client network, on one backend without templates)")
-		}
 	}
 }
 

@@ -69,15 +69,6 @@ func TestAcceptSched(t *testing.T) {
 		"  - name: web\n    vip: 10.200.0.1\n    port: 0\n    protocol: tcp\n    pools: [p]\n    scheduler: sh\n" +
 		"    source_netmask: 24\n    source_netmask6: 64\n" +
 		persistenceServices
-	if !PersistenceSupported() {
-		in = head + "services:\n" +
-			"  - name: web\n    vip: 10.200.0.1\n    port: 0\n    protocol: tcp\n    pools: [p]\n    scheduler: sh\n" +
-			"    source_netmask: 24\n    source_netmask6: 64\n"
-		_, err := Parse([]byte(head+"services:\n"+persistenceServices), "c.yaml")
-		if err == nil || !strings.Contains(err.Error(), "c.yaml:6: services[0].persistence: persistence is not supported by this version's forwarder yet") {
-			t.Errorf("persistence without the forwarder's support: %v", err)
-		}
-	}
 	c, err := Parse([]byte(in), "c.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -90,10 +81,7 @@ func TestAcceptSched(t *testing.T) {
 		Prefix(d.Services[0].SourceNetmask, 32) != 24 || Prefix(0, 32) != 32 {
 		t.Errorf("desired: %+v", d.Services[0])
 	}
-	roundTrip(t, c)
-	if !PersistenceSupported() {
-		return
-	}
+
 	if p := s[1].Persistence; p == nil || *p != (Persistence{Timeout: DefaultPersistenceTimeout, Netmask: 24, Group: "shop"}) {
 		t.Errorf("http persistence: %+v", p)
 	}

@@ -40,7 +40,6 @@ func validate(cfg *Config, c *collector) {
 	checkConflicts(cfg.Pools, idx, c)
 	validateServices(cfg, idx, c)
 	validateGroups(cfg, c)
-	refusePersistence(cfg, c)
 	validateBGP(cfg.BGP, c)
 	if cfg.BGP != nil && len(cfg.BGP.Peers) > 0 {
 		for i, s := range cfg.Services {

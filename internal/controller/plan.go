@@ -246,6 +246,9 @@ func (pl *planning) service(i int) (*svcMemo, error) {
 		return nil, fmt.Errorf("service %s: %w", s.Name, err)
 	}
 	svc.Sched.Proto = uint8(s.Proto)
+	if err = persistOf(&svc.Sched, s, id, usable, byAddr); err != nil { // sched.go
+		return nil, fmt.Errorf("service %s: %w", s.Name, err)
+	}
 	tk := tableKey(s.TableSize, usable, byAddr)
 	m.entry = pl.p.useTable(svc, tk, buildJob{svc: svc, name: s.Name, usable: usable, m: s.TableSize, ids: byAddr}, &pl.bl, &pl.same)
 	pl.next.Services[key] = svc

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"hash/fnv"
 	"net/netip"
 	"slices"
 
@@ -91,4 +92,27 @@ func schedName(s config.Scheduler) string {
 		return config.SchedulerMaglev.String()
 	}
 	return s.String()
+}
+
+// persistOf gives sc the persistence of service s (id): templates keyed
+// by the service id, or by its group's (FNV-1a of the name, top bit set:
+// never a service id), over the usable backends' list.
+func persistOf(sc *state.Sched, s *config.DesiredService, id uint32, usable []config.Backend, ids map[netip.Addr]uint32) error {
+	p := s.Persistence
+	if p.Timeout == 0 {
+		return nil
+	}
+	sc.Persist = state.Persist{ID: id, Timeout: p.Timeout,
+		Plen4: uint8(config.Prefix(p.Netmask, 32)), Plen6: uint8(config.Prefix(p.Netmask6, 128))}
+	if p.Group != "" {
+		h := fnv.New32a()
+		h.Write([]byte(p.Group))
+		sc.Persist.ID = h.Sum32() | 1<<31
+	}
+	if sc.List != nil {
+		return nil
+	}
+	l, err := schedList(&config.DesiredService{Scheduler: config.SchedulerWRR}, usable, ids)
+	sc.List = l.List
+	return err
 }

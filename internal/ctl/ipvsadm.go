@@ -374,11 +374,8 @@ func renderIPVSService(b *strings.Builder, s *ipvsService) {
 	fmt.Fprintf(b, "%s- name: %s\n", indent, s.name())
 	fmt.Fprintf(b, "%s  vip: %s\n%s  port: %s\n%s  protocol: %s\n", indent, vip, indent, port, indent, proto)
 	fmt.Fprintf(b, "%s  pools: [%s]\n%s  scheduler: %s\n", indent, s.name(), indent, sched)
-	switch {
-	case pers != "" && config.PersistenceSupported():
+	if pers != "" {
 		fmt.Fprintf(b, "%s  %s\n", indent, pers)
-	case pers != "":
-		fmt.Fprintf(b, "  #   %s  # not supported by this version's forwarder yet\n", pers)
 	}
 }
 

@@ -28,18 +28,8 @@ func TestImportIPVSadm(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("\n" + out)
-	// persistence is written as a key once the forwarder keeps templates,
-	// until then as a comment that says so.
-	pers := func(p string) string {
-		if config.PersistenceSupported() {
-			return "    " + p + "\n"
-		}
-		return "  #   " + p + "  # not supported by this version's forwarder yet\n"
-	}
+	pers := func(p string) string { return "    " + p + "\n" }
 	fwPers := "  #   persistence: {timeout: 600s, group: fwm7}\n"
-	if !config.PersistenceSupported() {
-		fwPers = pers("persistence: {timeout: 600s, group: fwm7}")
-	}
 	for _, want := range []string{
 		"  - name: tcp_10.10.0.1_80\n    vip: 10.10.0.1\n    port: 80\n    protocol: tcp\n    pools: [tcp_10.10.0.1_80]\n    scheduler: wlc\n",
 		"      - {address: 192.168.10.11, weight: 1, method: dr}\n      - {address: 192.168.10.12, weight: 3, method: dr}\n",

@@ -55,6 +55,7 @@ var pinnedMapPolicy = map[string]struct {
 	"xlb_reals":        {policyRefuse, "the committed backends, whose ids the tracked connections hold"},
 	"xlb_svc_sched":    {policyRefuse, "the committed schedulers"},
 	"xlb_sched_cursor": {policyRecreate, "the list schedulers' cursors"},
+	"xlb_persist":      {policyRecreate, "the persistence templates (their clients choose again)"},
 	"xlb_real_conns":   {policyRecreate, "the connection counts per backend (rebuilt from the connection table)"},
 	"xlb_node":         {policyMigrate, "the node settings"},
 	"xlb_stats":        {policyRecreate, "the global counters"},

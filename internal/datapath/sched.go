@@ -5,6 +5,7 @@ package datapath
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/xlbproject/xlb/internal/state"
 )
@@ -12,7 +13,8 @@ import (
 // schedInfo is sc as the forwarder reads it.
 func schedInfo(sc *state.Sched) xlbSvcSched {
 	v := xlbSvcSched{Kind: uint8(sc.Kind), Proto: sc.Proto, Plen4: sc.Plen4, Plen6: sc.Plen6,
-		N: uint32(len(sc.List)), Total: sc.Total(), Stride: sc.Stride}
+		N: uint32(len(sc.List)), Total: sc.Total(), Stride: sc.Stride,
+		PersistId: sc.Persist.ID, PersistTimeout: Ticks(sc.Persist.Timeout), Pplen4: sc.Persist.Plen4, Pplen6: sc.Persist.Plen6}
 	for i, e := range sc.List {
 		if i < len(v.Ent) {
 			v.Ent[i] = xlbSchedEnt{Rid: e.RealID, Weight: e.Weight}
@@ -24,6 +26,10 @@ func schedInfo(sc *state.Sched) xlbSvcSched {
 // schedFromInfo is schedInfo's inverse.
 func schedFromInfo(v *xlbSvcSched) state.Sched {
 	sc := state.Sched{Kind: state.SchedKind(v.Kind), Proto: v.Proto, Plen4: v.Plen4, Plen6: v.Plen6, Stride: v.Stride}
+	if v.PersistTimeout != 0 {
+		sc.Persist = state.Persist{ID: v.PersistId, Timeout: time.Duration(v.PersistTimeout) << ctTickShift,
+			Plen4: v.Pplen4, Plen6: v.Pplen6}
+	}
 	for i := uint32(0); i < v.N && int(i) < len(v.Ent); i++ {
 		sc.List = append(sc.List, state.SchedEnt{RealID: v.Ent[i].Rid, Weight: v.Ent[i].Weight})
 	}

@@ -124,15 +124,19 @@ type xlbSchedEnt struct {
 }
 
 type xlbSvcSched struct {
-	_      structs.HostLayout
-	Kind   uint8
-	Plen4  uint8
-	Plen6  uint8
-	Proto  uint8
-	N      uint32
-	Total  uint32
-	Stride uint32
-	Ent    [256]xlbSchedEnt
+	_              structs.HostLayout
+	Kind           uint8
+	Plen4          uint8
+	Plen6          uint8
+	Proto          uint8
+	N              uint32
+	Total          uint32
+	Stride         uint32
+	PersistId      uint32
+	PersistTimeout uint16
+	Pplen4         uint8
+	Pplen6         uint8
+	Ent            [256]xlbSchedEnt
 }
 
 type xlbSweepCtx struct {
@@ -291,6 +295,14 @@ const (
 	xlbXlbNodeFlagsXLB_NODE_F_GATEWAY xlbXlbNodeFlags = 4
 )
 
+type xlbXlbPersistLayout uint32
+
+const (
+	xlbXlbPersistLayoutXLB_PERSIST_SLOTS      xlbXlbPersistLayout = 262144
+	xlbXlbPersistLayoutXLB_PERSIST_TAG_SHIFT  xlbXlbPersistLayout = 34
+	xlbXlbPersistLayoutXLB_PERSIST_REAL_SHIFT xlbXlbPersistLayout = 16
+)
+
 type xlbXlbProbeCt uint32
 
 const (
@@ -417,6 +429,7 @@ const (
 	xlbMapXlbFrags               = "xlb_frags"
 	xlbMapXlbIcmpRl              = "xlb_icmp_rl"
 	xlbMapXlbNode                = "xlb_node"
+	xlbMapXlbPersist             = "xlb_persist"
 	xlbMapXlbRealConns           = "xlb_real_conns"
 	xlbMapXlbRealStats           = "xlb_real_stats"
 	xlbMapXlbReals               = "xlb_reals"
@@ -446,6 +459,7 @@ const (
 	xlbVarXlbAnchorFragEventKind = "xlb_anchor_frag_event_kind"
 	xlbVarXlbAnchorFragState     = "xlb_anchor_frag_state"
 	xlbVarXlbAnchorNodeFlags     = "xlb_anchor_node_flags"
+	xlbVarXlbAnchorPersistLayout = "xlb_anchor_persist_layout"
 	xlbVarXlbAnchorProbeCt       = "xlb_anchor_probe_ct"
 	xlbVarXlbAnchorRealConns     = "xlb_anchor_real_conns"
 	xlbVarXlbAnchorRealFlags     = "xlb_anchor_real_flags"
@@ -520,6 +534,7 @@ type xlbMapSpecs struct {
 	XlbFrags       *ebpf.MapSpec `ebpf:"xlb_frags"`
 	XlbIcmpRl      *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
 	XlbNode        *ebpf.MapSpec `ebpf:"xlb_node"`
+	XlbPersist     *ebpf.MapSpec `ebpf:"xlb_persist"`
 	XlbRealConns   *ebpf.MapSpec `ebpf:"xlb_real_conns"`
 	XlbRealStats   *ebpf.MapSpec `ebpf:"xlb_real_stats"`
 	XlbReals       *ebpf.MapSpec `ebpf:"xlb_reals"`
@@ -553,6 +568,7 @@ type xlbVariableSpecs struct {
 	XlbAnchorFragEventKind *ebpf.VariableSpec `ebpf:"xlb_anchor_frag_event_kind"`
 	XlbAnchorFragState     *ebpf.VariableSpec `ebpf:"xlb_anchor_frag_state"`
 	XlbAnchorNodeFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_node_flags"`
+	XlbAnchorPersistLayout *ebpf.VariableSpec `ebpf:"xlb_anchor_persist_layout"`
 	XlbAnchorProbeCt       *ebpf.VariableSpec `ebpf:"xlb_anchor_probe_ct"`
 	XlbAnchorRealConns     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_conns"`
 	XlbAnchorRealFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_flags"`
@@ -597,6 +613,7 @@ type xlbMaps struct {
 	XlbFrags       *ebpf.Map `ebpf:"xlb_frags"`
 	XlbIcmpRl      *ebpf.Map `ebpf:"xlb_icmp_rl"`
 	XlbNode        *ebpf.Map `ebpf:"xlb_node"`
+	XlbPersist     *ebpf.Map `ebpf:"xlb_persist"`
 	XlbRealConns   *ebpf.Map `ebpf:"xlb_real_conns"`
 	XlbRealStats   *ebpf.Map `ebpf:"xlb_real_stats"`
 	XlbReals       *ebpf.Map `ebpf:"xlb_reals"`
@@ -625,6 +642,7 @@ func (m *xlbMaps) Close() error {
 		m.XlbFrags,
 		m.XlbIcmpRl,
 		m.XlbNode,
+		m.XlbPersist,
 		m.XlbRealConns,
 		m.XlbRealStats,
 		m.XlbReals,
@@ -659,6 +677,7 @@ type xlbVariables struct {
 	XlbAnchorFragEventKind *ebpf.Variable `ebpf:"xlb_anchor_frag_event_kind"`
 	XlbAnchorFragState     *ebpf.Variable `ebpf:"xlb_anchor_frag_state"`
 	XlbAnchorNodeFlags     *ebpf.Variable `ebpf:"xlb_anchor_node_flags"`
+	XlbAnchorPersistLayout *ebpf.Variable `ebpf:"xlb_anchor_persist_layout"`
 	XlbAnchorProbeCt       *ebpf.Variable `ebpf:"xlb_anchor_probe_ct"`
 	XlbAnchorRealConns     *ebpf.Variable `ebpf:"xlb_anchor_real_conns"`
 	XlbAnchorRealFlags     *ebpf.Variable `ebpf:"xlb_anchor_real_flags"`

@@ -25,6 +25,7 @@ const (
 	xlbvariantMapXlbFrags               = "xlb_frags"
 	xlbvariantMapXlbIcmpRl              = "xlb_icmp_rl"
 	xlbvariantMapXlbNode                = "xlb_node"
+	xlbvariantMapXlbPersist             = "xlb_persist"
 	xlbvariantMapXlbRealConns           = "xlb_real_conns"
 	xlbvariantMapXlbRealStats           = "xlb_real_stats"
 	xlbvariantMapXlbReals               = "xlb_reals"
@@ -54,6 +55,7 @@ const (
 	xlbvariantVarXlbAnchorFragEventKind = "xlb_anchor_frag_event_kind"
 	xlbvariantVarXlbAnchorFragState     = "xlb_anchor_frag_state"
 	xlbvariantVarXlbAnchorNodeFlags     = "xlb_anchor_node_flags"
+	xlbvariantVarXlbAnchorPersistLayout = "xlb_anchor_persist_layout"
 	xlbvariantVarXlbAnchorProbeCt       = "xlb_anchor_probe_ct"
 	xlbvariantVarXlbAnchorRealConns     = "xlb_anchor_real_conns"
 	xlbvariantVarXlbAnchorRealFlags     = "xlb_anchor_real_flags"
@@ -129,6 +131,7 @@ type xlbvariantMapSpecs struct {
 	XlbFrags       *ebpf.MapSpec `ebpf:"xlb_frags"`
 	XlbIcmpRl      *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
 	XlbNode        *ebpf.MapSpec `ebpf:"xlb_node"`
+	XlbPersist     *ebpf.MapSpec `ebpf:"xlb_persist"`
 	XlbRealConns   *ebpf.MapSpec `ebpf:"xlb_real_conns"`
 	XlbRealStats   *ebpf.MapSpec `ebpf:"xlb_real_stats"`
 	XlbReals       *ebpf.MapSpec `ebpf:"xlb_reals"`
@@ -162,6 +165,7 @@ type xlbvariantVariableSpecs struct {
 	XlbAnchorFragEventKind *ebpf.VariableSpec `ebpf:"xlb_anchor_frag_event_kind"`
 	XlbAnchorFragState     *ebpf.VariableSpec `ebpf:"xlb_anchor_frag_state"`
 	XlbAnchorNodeFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_node_flags"`
+	XlbAnchorPersistLayout *ebpf.VariableSpec `ebpf:"xlb_anchor_persist_layout"`
 	XlbAnchorProbeCt       *ebpf.VariableSpec `ebpf:"xlb_anchor_probe_ct"`
 	XlbAnchorRealConns     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_conns"`
 	XlbAnchorRealFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_flags"`
@@ -207,6 +211,7 @@ type xlbvariantMaps struct {
 	XlbFrags       *ebpf.Map `ebpf:"xlb_frags"`
 	XlbIcmpRl      *ebpf.Map `ebpf:"xlb_icmp_rl"`
 	XlbNode        *ebpf.Map `ebpf:"xlb_node"`
+	XlbPersist     *ebpf.Map `ebpf:"xlb_persist"`
 	XlbRealConns   *ebpf.Map `ebpf:"xlb_real_conns"`
 	XlbRealStats   *ebpf.Map `ebpf:"xlb_real_stats"`
 	XlbReals       *ebpf.Map `ebpf:"xlb_reals"`
@@ -235,6 +240,7 @@ func (m *xlbvariantMaps) Close() error {
 		m.XlbFrags,
 		m.XlbIcmpRl,
 		m.XlbNode,
+		m.XlbPersist,
 		m.XlbRealConns,
 		m.XlbRealStats,
 		m.XlbReals,
@@ -269,6 +275,7 @@ type xlbvariantVariables struct {
 	XlbAnchorFragEventKind *ebpf.Variable `ebpf:"xlb_anchor_frag_event_kind"`
 	XlbAnchorFragState     *ebpf.Variable `ebpf:"xlb_anchor_frag_state"`
 	XlbAnchorNodeFlags     *ebpf.Variable `ebpf:"xlb_anchor_node_flags"`
+	XlbAnchorPersistLayout *ebpf.Variable `ebpf:"xlb_anchor_persist_layout"`
 	XlbAnchorProbeCt       *ebpf.Variable `ebpf:"xlb_anchor_probe_ct"`
 	XlbAnchorRealConns     *ebpf.Variable `ebpf:"xlb_anchor_real_conns"`
 	XlbAnchorRealFlags     *ebpf.Variable `ebpf:"xlb_anchor_real_flags"`

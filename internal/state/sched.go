@@ -1,6 +1,9 @@
 package state
 
-import "slices"
+import (
+	"slices"
+	"time"
+)
 
 // SchedKind is how the forwarder picks the backend of a flow it does not
 // track (the numbering is the data plane's enum xlb_sched).
@@ -36,6 +39,18 @@ type Sched struct {
 	List []SchedEnt
 	// Stride (SchedWRR) is coprime with the sum of the List's weights.
 	Stride uint32
+	// Persist is the service's persistence; the zero value: none.
+	Persist Persist
+}
+
+// Persist is a service's persistence (IPVS -p, -M): templates of (client
+// under Plen4 / Plen6, ID) live Timeout after their last use. ID names the
+// service, or the group of services sharing templates. With persistence,
+// Sched.List holds the usable backends whatever the kind.
+type Persist struct {
+	ID           uint32
+	Timeout      time.Duration // 0: no persistence
+	Plen4, Plen6 uint8
 }
 
 // SchedEnt is one backend of a list scheduler.
@@ -46,7 +61,7 @@ type SchedEnt struct {
 
 // Equal reports whether s and o are the same scheduler.
 func (s *Sched) Equal(o *Sched) bool {
-	return s.Kind == o.Kind && s.Proto == o.Proto && s.Plen4 == o.Plen4 && s.Plen6 == o.Plen6 && s.Stride == o.Stride &&
+	return s.Kind == o.Kind && s.Proto == o.Proto && s.Persist == o.Persist && s.Plen4 == o.Plen4 && s.Plen6 == o.Plen6 && s.Stride == o.Stride &&
 		slices.Equal(s.List, o.List)
 }
 
