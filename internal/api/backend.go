@@ -169,6 +169,8 @@ type ConfigInfo struct {
 type ConntrackOccupancy struct {
 	Capacity uint64  // entries, all CPUs
 	InUse    *uint64 // nil when not counted
+	// Templates are the persistence templates in use; nil when not counted.
+	Templates *uint64
 }
 
 // Proto is an IP protocol number.
@@ -318,6 +320,9 @@ type ConntrackFilter struct {
 	State          CTState
 	Limit          int
 	IncludeExpired bool
+	// Templates: the persistence templates instead of the connection
+	// table (ConntrackEntry.Bucket is the slot, State 0).
+	Templates bool
 }
 
 // ConntrackDump is the result of a scan.

@@ -42,7 +42,7 @@ func statusToPB(s StatusInfo) *pb.StatusResponse {
 			Source: s.Config.Source, CommittedAt: ts(s.Config.CommittedAt), Generation: s.Config.Generation,
 			Services: uint32(s.Config.Services), Backends: uint32(s.Config.Backends),
 		},
-		Conntrack:   &pb.ConntrackOccupancy{Capacity: s.Conntrack.Capacity, InUse: s.Conntrack.InUse},
+		Conntrack:   &pb.ConntrackOccupancy{Capacity: s.Conntrack.Capacity, InUse: s.Conntrack.InUse, Templates: s.Conntrack.Templates},
 		Overrides:   uint32(s.Overrides),
 		MetricsAddr: s.MetricsAddr, MetricsNote: s.MetricsNote,
 		TxCheck: &pb.TXCheck{Ok: s.TX.OK, Detail: s.TX.Detail},

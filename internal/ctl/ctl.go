@@ -37,7 +37,7 @@ commands:
   undrain ADDR [--service NAME]
   weight ADDR N [--service NAME]         set ADDR's weight (0..65535)
   reset ADDR [--service NAME]            drop ADDR's runtime overrides: back to the config
-  conntrack [--service S] [--backend B] [--state syn|established|closing] [--limit N] [--expired]
+  conntrack [--service S] [--backend B] [--state syn|established|closing] [--limit N] [--expired] [--templates]
   explain SRC:PORT DST:PORT tcp|udp [--flags S] [--hex]
                                          run a crafted packet through the live program
   node drain | node undrain              BGP graceful shutdown then withdraw / announce again

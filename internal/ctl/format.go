@@ -449,6 +449,9 @@ func (c *CLI) printApply(r *pb.ApplyConfigResponse) error {
 }
 
 func (c *CLI) printConntrack(r *pb.ConntrackDumpResponse) error {
+	if r.Templates {
+		return c.printTemplates(r)
+	}
 	w := c.table()
 	fmt.Fprintln(w, "CPU\tBucket\tWay\tTag\tReal\tBackend\tService\tState\tIdle")
 	for _, e := range r.Entries {
@@ -500,5 +503,23 @@ func (c *CLI) printExplain(r *pb.ExplainResponse, hexDump bool) error {
 		fmt.Fprint(c.Out, hex.Dump(r.Frame))
 	}
 	fmt.Fprintln(c.Out, "(read only: run through the live program as a self-check probe; no conntrack entry written, no service or backend counter moved)")
+	return nil
+}
+
+// printTemplates prints persistence templates (conntrack --templates).
+func (c *CLI) printTemplates(r *pb.ConntrackDumpResponse) error {
+	w := c.table()
+	fmt.Fprintln(w, "Slot\tTag\tReal\tBackend\tService\tIdle")
+	for _, e := range r.Entries {
+		idle := e.Age.AsDuration().Round(100 * time.Millisecond).String()
+		if e.Expired {
+			idle += " (expired)"
+		}
+		fmt.Fprintf(w, "%d\t0x%08x\t%d\t%s\t%s\t%s\n", e.Bucket, e.Tag, e.RealId, orDash(e.Backend), orDash(e.Service), idle)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.Out, "%d of %d matching templates shown; %d in use of %d slots.\n", len(r.Entries), r.Matched, r.InUse, r.Capacity)
 	return nil
 }

@@ -5,6 +5,7 @@ package datapath
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -48,11 +49,28 @@ func (d *Datapath) RunSweeper(ctx context.Context, every time.Duration, log *slo
 			return
 		case <-t.C:
 		}
-		if _, _, err := d.SweepConntrack(); err != nil {
+		_, live, err := d.SweepConntrack()
+		if err != nil {
 			log.Error("conntrack sweep", "error", err)
+			continue
 		}
+		var tpl uint64
+		if err := d.ScanTemplates(func(CTEntry) bool { tpl++; return true }); err != nil {
+			log.Error("persistence templates", "error", err)
+			continue
+		}
+		d.occupancy.Store(&Occupancy{Entries: live, Templates: tpl})
 	}
 }
+
+// Occupancy is what the last sweep found in use: live connection table
+// entries and persistence templates.
+type Occupancy struct {
+	Entries, Templates uint64
+}
+
+// LastOccupancy returns the last sweep's finding; nil before the first.
+func (d *Datapath) LastOccupancy() *Occupancy { return d.occupancy.Load() }
 
 // Conns are a backend's connection counts: the live ways of the
 // connection table that name it (IPVS ActiveConn, InActConn).
@@ -112,3 +130,47 @@ func (d *Datapath) rebuildConns() error {
 	}
 	return nil
 }
+
+// ScanTemplates calls fn for every persistence template in use
+// (bpf/persist.h) until fn returns false: Bucket is its slot, Tag the
+// template hash's top 30 bits, RealID the backend of the service that
+// set it, Age the time since its last use; State is 0.
+func (d *Datapath) ScanTemplates(fn func(CTEntry) bool) error {
+	const chunk = 4096
+	keys := make([]uint32, chunk)
+	vals := make([]uint64, chunk)
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := d.objs.XlbPersist.BatchLookup(&cursor, keys, vals, nil)
+		now, cerr := ctNow()
+		if cerr != nil {
+			return cerr
+		}
+		for i := 0; i < n; i++ {
+			w := vals[i]
+			if w == 0 {
+				continue
+			}
+			e := CTEntry{Bucket: keys[i], Tag: uint32(w >> persistTagShift),
+				RealID: uint32(w >> persistRealShift & ctRealMask), Age: time.Duration((now-w)&ctTimeMask) << ctTickShift}
+			if !fn(e) {
+				return nil
+			}
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read persistence templates: %w", err)
+		}
+	}
+}
+
+// TemplateCapacity is the persistence templates' slots.
+const TemplateCapacity = uint64(xlbXlbPersistLayoutXLB_PERSIST_SLOTS)
+
+// The template layout (enum xlb_persist_layout).
+const (
+	persistTagShift  = xlbXlbPersistLayoutXLB_PERSIST_TAG_SHIFT
+	persistRealShift = xlbXlbPersistLayoutXLB_PERSIST_REAL_SHIFT
+)

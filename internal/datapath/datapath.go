@@ -74,15 +74,16 @@ var (
 
 // Datapath is a loaded, attached forwarder.
 type Datapath struct {
-	opts    Options
-	log     *slog.Logger
-	objs    xlbObjects
-	link    link.Link
-	ifindex int
-	ifmac   net.HardwareAddr
-	mode    Mode
-	cur     applied   // what the maps hold
-	vidx    *vipIndex // the forwarder's VIP match, mirroring xlb_vips
+	occupancy atomic.Pointer[Occupancy] // the last sweep's (conns.go)
+	opts      Options
+	log       *slog.Logger
+	objs      xlbObjects
+	link      link.Link
+	ifindex   int
+	ifmac     net.HardwareAddr
+	mode      Mode
+	cur       applied   // what the maps hold
+	vidx      *vipIndex // the forwarder's VIP match, mirroring xlb_vips
 	// faultHook, set by tests, may fail the n-th write of a commit.
 	faultHook func(what string, n int) error
 	// placeholder is the empty table retired slots point to.

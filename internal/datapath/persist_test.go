@@ -71,6 +71,15 @@ func TestPersistence(t *testing.T) {
 			flows[c.port]++
 		}
 	}
+	// One template (client and its /24, both services), naming the first
+	// backend's real of the service that set it.
+	var tpl []CTEntry
+	if err := d.ScanTemplates(func(e CTEntry) bool { tpl = append(tpl, e); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if len(tpl) != 1 || tpl[0].RealID != 1 || tpl[0].Age > time.Second {
+		t.Fatalf("templates: %+v, want one naming real 1", tpl)
+	}
 	// After the timeout (no packet meanwhile) rr chooses again.
 	time.Sleep(2600 * time.Millisecond)
 	want := schedBackends[flows[80]%3]

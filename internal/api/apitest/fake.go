@@ -69,7 +69,7 @@ func New() *Fake {
 	if err != nil {
 		panic(err)
 	}
-	in := uint64(3)
+	in, tpl := uint64(3), uint64(2)
 	f := &Fake{
 		Info: api.StatusInfo{
 			Node: "fake", Interface: "eth0", XDPMode: "native", ProgramID: 42, PinDir: "/sys/fs/bpf/xlb/fake",
@@ -79,7 +79,7 @@ func New() *Fake {
 			BGP: []api.BGPSession{{Peer: netip.MustParseAddr("10.0.0.254"), ASN: 65000, State: "established",
 				Uptime: 90 * time.Second, Advertised: 2, GracefulRestart: true}},
 			Config:    api.ConfigInfo{Source: "/etc/xlb/xlb.yaml", CommittedAt: time.Unix(1700000050, 0).UTC(), Generation: 1},
-			Conntrack: api.ConntrackOccupancy{Capacity: 1 << 20, InUse: &in},
+			Conntrack: api.ConntrackOccupancy{Capacity: 1 << 20, InUse: &in, Templates: &tpl},
 		},
 		Global: []api.Counter{
 			{Name: "pass_not_ip", Value: 10}, {Name: "pass_not_vip", Value: 20},
