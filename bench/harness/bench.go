@@ -178,6 +178,9 @@ type Options struct {
 	// list schedulers get all the VIP's backends at weight 1,
 	// maglev-source the whole client address.
 	Sched state.SchedKind
+	// Persist, when not 0, makes every VIP persistent with this timeout
+	// (each client its own template).
+	Persist time.Duration
 	// Logf receives progress lines (nil: none).
 	Logf func(format string, args ...any)
 }
@@ -479,24 +482,26 @@ func benchState(o Options) (*state.State, error) {
 			entries[j] = ids[tbl.Backends[e].Name]
 		}
 		st.Services[key] = &state.Service{SvcID: uint32(i + 1), Encap: state.EncapGRE, Table: entries,
-			Sched: benchSched(o.Sched, key.Proto, next-uint32(o.Backends), o.Backends)}
+			Sched: benchSched(o, key.Proto, next-uint32(o.Backends))}
 	}
 	return st, nil
 }
 
-// benchSched is scheduler kind over the reals first, first+1, ... of one
-// VIP, weight 1 each.
-func benchSched(kind state.SchedKind, proto uint8, first uint32, n int) state.Sched {
-	sc := state.Sched{Kind: kind, Proto: proto}
-	switch kind {
-	case state.SchedMaglev, state.SchedDH:
-	case state.SchedMaglevSource:
+// benchSched is o's scheduler (and persistence) over the reals first,
+// first+1, ... of one VIP, weight 1 each.
+func benchSched(o Options, proto uint8, first uint32) state.Sched {
+	sc := state.Sched{Kind: o.Sched, Proto: proto}
+	if o.Sched == state.SchedMaglevSource {
 		sc.Plen4, sc.Plen6 = 32, 128
-	default:
-		for i := range n {
+	}
+	if o.Sched >= state.SchedRR || o.Persist != 0 {
+		for i := range o.Backends {
 			sc.List = append(sc.List, state.SchedEnt{RealID: first + uint32(i), Weight: 1})
 		}
 		sc.Stride = 1
+	}
+	if o.Persist != 0 {
+		sc.Persist = state.Persist{ID: uint32(proto), Timeout: o.Persist, Plen4: 32, Plen6: 128}
 	}
 	return sc
 }

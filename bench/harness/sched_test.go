@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/xlbproject/xlb/internal/datapath"
 	"github.com/xlbproject/xlb/internal/state"
@@ -28,17 +29,19 @@ func TestSchedulerCost(t *testing.T) {
 	}
 	o.Scenarios = []Scenario{NewFlow, TCPHit4, NewFlowUDP}
 	kinds := []struct {
-		name string
-		kind state.SchedKind
+		name    string
+		kind    state.SchedKind
+		persist time.Duration
 	}{
-		{"maglev", state.SchedMaglev}, {"maglev-source", state.SchedMaglevSource}, {"rr", state.SchedRR},
-		{"wrr", state.SchedWRR}, {"lc", state.SchedLC}, {"wlc", state.SchedWLC},
+		{"maglev", state.SchedMaglev, 0}, {"maglev-source", state.SchedMaglevSource, 0}, {"rr", state.SchedRR, 0},
+		{"wrr", state.SchedWRR, 0}, {"lc", state.SchedLC, 0}, {"wlc", state.SchedWLC, 0},
+		{"rr, persistence 300s", state.SchedRR, 300 * time.Second},
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "| ns/packet, median (best) | %s | %s | %s |\n|---|---|---|---|\n", NewFlow, TCPHit4, NewFlowUDP)
 	var maglevNew float64
 	for _, k := range kinds {
-		o.Sched = k.kind
+		o.Sched, o.Persist = k.kind, k.persist
 		r, err := MeasureForwarder(o)
 		if err != nil {
 			t.Fatalf("%s: %v", k.name, err)
