@@ -112,6 +112,9 @@ func persistOf(sc *state.Sched, s *config.DesiredService, id uint32, usable []co
 	if sc.List != nil {
 		return nil
 	}
+	if len(usable) > state.SchedListMax {
+		return fmt.Errorf("persistence takes at most %d usable backends, the active pool has %d", state.SchedListMax, len(usable))
+	}
 	l, err := schedList(&config.DesiredService{Scheduler: config.SchedulerWRR}, usable, ids)
 	sc.List = l.List
 	return err

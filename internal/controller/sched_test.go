@@ -3,6 +3,7 @@ package controller
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/xlbproject/xlb/internal/config"
 	"github.com/xlbproject/xlb/internal/state"
@@ -36,6 +37,21 @@ func TestSchedOf(t *testing.T) {
 		if s := wrrStride(total); gcd(s, total) != 1 || s == 0 {
 			t.Fatalf("stride %d for total %d", s, total)
 		}
+	}
+	// Persistence: the service's id or its group's, the usable list
+	// whatever the scheduler.
+	var mg state.Sched
+	p := &config.DesiredService{Scheduler: config.SchedulerMaglev, Persistence: config.Persistence{Timeout: time.Minute, Netmask: 24}}
+	if err := persistOf(&mg, p, 12, usable, ids); err != nil || mg.Persist.ID != 12 || mg.Persist.Plen4 != 24 ||
+		mg.Persist.Plen6 != 128 || len(mg.List) != 3 {
+		t.Errorf("persistence: %+v %v", mg, err)
+	}
+	var g1, g2 state.Sched
+	p.Persistence.Group = "shop"
+	persistOf(&g1, p, 12, usable, ids)
+	persistOf(&g2, p, 13, usable, ids)
+	if g1.Persist.ID != g2.Persist.ID || g1.Persist.ID < 1<<31 {
+		t.Errorf("group ids %#x, %#x: want one, top bit set", g1.Persist.ID, g2.Persist.ID)
 	}
 	many := make([]config.Backend, state.SchedListMax+1)
 	for i := range many {
