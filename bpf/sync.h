@@ -59,7 +59,8 @@ enum xlb_sync_stat {
 	XLB_SYNC_STAT_LOST,        /* ring full: record lost (the flow is unprotected) */
 	XLB_SYNC_STAT_APPLIED,     /* installs written into the connection table */
 	XLB_SYNC_STAT_KEPT,        /* installs skipped: this node tracks the flow live to another real */
-	XLB_SYNC_STAT_SKIPPED,     /* installs skipped: bucket unknown (hbits) or bad state */
+	XLB_SYNC_STAT_SKIPPED,     /* installs skipped: bucket unknown (hbits), bad state, or the
+				    * store lost its compare-and-swap three times */
 	XLB_SYNC_STAT__MAX,
 };
 
@@ -160,10 +161,22 @@ static __always_inline int sync_live(const struct node_info *n, __u64 e, __u8 pr
 	return ((now - e) & XLB_CT_TIME_MASK) <= t;
 }
 
+/* sync_write_way writes ne over way of bucket idx, which held e, with
+ * xlb_ct_refresh (nothing to write when equal). Returns 0 when the swap
+ * lost. */
+static __always_inline int sync_write_way(__u32 idx, int way, __u64 e, __u64 ne)
+{
+	return ne == e || xlb_ct_refresh(idx, way, e, ne);
+}
+
 /* sync_install_one writes one peer decision into this CPU's slice. A way
  * of this flow that is live here to another real is kept (this node has
  * forwarded the flow itself); one to the same real takes the younger time
- * and the peer's state. */
+ * and the peer's state. Every write is a compare-and-swap that moves the
+ * reals' connection counts (xlb_ct_refresh over the flow's way,
+ * xlb_ct_store for a new one: conns.h), so an installed flow counts as a
+ * connection of its backend here as soon as it is installed, and the sweep
+ * uncounts it when it times out. */
 static __always_inline void sync_install_one(const struct node_info *n,
 					     const struct sync_install *in, __u64 now)
 {
@@ -186,18 +199,23 @@ static __always_inline void sync_install_one(const struct node_info *n,
 		return;
 	way = ct_find_local(b, tag, &e);
 	if (way >= 0 && way < XLB_CT_WAYS) {
-		if (((e >> XLB_CT_REAL_SHIFT) & XLB_CT_REAL_MASK) != in->rid &&
-		    sync_live(n, e, in->proto, now)) {
+		if (conns_way_real(e) != in->rid && sync_live(n, e, in->proto, now)) {
 			sync_count(XLB_SYNC_STAT_KEPT);
 			return;
 		}
 		if (((now - e) & XLB_CT_TIME_MASK) < in->age)
 			seen = e & XLB_CT_TIME_MASK;
-		b->way[way] = ct_make(tag, in->rid, in->state, seen);
-	} else {
-		ct_store(b, tag, ct_make(tag, in->rid, in->state, seen), now);
+		if (sync_write_way(idx, way, e, ct_make(tag, in->rid, in->state, seen))) {
+			sync_count(XLB_SYNC_STAT_APPLIED);
+			return;
+		}
 	}
-	sync_count(XLB_SYNC_STAT_APPLIED);
+	/* not held here, or the way changed under the swap (the sweep freed
+	 * it, a forwarding CPU moved it): stored as a new entry */
+	if (xlb_ct_store(idx, tag, ct_make(tag, in->rid, in->state, seen), now, XLB_CT_FREE))
+		sync_count(XLB_SYNC_STAT_APPLIED);
+	else
+		sync_count(XLB_SYNC_STAT_SKIPPED);
 }
 
 /* xlb_sync_apply: run by xlbd through BPF_PROG_TEST_RUN (never attached)

@@ -21,6 +21,7 @@
 #include "frag.h"
 #include "trace.h"
 #include "sync.h"
+#include "sweep.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -48,6 +49,11 @@ const enum xlb_sync_stat *xlb_anchor_sync_stat __attribute__((unused));
 const enum xlb_sync_const *xlb_anchor_sync_const __attribute__((unused));
 const struct sync_event *xlb_anchor_sync_event __attribute__((unused));
 const struct sync_install *xlb_anchor_sync_install __attribute__((unused));
+const enum xlb_sched *xlb_anchor_sched __attribute__((unused));
+const struct svc_sched *xlb_anchor_svc_sched __attribute__((unused));
+const struct real_conns *xlb_anchor_real_conns __attribute__((unused));
+const struct sweep_ctx *xlb_anchor_sweep_ctx __attribute__((unused));
+const enum xlb_persist_layout *xlb_anchor_persist_layout __attribute__((unused));
 
 /* xlb_send_too_big: p does not fit its real's egress once encapsulated
  * (toobig.h). IPv4 without DF goes to xlbd to be fragmented (dropped
