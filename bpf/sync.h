@@ -121,28 +121,44 @@ static __always_inline __u32 sync_kind(__u32 prev, __u32 cur, __u32 shift)
 	return 0;
 }
 
-/* sync_note reports the conntrack write a selection made (struct
+/* sync_shift: the refresh period (log2, ticks) for a flow whose entry
+ * times out after timeout ticks: the configured shift, made smaller until
+ * a period is at most half the timeout. A peer's copy of the flow carries
+ * the time of its last report, and the peer's sweep (sweep.h) frees and
+ * uncounts it once that is older than the timeout: a flow that sees a
+ * packet at least every half timeout is reported again before then. */
+static __always_inline __u32 sync_shift(__u32 shift, __u64 timeout)
+{
+	for (int i = 0; i < 16 && shift && (1ULL << shift) > timeout / 2; i++)
+		shift--;
+	return shift;
+}
+
+/* sync_note reports the conntrack write a selection made for p (struct
  * selection's ct_prev / ct_cur), if sync is on and it is worth a record.
  * The record is copied in with one helper call and wakes nobody: xlbd
  * polls the ring every few ms (a wakeup per record would cost more than
  * the record). */
-static __always_inline void sync_note(const struct selection *sel, __u64 h)
+static __always_inline void sync_note(const struct selection *sel, __u64 h,
+				      const struct node_info *n, const struct pkt *p)
 {
 	struct sync_event ev;
 	struct sync_conf *c;
-	__u32 zero = 0, kind;
+	__u32 zero = 0, kind, state;
 
 	if (!sel->ct_cur)
 		return;
 	c = bpf_map_lookup_elem(&xlb_sync_conf, &zero);
 	if (!c || !c->enabled)
 		return;
-	kind = sync_kind(sel->ct_prev, sel->ct_cur, c->refresh_shift & 15);
+	state = (sel->ct_cur >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
+	kind = sync_kind(sel->ct_prev, sel->ct_cur,
+			 sync_shift(c->refresh_shift & 15, ct_timeout(n, p, state)));
 	if (!kind)
 		return;
 	ev.hash = h;
 	ev.rid = sel->rid;
-	ev.state = (sel->ct_cur >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
+	ev.state = state;
 	ev.kind = kind;
 	ev.pad = 0;
 	if (bpf_ringbuf_output(&xlb_sync_ring, &ev, sizeof(ev), BPF_RB_NO_WAKEUP))

@@ -86,3 +86,33 @@ func TestSyncInstallCounted(t *testing.T) {
 	}
 	wantConns(t, d, 7, 2, 1)
 }
+
+// TestSyncRefreshWithinTimeout: a flow whose timeout is shorter than two
+// refresh periods is reported at least every half timeout (here UDP 2 s,
+// ~7 ticks: every 2 ticks instead of 64), so a peer's copy, which carries
+// the time of the last report, is not swept while the flow is live here.
+func TestSyncRefreshWithinTimeout(t *testing.T) {
+	d := newTestDatapath(t, Options{})
+	pinCPU(t)
+	st := fixtureState()
+	st.Node.Timeouts = Timeouts{TCPSyn: time.Minute, TCP: time.Hour, TCPFin: time.Minute, UDP: 2 * time.Second}
+	if _, err := d.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	r, err := d.SyncReader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	if err := d.SetSync(true, SyncRefreshShift); err != nil {
+		t.Fatal(err)
+	}
+	u := packet.Flow{Src: client4, Dst: vip4, SrcPort: 5354, DstPort: 53, Proto: packet.ProtoUDP}
+	run(t, d.Program(), u.Frame())
+	time.Sleep(2*ctTick + ctTick/4)
+	run(t, d.Program(), u.Frame())
+	got := readSync(t, r)
+	if len(got) != 2 || got[0].Kind != SyncNew || got[1].Kind != SyncRefresh {
+		t.Fatalf("records %+v, want new then refresh within 2 ticks", got)
+	}
+}
