@@ -7,8 +7,10 @@
  * compare-and-swap of the whole way, and the CPU whose swap succeeded
  * moves the counts with atomic adds: ct_store (new flow, reselect,
  * eviction), ct_refresh (state transitions), the move of a flow from
- * another CPU's slice (select_remote), and the sweep (xlb_ct_sweep) that
- * frees ways idle past their timeout, run by xlbd every second. */
+ * another CPU's slice (select_remote), a peer's decision installed by
+ * connection sync (sync.h, through the same two), and the sweep
+ * (xlb_ct_sweep) that frees ways idle past their timeout, run by xlbd
+ * every second. */
 #pragma once
 
 #include <linux/bpf.h>
