@@ -103,7 +103,7 @@ type StatusInfo struct {
 	SelfCheck SelfCheck
 	BGP       []BGPSession // in config order; nil without BGP
 	// External is set with bgp.mode external: the kept VIP routes.
-	External *ExternalRoutes
+	External  *ExternalRoutes
 	Drained   bool
 	Config    ConfigInfo
 	Conntrack ConntrackOccupancy

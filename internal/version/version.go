@@ -123,10 +123,9 @@ func loadHint(err error) error {
 }
 
 // CheckTag returns an error unless tags (ProgramTags of a package) hold
-// the program name, loaded without error, with the tag the kernel reports
-// for prog: what --version prints is the tag of the program as the product
-// loads it. An object may embed other programs beside it (the forwarder's
-// sweep and sync installer, run by xlbd through BPF_PROG_TEST_RUN).
+// the program name, without error, with the tag the kernel reports for
+// prog: what --version prints is the tag of the program as the product
+// loads it.
 func CheckTag(tags []Program, name string, prog *ebpf.Program) (string, error) {
 	info, err := prog.Info()
 	if err != nil {
@@ -134,7 +133,7 @@ func CheckTag(tags []Program, name string, prog *ebpf.Program) (string, error) {
 	}
 	i := slices.IndexFunc(tags, func(p Program) bool { return p.Name == name })
 	if i < 0 || tags[i].Err != nil {
-		return "", fmt.Errorf("embedded programs %+v, want %s among them, loaded", tags, name)
+		return "", fmt.Errorf("embedded programs %+v: no tag for %s", tags, name)
 	}
 	if tags[i].Tag != info.Tag {
 		return "", fmt.Errorf("--version tag %s, running program's tag %s", tags[i].Tag, info.Tag)
