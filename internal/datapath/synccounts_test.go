@@ -89,7 +89,7 @@ func TestSyncInstallCounted(t *testing.T) {
 
 // TestSyncRefreshWithinTimeout: a flow whose timeout is shorter than two
 // refresh periods is reported at least every half timeout (here UDP 2 s,
-// ~7 ticks: every 2 ticks instead of 64), so a peer's copy, which carries
+// 8 ticks: every 4 ticks instead of 64), so a peer's copy, which carries
 // the time of the last report, is not swept while the flow is live here.
 func TestSyncRefreshWithinTimeout(t *testing.T) {
 	d := newTestDatapath(t, Options{})
@@ -109,10 +109,10 @@ func TestSyncRefreshWithinTimeout(t *testing.T) {
 	}
 	u := packet.Flow{Src: client4, Dst: vip4, SrcPort: 5354, DstPort: 53, Proto: packet.ProtoUDP}
 	run(t, d.Program(), u.Frame())
-	time.Sleep(2*ctTick + ctTick/4)
+	time.Sleep(4*ctTick + ctTick/4) // a 4-tick boundary crossed, under the 2 s timeout
 	run(t, d.Program(), u.Frame())
 	got := readSync(t, r)
 	if len(got) != 2 || got[0].Kind != SyncNew || got[1].Kind != SyncRefresh {
-		t.Fatalf("records %+v, want new then refresh within 2 ticks", got)
+		t.Fatalf("records %+v, want new then refresh within 4 ticks", got)
 	}
 }
