@@ -8,6 +8,9 @@
 #include "hash.h"
 #include "maps.h"
 #include "parse.h"
+#include "conns.h"
+#include "sched.h"
+#include "persist.h"
 #include "stats.h"
 
 /* vip_hash: the two candidate buckets of a VIP key are its low and high
@@ -166,36 +169,87 @@ static __always_inline __u64 ct_make(__u64 tag, __u32 rid, __u64 state, __u64 no
 	       state << XLB_CT_STATE_SHIFT | (now & XLB_CT_TIME_MASK);
 }
 
-/* ct_store puts e in bucket b: over the way that held this flow, else a free
- * way, else the way idle longest. */
-static __always_inline void ct_store(struct ct_bucket *b, __u64 tag, __u64 e, __u64 now)
+/* ct_victim: the way of bucket b for a flow of tag: the way that holds
+ * it, else a free way, else the way idle longest; its value in *w. */
+static __always_inline __u32 ct_victim(struct ct_bucket *b, __u64 tag, __u64 now, __u64 *w)
 {
 	__u32 victim = 0;
 	__u64 oldest = 0;
 
-#pragma unroll
+#pragma clang loop unroll(disable) /* the stack: xlb_frag -> xlb_ct_store */
 	for (int i = 0; i < XLB_CT_WAYS; i++) {
-		__u64 w = b->way[i];
-		__u64 age = (now - w) & XLB_CT_TIME_MASK;
+		__u64 x = b->way[i];
+		__u64 age = (now - x) & XLB_CT_TIME_MASK;
 
-		if ((w >> XLB_CT_TAG_SHIFT) == tag ||
-		    ((w >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK) == XLB_CT_FREE) {
-			victim = i;
-			break;
+		if ((x >> XLB_CT_TAG_SHIFT) == tag || conns_way_state(x) == XLB_CT_FREE) {
+			*w = x;
+			return i;
 		}
 		if (age >= oldest) {
 			oldest = age;
 			victim = i;
+			*w = x;
 		}
 	}
-	if (victim < XLB_CT_WAYS)
-		b->way[victim] = e;
+	return victim;
+}
+
+/* xlb_ct_store puts e in bucket idx of xlb_ct (ct_victim's way) with a
+ * compare-and-swap, uncounting the entry it replaces (conns.h); the sweep
+ * or another CPU may change a way meanwhile, so it tries again, up to
+ * three times. from: the state e's flow had in the count (XLB_CT_FREE for
+ * a new flow, the moved entry's state for a move): stored, the count
+ * moves from it to e's state; not stored, from is uncounted. Returns 1
+ * when stored. A global function, verified once. */
+__attribute__((noinline)) int xlb_ct_store(__u32 idx, __u64 tag, __u64 e, __u64 now, __u64 from)
+{
+	struct ct_bucket *b = bpf_map_lookup_elem(&xlb_ct, &idx);
+
+#pragma clang loop unroll(disable)
+	for (int t = 0; b && t < 3; t++) {
+		__u64 w = 0;
+		__u32 i = ct_victim(b, tag, now, &w);
+
+		if (i >= XLB_CT_WAYS)
+			break;
+		if (__sync_val_compare_and_swap(&b->way[i], w, e) == w) {
+			conns_add(conns_way_real(w), conns_way_state(w), -1);
+			conns_move(conns_way_real(e), from, conns_way_state(e));
+			return 1;
+		}
+	}
+	conns_add(conns_way_real(e), from, -1);
+	return 0;
+}
+
+/* xlb_ct_refresh writes ne over way of bucket idx if it still holds e (a
+ * compare-and-swap: the sweep or another CPU may have freed or moved it;
+ * then the entry is left alone), moving the real's count on a change of
+ * state, or from e's real to ne's when they differ (a peer's decision
+ * installed over an expired entry, sync.h). A global function: the hit
+ * path calls it only on a change. */
+__attribute__((noinline)) int xlb_ct_refresh(__u32 idx, __u32 way, __u64 e, __u64 ne)
+{
+	struct ct_bucket *b = bpf_map_lookup_elem(&xlb_ct, &idx);
+
+	asm volatile("" : "+r"(way)); /* keep the mask: the verifier needs it */
+	way &= XLB_CT_WAYS - 1;
+	if (!b || __sync_val_compare_and_swap(&b->way[way], e, ne) != e)
+		return 0;
+	if (conns_way_real(e) == conns_way_real(ne)) {
+		conns_move(conns_way_real(e), conns_way_state(e), conns_way_state(ne));
+	} else {
+		conns_add(conns_way_real(e), conns_way_state(e), -1);
+		conns_add(conns_way_real(ne), conns_way_state(ne), 1);
+	}
+	return 1;
 }
 
 /* ct_find_remote looks for the flow in the other CPUs' slices: a flow whose
- * packets moved to this CPU (RSS change, veth) keeps its backend. Read only;
- * an 8-byte way is read whole, so a concurrent write is seen before or after. */
-static __always_inline __u64 ct_find_remote(__u32 cpu, __u32 bucket, __u64 tag)
+ * packets moved to this CPU (RSS change, veth) keeps its backend. An
+ * 8-byte way is read whole, so a concurrent write is seen before or
+ * after; *at: where it was found (for select_remote's move). */
+static __always_inline __u64 ct_find_remote(__u32 cpu, __u32 bucket, __u64 tag, __u64 **at)
 {
 	for (__u32 c = 0; c < MAX_CPUS; c++) {
 		struct ct_bucket *ob;
@@ -213,26 +267,52 @@ static __always_inline __u64 ct_find_remote(__u32 cpu, __u32 bucket, __u64 tag)
 		for (int i = 0; i < XLB_CT_WAYS; i++) {
 			__u64 w = ob->way[i];
 
-			if ((w >> XLB_CT_TAG_SHIFT) == tag &&
-			    ((w >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK) != XLB_CT_FREE)
+			if ((w >> XLB_CT_TAG_SHIFT) == tag && conns_way_state(w) != XLB_CT_FREE) {
+				*at = &ob->way[i];
 				return w;
+			}
 		}
 	}
 	return 0;
 }
 
-/* select_maglev reads the service's table at the flow's slot. */
-static __always_inline __u32 select_maglev(const struct vip_info *v, __u64 h)
+/* select_maglev_at reads Maglev table table_id (of table_size slots) at
+ * the flow's slot. */
+static __always_inline __u32 select_maglev_at(__u32 table_id, __u32 table_size, __u64 h)
 {
-	__u32 slot = hash_slot(h, v->table_size);
+	__u32 slot = hash_slot(h, table_size);
 	__u32 pair = slot >> 1;
-	void *table = bpf_map_lookup_elem(&xlb_tables, &v->table_id);
+	void *table = bpf_map_lookup_elem(&xlb_tables, &table_id);
 	__u64 *two;
 
 	if (!table)
 		return 0;
 	two = bpf_map_lookup_elem(table, &pair);
 	return two ? (__u32)(*two >> ((slot & 1) * 32)) : 0;
+}
+
+/* select_maglev reads the service's table at the flow's slot. */
+static __always_inline __u32 select_maglev(const struct vip_info *v, __u64 h)
+{
+	return select_maglev_at(v->table_id, v->table_size, h);
+}
+
+/* xlb_sched_new: the real id service svc_id's scheduler (sched.h) gives
+ * a flow no connection table entry answers for, by the Maglev table;
+ * 0: none. table: the service's Maglev table id << 32 | its size. Hash
+ * schedulers read it at their own hash's slot, the others at the flow's.
+ * A global function, verified once for all its callers. */
+__attribute__((noinline)) int xlb_sched_new(const struct pkt *p, __u32 svc_id, __u64 table, __u64 h)
+{
+	struct svc_sched *s = bpf_map_lookup_elem(&xlb_svc_sched, &svc_id);
+
+	if (!p || !s)
+		return 0;
+	if (s->kind == XLB_SCHED_MAGLEV_SOURCE)
+		h = sched_source_hash(p, s->plen4, s->plen6);
+	else if (s->kind == XLB_SCHED_DH)
+		h = sched_dest_hash(p);
+	return select_maglev_at(table >> 32, (__u32)table, h);
 }
 
 /* flood_kind: the flood budget a new flow of p is counted in. */
@@ -301,37 +381,53 @@ static __always_inline int ct_find_local(const struct ct_bucket *b, __u64 tag, _
 }
 
 /* ct_refresh moves the hit way's state and time on for p, writing only
- * when it changed. */
-static __always_inline __u64 ct_refresh(struct ct_bucket *b, int way, __u64 e, const struct pkt *p,
-				       __u64 now)
+ * when it changed (xlb_ct_refresh); then the client's persistence
+ * template of service svc_id is used too (xlb_persist_touch). Returns the
+ * way as written, or e when nothing was (no change, or the swap lost to
+ * the sweep or another CPU): what connection sync reports (sync.h). */
+static __always_inline __u64 ct_refresh(__u32 idx, int way, __u64 e, const struct pkt *p, __u64 now,
+					__u32 svc_id)
 {
-	__u64 state = (e >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
 	__u64 ne = (e & ~((XLB_CT_STATE_MASK << XLB_CT_STATE_SHIFT) | XLB_CT_TIME_MASK)) |
-		   ct_next_state(p, state) << XLB_CT_STATE_SHIFT | (now & XLB_CT_TIME_MASK);
+		   ct_next_state(p, conns_way_state(e)) << XLB_CT_STATE_SHIFT | (now & XLB_CT_TIME_MASK);
 
-	if (ne != e && way >= 0 && way < XLB_CT_WAYS)
-		b->way[way] = ne;
+	if (ne == e || !xlb_ct_refresh(idx, way, e, ne))
+		return e;
+	xlb_persist_touch(p, svc_id, conns_way_real(e), now);
 	return ne;
 }
 
 /* select_remote: the flow's entry in another CPU's slice, when usable
- * (sel filled; tracked: adopted into bucket b). Returns 1 when found. */
+ * (sel filled). Tracked: the entry moves into bucket b (freed there with
+ * a compare-and-swap, then stored here), so a flow has one entry and is
+ * counted once (conns.h); when the swap loses to that CPU, the packet is
+ * forwarded by the entry without moving it. Returns 1 when found. */
 static __always_inline int select_remote(const struct pkt *p, const struct vip_info *v,
 					 const struct node_info *n, struct ct_bucket *b,
 					 __u32 cpu, __u32 bucket, __u64 tag, __u64 now,
 					 struct selection *sel, const bool track)
 {
-	__u64 e = ct_find_remote(cpu, bucket, tag);
+	__u64 *at = NULL;
+	__u64 e = ct_find_remote(cpu, bucket, tag, &at);
 	struct real_info *r = e ? ct_usable(e, tag, now, n, p, v) : NULL;
 
 	if (!r)
 		return 0;
 	sel->real = r;
-	sel->rid = (e >> XLB_CT_REAL_SHIFT) & XLB_CT_REAL_MASK;
+	sel->rid = conns_way_real(e);
 	if (track) {
-		__u64 state = (e >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
+		__u64 state = conns_way_state(e);
+		__u64 next = ct_next_state(p, state);
 
-		ct_store(b, tag, ct_make(tag, sel->rid, ct_next_state(p, state), now), now);
+		__u64 ne = ct_make(tag, sel->rid, next, now);
+
+		/* stored: reported like a refresh (sync.h), so a state change
+		 * seen first on this CPU reaches the peers too */
+		if (at && __sync_val_compare_and_swap(at, e, 0) == e &&
+		    xlb_ct_store(cpu << ct_shift | bucket, tag, ne, now, state)) {
+			sel->ct_prev = (__u32)e;
+			sel->ct_cur = (__u32)ne;
+		}
 		stats_count(XLB_STAT_CT_REMOTE_HIT);
 	} else {
 		sel->ct = XLB_PROBE_CT_REMOTE_HIT;
@@ -339,20 +435,62 @@ static __always_inline int select_remote(const struct pkt *p, const struct vip_i
 	return 1;
 }
 
-/* select_maglev_real: the real the service's table gives for h, in sel.
- * Returns 0 or XLB_STAT_DROP_NO_BACKEND. */
-static __always_inline int select_maglev_real(const struct vip_info *v, __u64 h,
-					      struct selection *sel)
+/* select_real: real rid of service v in sel, when it may carry the
+ * service's flows. Returns 0 or XLB_STAT_DROP_NO_BACKEND. */
+static __always_inline int select_real(const struct vip_info *v, __u32 rid, struct selection *sel)
 {
 	struct real_info *r;
 
-	sel->rid = select_maglev(v, h);
-	if (!sel->rid)
+	sel->rid = rid;
+	if (!rid)
 		return XLB_STAT_DROP_NO_BACKEND;
 	r = bpf_map_lookup_elem(&xlb_reals, &sel->rid);
 	if (!r || r->svc_id != v->svc_id || !(r->flags & XLB_REAL_F_ACTIVE))
 		return XLB_STAT_DROP_NO_BACKEND;
 	sel->real = r;
+	return 0;
+}
+
+/* select_maglev_real: the real the service's table gives for h, in sel.
+ * Returns 0 or XLB_STAT_DROP_NO_BACKEND. */
+static __always_inline int select_maglev_real(const struct vip_info *v, __u64 h,
+					      struct selection *sel)
+{
+	return select_real(v, select_maglev(v, h), sel);
+}
+
+/* select_new: the real of a flow no connection table entry answers for,
+ * by the service's scheduler: Maglev on the flow hash inline, list
+ * schedulers (sched.h) only when stateful (the flow is being tracked),
+ * else the Maglev table in xlb_sched_new: a read-only selection or an
+ * untracked flow (flood) reads it at the flow's slot, the same for every
+ * packet of the flow, hash schedulers at their own hash's. */
+static __always_inline int select_sched(const struct pkt *p, const struct vip_info *v, __u64 h,
+					struct selection *sel, bool stateful)
+{
+	__u32 id = v->svc_id;
+	struct svc_sched *s = bpf_map_lookup_elem(&xlb_svc_sched, &id);
+
+	if (!s || s->kind == XLB_SCHED_MAGLEV)
+		return select_maglev_real(v, h, sel);
+	if (stateful && s->kind >= XLB_SCHED_RR && !select_real(v, xlb_sched_list(id), sel))
+		return 0;
+	return select_real(v, xlb_sched_new(p, id, (__u64)v->table_id << 32 | v->table_size, h), sel);
+}
+
+/* select_new: select_sched, then, for a flow being tracked, the client's
+ * persistence template (persist.h) overrides the choice or records it. */
+static __always_inline int select_new(const struct pkt *p, const struct vip_info *v, __u64 h,
+				      struct selection *sel, bool stateful, __u64 now)
+{
+	int rc = select_sched(p, v, h, sel, stateful);
+	__u32 chosen = sel->rid, rid;
+
+	if (rc || !stateful)
+		return rc;
+	rid = xlb_persist_use(p, v->svc_id, chosen, now);
+	if (rid != chosen && select_real(v, rid, sel))
+		return select_real(v, chosen, sel);
 	return 0;
 }
 
@@ -395,7 +533,7 @@ static __always_inline int select_backend(const struct pkt *p, const struct vip_
 		r = ct_usable(e, tag, now, n, p, v);
 		if (r) {
 			if (track) {
-				__u64 ne = ct_refresh(b, way, e, p, now);
+				__u64 ne = ct_refresh(idx, way, e, p, now, v->svc_id);
 
 				if (ne != e) {
 					sel->ct_prev = (__u32)e;
@@ -424,14 +562,14 @@ static __always_inline int select_backend(const struct pkt *p, const struct vip_
 		stats_count(XLB_STAT_CT_MISS);
 	else if (way < 0)
 		sel->ct = XLB_PROBE_CT_MISS;
-	rc = select_maglev_real(v, h, sel);
+	rc = select_new(p, v, h, sel, track && !untracked, now);
 	if (rc || !track)
 		return rc;
 	sel->new_flow = 1;
 	if (!untracked) {
 		e = ct_make(tag, sel->rid, ct_next_state(p, XLB_CT_FREE), now);
-		ct_store(b, tag, e, now);
-		sel->ct_cur = (__u32)e;
+		if (xlb_ct_store(idx, tag, e, now, XLB_CT_FREE))
+			sel->ct_cur = (__u32)e;
 	}
 	return 0;
 }

@@ -59,7 +59,8 @@ enum xlb_sync_stat {
 	XLB_SYNC_STAT_LOST,        /* ring full: record lost (the flow is unprotected) */
 	XLB_SYNC_STAT_APPLIED,     /* installs written into the connection table */
 	XLB_SYNC_STAT_KEPT,        /* installs skipped: this node tracks the flow live to another real */
-	XLB_SYNC_STAT_SKIPPED,     /* installs skipped: bucket unknown (hbits) or bad state */
+	XLB_SYNC_STAT_SKIPPED,     /* installs skipped: bucket unknown (hbits), bad state, or the
+				    * store lost its compare-and-swap three times */
 	XLB_SYNC_STAT__MAX,
 };
 
@@ -120,28 +121,44 @@ static __always_inline __u32 sync_kind(__u32 prev, __u32 cur, __u32 shift)
 	return 0;
 }
 
-/* sync_note reports the conntrack write a selection made (struct
+/* sync_shift: the refresh period (log2, ticks) for a flow whose entry
+ * times out after timeout ticks: the configured shift, made smaller until
+ * a period is at most half the timeout. A peer's copy of the flow carries
+ * the time of its last report, and the peer's sweep (sweep.h) frees and
+ * uncounts it once that is older than the timeout: a flow that sees a
+ * packet at least every half timeout is reported again before then. */
+static __always_inline __u32 sync_shift(__u32 shift, __u64 timeout)
+{
+	for (int i = 0; i < 16 && shift && (1ULL << shift) > timeout / 2; i++)
+		shift--;
+	return shift;
+}
+
+/* sync_note reports the conntrack write a selection made for p (struct
  * selection's ct_prev / ct_cur), if sync is on and it is worth a record.
  * The record is copied in with one helper call and wakes nobody: xlbd
  * polls the ring every few ms (a wakeup per record would cost more than
  * the record). */
-static __always_inline void sync_note(const struct selection *sel, __u64 h)
+static __always_inline void sync_note(const struct selection *sel, __u64 h,
+				      const struct node_info *n, const struct pkt *p)
 {
 	struct sync_event ev;
 	struct sync_conf *c;
-	__u32 zero = 0, kind;
+	__u32 zero = 0, kind, state;
 
 	if (!sel->ct_cur)
 		return;
 	c = bpf_map_lookup_elem(&xlb_sync_conf, &zero);
 	if (!c || !c->enabled)
 		return;
-	kind = sync_kind(sel->ct_prev, sel->ct_cur, c->refresh_shift & 15);
+	state = (sel->ct_cur >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
+	kind = sync_kind(sel->ct_prev, sel->ct_cur,
+			 sync_shift(c->refresh_shift & 15, ct_timeout(n, p, state)));
 	if (!kind)
 		return;
 	ev.hash = h;
 	ev.rid = sel->rid;
-	ev.state = (sel->ct_cur >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
+	ev.state = state;
 	ev.kind = kind;
 	ev.pad = 0;
 	if (bpf_ringbuf_output(&xlb_sync_ring, &ev, sizeof(ev), BPF_RB_NO_WAKEUP))
@@ -160,10 +177,22 @@ static __always_inline int sync_live(const struct node_info *n, __u64 e, __u8 pr
 	return ((now - e) & XLB_CT_TIME_MASK) <= t;
 }
 
+/* sync_write_way writes ne over way of bucket idx, which held e, with
+ * xlb_ct_refresh (nothing to write when equal). Returns 0 when the swap
+ * lost. */
+static __always_inline int sync_write_way(__u32 idx, int way, __u64 e, __u64 ne)
+{
+	return ne == e || xlb_ct_refresh(idx, way, e, ne);
+}
+
 /* sync_install_one writes one peer decision into this CPU's slice. A way
  * of this flow that is live here to another real is kept (this node has
  * forwarded the flow itself); one to the same real takes the younger time
- * and the peer's state. */
+ * and the peer's state. Every write is a compare-and-swap that moves the
+ * reals' connection counts (xlb_ct_refresh over the flow's way,
+ * xlb_ct_store for a new one: conns.h), so an installed flow counts as a
+ * connection of its backend here as soon as it is installed, and the sweep
+ * uncounts it when it times out. */
 static __always_inline void sync_install_one(const struct node_info *n,
 					     const struct sync_install *in, __u64 now)
 {
@@ -186,18 +215,23 @@ static __always_inline void sync_install_one(const struct node_info *n,
 		return;
 	way = ct_find_local(b, tag, &e);
 	if (way >= 0 && way < XLB_CT_WAYS) {
-		if (((e >> XLB_CT_REAL_SHIFT) & XLB_CT_REAL_MASK) != in->rid &&
-		    sync_live(n, e, in->proto, now)) {
+		if (conns_way_real(e) != in->rid && sync_live(n, e, in->proto, now)) {
 			sync_count(XLB_SYNC_STAT_KEPT);
 			return;
 		}
 		if (((now - e) & XLB_CT_TIME_MASK) < in->age)
 			seen = e & XLB_CT_TIME_MASK;
-		b->way[way] = ct_make(tag, in->rid, in->state, seen);
-	} else {
-		ct_store(b, tag, ct_make(tag, in->rid, in->state, seen), now);
+		if (sync_write_way(idx, way, e, ct_make(tag, in->rid, in->state, seen))) {
+			sync_count(XLB_SYNC_STAT_APPLIED);
+			return;
+		}
 	}
-	sync_count(XLB_SYNC_STAT_APPLIED);
+	/* not held here, or the way changed under the swap (the sweep freed
+	 * it, a forwarding CPU moved it): stored as a new entry */
+	if (xlb_ct_store(idx, tag, ct_make(tag, in->rid, in->state, seen), now, XLB_CT_FREE))
+		sync_count(XLB_SYNC_STAT_APPLIED);
+	else
+		sync_count(XLB_SYNC_STAT_SKIPPED);
 }
 
 /* xlb_sync_apply: run by xlbd through BPF_PROG_TEST_RUN (never attached)

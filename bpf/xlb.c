@@ -22,6 +22,7 @@
 #include "frag.h"
 #include "trace.h"
 #include "sync.h"
+#include "sweep.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -51,6 +52,11 @@ const struct sync_event *xlb_anchor_sync_event __attribute__((unused));
 const struct sync_install *xlb_anchor_sync_install __attribute__((unused));
 const struct nat_key *xlb_anchor_nat_key __attribute__((unused));
 const struct nat_val *xlb_anchor_nat_val __attribute__((unused));
+const enum xlb_sched *xlb_anchor_sched __attribute__((unused));
+const struct svc_sched *xlb_anchor_svc_sched __attribute__((unused));
+const struct real_conns *xlb_anchor_real_conns __attribute__((unused));
+const struct sweep_ctx *xlb_anchor_sweep_ctx __attribute__((unused));
+const enum xlb_persist_layout *xlb_anchor_persist_layout __attribute__((unused));
 
 /* xlb_send_too_big: p does not fit its real's egress once encapsulated
  * (toobig.h). IPv4 without DF goes to xlbd to be fragmented (dropped
@@ -373,7 +379,7 @@ __attribute__((noinline)) int xlb_l4(struct xdp_md *ctx, const struct pkt *p)
 			xlb_trace(ctx, p, mark, 0, trace_info(XDP_DROP, rc, &sel));
 		return XDP_DROP;
 	}
-	sync_note(&sel, h); /* sync.h: the decision, for the peers */
+	sync_note(&sel, h, n, p); /* sync.h: the decision, for the peers */
 	return xlb_send(ctx, p, v, n, &sel, h, 0, 1, 1);
 }
 

@@ -107,24 +107,11 @@ func (e *env) udp4() netip.AddrPort  { return netip.AddrPortFrom(e.lab.VIP4(), l
 // and sends SIGHUP, then waits until the log shows the commit.
 func (e *env) reload(t *testing.T, opts lab.XLBDOptions) {
 	t.Helper()
-	before := strings.Count(e.xlbd.Output(), "config committed")
 	cfg := string(e.lab.XLBDConfig(0, opts))
 	if e.edit != nil {
 		cfg = e.edit(cfg)
 	}
-	if err := os.WriteFile(e.config, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.xlbd.Reload(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for strings.Count(e.xlbd.Output(), "config committed") == before {
-		if time.Now().After(deadline) {
-			t.Fatalf("reload not committed; log:\n%s", e.xlbd.Output())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	e.reloadConfig(t, cfg)
 }
 
 // pinned opens the node's pinned maps read-only (what xlbctl shows).

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -146,13 +147,14 @@ func checkPMTU(t *testing.T, ctx context.Context, l *lab.Lab, vip netip.Addr) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	counter := func(i int) uint64 {
+	stats := func(i int) map[string]uint64 {
 		st, err := pinned[i].Stats()
 		if err != nil {
 			t.Fatal(err)
 		}
-		return st["icmp_frag_needed"]
+		return st
 	}
+	counter := func(i int) uint64 { return stats(i)["icmp_frag_needed"] }
 
 	for _, step := range []struct {
 		node  int
@@ -175,6 +177,7 @@ func checkPMTU(t *testing.T, ctx context.Context, l *lab.Lab, vip netip.Addr) {
 		frame := tooBigFrame(l.Router.Addr(vip), vip, client, target.Port(), cport, seq, step.mtu,
 			[6]byte(routerMAC), [6]byte(nodeMAC))
 		before := []uint64{counter(0), counter(1)}
+		allBefore := []map[string]uint64{stats(0), stats(1)}
 		sent := uint64(1)
 		if step.bogus {
 			// The same error with a sequence number the backend has not
@@ -198,6 +201,9 @@ func checkPMTU(t *testing.T, ctx context.Context, l *lab.Lab, vip netip.Addr) {
 		t.Logf("ICMP (MTU %d, seq %d) sent to n%d, %s; %s: ip route get %s from %s: %s",
 			step.mtu, seq, step.node+1, step.what, backend.Short, client, vip, strings.Join(strings.Fields(string(out)), " "))
 		if got != step.mtu {
+			for i := range l.Nodes {
+				t.Logf("n%d counters that moved: %v", i+1, movedCounters(allBefore[i], stats(i)))
+			}
 			t.Fatalf("%s's path MTU toward %s is %d after the ICMP via n%d, want %d", backend.Short, client, got, step.node+1, step.mtu)
 		}
 		for i := range l.Nodes {
@@ -288,4 +294,17 @@ func tooBigFrame(router, vip, client netip.Addr, vport, cport uint16, seq uint32
 	binary.BigEndian.PutUint16(inner[4:], 1500-40)
 	icmp := packet.ICMPv6(router, vip, packet.ICMPv6PacketTooBig, 0, uint32(mtu), inner)
 	return packet.Ethernet(dst, src, 0, packet.EtherIPv6, packet.IPv6(router, vip, packet.ProtoICMPv6, 0, 64, nil, icmp))
+}
+
+// movedCounters lists the counters that differ between two reads, as
+// "name +delta", for a failure's log.
+func movedCounters(before, after map[string]uint64) []string {
+	var out []string
+	for name, n := range after {
+		if d := n - before[name]; d != 0 {
+			out = append(out, fmt.Sprintf("%s +%d", name, d))
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -178,6 +178,13 @@ type Options struct {
 	// Method is the forwarding method of every service (0: GRE). With
 	// EncapNAT the backends listen on natBackendPort.
 	Method state.Encap
+	// Sched is the scheduler of every VIP (state.SchedMaglev by default):
+	// list schedulers get all the VIP's backends at weight 1,
+	// maglev-source the whole client address.
+	Sched state.SchedKind
+	// Persist, when not 0, makes every VIP persistent with this timeout
+	// (each client its own template).
+	Persist time.Duration
 	// Logf receives progress lines (nil: none).
 	Logf func(format string, args ...any)
 }
@@ -482,10 +489,30 @@ func benchState(o Options) (*state.State, error) {
 		for j, e := range tbl.Entries {
 			entries[j] = ids[tbl.Backends[e].Name]
 		}
-		st.Services[key] = &state.Service{SvcID: uint32(i + 1), Encap: cmp.Or(o.Method, state.EncapGRE), Table: entries}
+		st.Services[key] = &state.Service{SvcID: uint32(i + 1), Encap: cmp.Or(o.Method, state.EncapGRE), Table: entries,
+			Sched: benchSched(o, key.Proto, next-uint32(o.Backends))}
 	}
 	st.Node.GUEPort, st.Node.NAT = gueBenchPort, o.Method == state.EncapNAT
 	return st, nil
+}
+
+// benchSched is o's scheduler (and persistence) over the reals first,
+// first+1, ... of one VIP, weight 1 each.
+func benchSched(o Options, proto uint8, first uint32) state.Sched {
+	sc := state.Sched{Kind: o.Sched, Proto: proto}
+	if o.Sched == state.SchedMaglevSource {
+		sc.Plen4, sc.Plen6 = 32, 128
+	}
+	if o.Sched >= state.SchedRR || o.Persist != 0 {
+		for i := range o.Backends {
+			sc.List = append(sc.List, state.SchedEnt{RealID: first + uint32(i), Weight: 1})
+		}
+		sc.Stride = 1
+	}
+	if o.Persist != 0 {
+		sc.Persist = state.Persist{ID: uint32(proto), Timeout: o.Persist, Plen4: 32, Plen6: 128}
+	}
+	return sc
 }
 
 // Flow numbers (the varied source address) of the scenarios: disjoint

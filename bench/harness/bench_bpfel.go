@@ -98,6 +98,12 @@ type benchNodeInfo struct {
 	Pad            uint16
 }
 
+type benchRealConns struct {
+	_        structs.HostLayout
+	Active   int64
+	Inactive int64
+}
+
 type benchRealInfo struct {
 	_       structs.HostLayout
 	Addr    [16]uint8
@@ -111,6 +117,26 @@ type benchRealInfo struct {
 	Ifindex uint32
 	Mtu     uint16
 	Port    uint16
+}
+
+type benchSvcSched struct {
+	_              structs.HostLayout
+	Kind           uint8
+	Plen4          uint8
+	Plen6          uint8
+	Proto          uint8
+	N              uint32
+	Total          uint32
+	Stride         uint32
+	PersistId      uint32
+	PersistTimeout uint16
+	Pplen4         uint8
+	Pplen6         uint8
+	Ent            [256]struct {
+		_      structs.HostLayout
+		Rid    uint32
+		Weight uint32
+	}
 }
 
 type benchVipBucket struct {
@@ -221,9 +247,13 @@ const (
 	benchMapXlbFlood            = "xlb_flood"
 	benchMapXlbIcmpRl           = "xlb_icmp_rl"
 	benchMapXlbNode             = "xlb_node"
+	benchMapXlbPersist          = "xlb_persist"
+	benchMapXlbRealConns        = "xlb_real_conns"
 	benchMapXlbRealStats        = "xlb_real_stats"
 	benchMapXlbReals            = "xlb_reals"
+	benchMapXlbSchedCursor      = "xlb_sched_cursor"
 	benchMapXlbStats            = "xlb_stats"
+	benchMapXlbSvcSched         = "xlb_svc_sched"
 	benchMapXlbSvcStats         = "xlb_svc_stats"
 	benchMapXlbTables           = "xlb_tables"
 	benchMapXlbTooBigRl         = "xlb_too_big_rl"
@@ -306,24 +336,28 @@ type benchProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type benchMapSpecs struct {
-	BenchLruCt   *ebpf.MapSpec `ebpf:"bench_lru_ct"`
-	BenchTarget  *ebpf.MapSpec `ebpf:"bench_target"`
-	XlbCt        *ebpf.MapSpec `ebpf:"xlb_ct"`
-	XlbFlood     *ebpf.MapSpec `ebpf:"xlb_flood"`
-	XlbIcmpRl    *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
-	XlbNode      *ebpf.MapSpec `ebpf:"xlb_node"`
-	XlbRealStats *ebpf.MapSpec `ebpf:"xlb_real_stats"`
-	XlbReals     *ebpf.MapSpec `ebpf:"xlb_reals"`
-	XlbStats     *ebpf.MapSpec `ebpf:"xlb_stats"`
-	XlbSvcStats  *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
-	XlbTables    *ebpf.MapSpec `ebpf:"xlb_tables"`
-	XlbTooBigRl  *ebpf.MapSpec `ebpf:"xlb_too_big_rl"`
-	XlbTraceRing *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
-	XlbTraceRl   *ebpf.MapSpec `ebpf:"xlb_trace_rl"`
-	XlbVipAddrs  *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
-	XlbVipEnts   *ebpf.MapSpec `ebpf:"xlb_vip_ents"`
-	XlbVipIndex  *ebpf.MapSpec `ebpf:"xlb_vip_index"`
-	XlbVips      *ebpf.MapSpec `ebpf:"xlb_vips"`
+	BenchLruCt     *ebpf.MapSpec `ebpf:"bench_lru_ct"`
+	BenchTarget    *ebpf.MapSpec `ebpf:"bench_target"`
+	XlbCt          *ebpf.MapSpec `ebpf:"xlb_ct"`
+	XlbFlood       *ebpf.MapSpec `ebpf:"xlb_flood"`
+	XlbIcmpRl      *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
+	XlbNode        *ebpf.MapSpec `ebpf:"xlb_node"`
+	XlbPersist     *ebpf.MapSpec `ebpf:"xlb_persist"`
+	XlbRealConns   *ebpf.MapSpec `ebpf:"xlb_real_conns"`
+	XlbRealStats   *ebpf.MapSpec `ebpf:"xlb_real_stats"`
+	XlbReals       *ebpf.MapSpec `ebpf:"xlb_reals"`
+	XlbSchedCursor *ebpf.MapSpec `ebpf:"xlb_sched_cursor"`
+	XlbStats       *ebpf.MapSpec `ebpf:"xlb_stats"`
+	XlbSvcSched    *ebpf.MapSpec `ebpf:"xlb_svc_sched"`
+	XlbSvcStats    *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
+	XlbTables      *ebpf.MapSpec `ebpf:"xlb_tables"`
+	XlbTooBigRl    *ebpf.MapSpec `ebpf:"xlb_too_big_rl"`
+	XlbTraceRing   *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
+	XlbTraceRl     *ebpf.MapSpec `ebpf:"xlb_trace_rl"`
+	XlbVipAddrs    *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
+	XlbVipEnts     *ebpf.MapSpec `ebpf:"xlb_vip_ents"`
+	XlbVipIndex    *ebpf.MapSpec `ebpf:"xlb_vip_index"`
+	XlbVips        *ebpf.MapSpec `ebpf:"xlb_vips"`
 }
 
 // benchVariableSpecs contains global variables before they are loaded into the kernel.
@@ -369,24 +403,28 @@ func (o *benchObjects) Close() error {
 //
 // It can be passed to loadBenchObjects or ebpf.CollectionSpec.LoadAndAssign.
 type benchMaps struct {
-	BenchLruCt   *ebpf.Map `ebpf:"bench_lru_ct"`
-	BenchTarget  *ebpf.Map `ebpf:"bench_target"`
-	XlbCt        *ebpf.Map `ebpf:"xlb_ct"`
-	XlbFlood     *ebpf.Map `ebpf:"xlb_flood"`
-	XlbIcmpRl    *ebpf.Map `ebpf:"xlb_icmp_rl"`
-	XlbNode      *ebpf.Map `ebpf:"xlb_node"`
-	XlbRealStats *ebpf.Map `ebpf:"xlb_real_stats"`
-	XlbReals     *ebpf.Map `ebpf:"xlb_reals"`
-	XlbStats     *ebpf.Map `ebpf:"xlb_stats"`
-	XlbSvcStats  *ebpf.Map `ebpf:"xlb_svc_stats"`
-	XlbTables    *ebpf.Map `ebpf:"xlb_tables"`
-	XlbTooBigRl  *ebpf.Map `ebpf:"xlb_too_big_rl"`
-	XlbTraceRing *ebpf.Map `ebpf:"xlb_trace_ring"`
-	XlbTraceRl   *ebpf.Map `ebpf:"xlb_trace_rl"`
-	XlbVipAddrs  *ebpf.Map `ebpf:"xlb_vip_addrs"`
-	XlbVipEnts   *ebpf.Map `ebpf:"xlb_vip_ents"`
-	XlbVipIndex  *ebpf.Map `ebpf:"xlb_vip_index"`
-	XlbVips      *ebpf.Map `ebpf:"xlb_vips"`
+	BenchLruCt     *ebpf.Map `ebpf:"bench_lru_ct"`
+	BenchTarget    *ebpf.Map `ebpf:"bench_target"`
+	XlbCt          *ebpf.Map `ebpf:"xlb_ct"`
+	XlbFlood       *ebpf.Map `ebpf:"xlb_flood"`
+	XlbIcmpRl      *ebpf.Map `ebpf:"xlb_icmp_rl"`
+	XlbNode        *ebpf.Map `ebpf:"xlb_node"`
+	XlbPersist     *ebpf.Map `ebpf:"xlb_persist"`
+	XlbRealConns   *ebpf.Map `ebpf:"xlb_real_conns"`
+	XlbRealStats   *ebpf.Map `ebpf:"xlb_real_stats"`
+	XlbReals       *ebpf.Map `ebpf:"xlb_reals"`
+	XlbSchedCursor *ebpf.Map `ebpf:"xlb_sched_cursor"`
+	XlbStats       *ebpf.Map `ebpf:"xlb_stats"`
+	XlbSvcSched    *ebpf.Map `ebpf:"xlb_svc_sched"`
+	XlbSvcStats    *ebpf.Map `ebpf:"xlb_svc_stats"`
+	XlbTables      *ebpf.Map `ebpf:"xlb_tables"`
+	XlbTooBigRl    *ebpf.Map `ebpf:"xlb_too_big_rl"`
+	XlbTraceRing   *ebpf.Map `ebpf:"xlb_trace_ring"`
+	XlbTraceRl     *ebpf.Map `ebpf:"xlb_trace_rl"`
+	XlbVipAddrs    *ebpf.Map `ebpf:"xlb_vip_addrs"`
+	XlbVipEnts     *ebpf.Map `ebpf:"xlb_vip_ents"`
+	XlbVipIndex    *ebpf.Map `ebpf:"xlb_vip_index"`
+	XlbVips        *ebpf.Map `ebpf:"xlb_vips"`
 }
 
 func (m *benchMaps) Close() error {
@@ -397,9 +435,13 @@ func (m *benchMaps) Close() error {
 		m.XlbFlood,
 		m.XlbIcmpRl,
 		m.XlbNode,
+		m.XlbPersist,
+		m.XlbRealConns,
 		m.XlbRealStats,
 		m.XlbReals,
+		m.XlbSchedCursor,
 		m.XlbStats,
+		m.XlbSvcSched,
 		m.XlbSvcStats,
 		m.XlbTables,
 		m.XlbTooBigRl,

@@ -247,7 +247,8 @@ func serve(ctx context.Context, log *slog.Logger, cfg *config.Config, pinDir str
 
 // startRings starts the readers of the forwarder's ring buffers: held
 // fragments (docs/ARCHITECTURE.md, IP fragments), re-injected through the
-// forwarder, and tracer records, relayed to their receivers.
+// forwarder, and tracer records, relayed to their receivers; and the
+// connection table's sweep.
 func startRings(ctx context.Context, log *slog.Logger, dp *datapath.Datapath, node string) (func(), error) {
 	holder, err := dp.NewFragHolder(datapath.FragHoldOptions{})
 	if err != nil {
@@ -264,6 +265,7 @@ func startRings(ctx context.Context, log *slog.Logger, dp *datapath.Datapath, no
 		return nil, err
 	}
 	go relayTraces(log, traces, node)
+	go dp.RunSweeper(ctx, time.Second, log) // connection counts see timeouts (datapath/conns.go)
 	return func() { traces.Close(); holder.Close() }, nil
 }
 

@@ -179,6 +179,8 @@ type ConfigInfo struct {
 type ConntrackOccupancy struct {
 	Capacity uint64  // entries, all CPUs
 	InUse    *uint64 // nil when not counted
+	// Templates are the persistence templates in use; nil when not counted.
+	Templates *uint64
 }
 
 // Proto is an IP protocol number.
@@ -248,6 +250,9 @@ type BackendInfo struct {
 	Local        bool   // the backend is this node (forward: Local)
 	Counters     Counters
 	TrackedFlows *uint64 // nil when not counted
+	// ActiveConns and InactConns are its connections on this node
+	// (datapath.Conns: IPVS ActiveConn, InActConn).
+	ActiveConns, InactConns int64
 }
 
 // Override is a runtime change of a backend on top of the config.
@@ -327,6 +332,9 @@ type ConntrackFilter struct {
 	State          CTState
 	Limit          int
 	IncludeExpired bool
+	// Templates: the persistence templates instead of the connection
+	// table (ConntrackEntry.Bucket is the slot, State 0).
+	Templates bool
 }
 
 // ConntrackDump is the result of a scan.

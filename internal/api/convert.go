@@ -42,7 +42,7 @@ func statusToPB(s StatusInfo) *pb.StatusResponse {
 			Source: s.Config.Source, CommittedAt: ts(s.Config.CommittedAt), Generation: s.Config.Generation,
 			Services: uint32(s.Config.Services), Backends: uint32(s.Config.Backends),
 		},
-		Conntrack:   &pb.ConntrackOccupancy{Capacity: s.Conntrack.Capacity, InUse: s.Conntrack.InUse},
+		Conntrack:   &pb.ConntrackOccupancy{Capacity: s.Conntrack.Capacity, InUse: s.Conntrack.InUse, Templates: s.Conntrack.Templates},
 		Overrides:   uint32(s.Overrides),
 		MetricsAddr: s.MetricsAddr, MetricsNote: s.MetricsNote,
 		TxCheck: &pb.TXCheck{Ok: s.TX.OK, Detail: s.TX.Detail},
@@ -114,6 +114,7 @@ func backendToPB(service string, b *BackendInfo) *pb.Backend {
 		},
 		InDataPlane: b.InDataPlane, TableEntries: b.TableEntries, RealId: b.RealID, Encap: b.Encap,
 		Local: b.Local, Counters: countersToPB(b.Counters), TrackedFlows: b.TrackedFlows,
+		ActiveConns: b.ActiveConns, InactConns: b.InactConns,
 	}
 	if o := b.Override; o != nil {
 		r.Override = &pb.Override{Weight: o.Weight, Drain: o.Drain, Since: ts(o.Since)}

@@ -327,7 +327,8 @@ func (s *service) SetBackend(ctx context.Context, req *pb.SetBackendRequest) (*p
 }
 
 func (s *service) ConntrackDump(ctx context.Context, req *pb.ConntrackDumpRequest) (*pb.ConntrackDumpResponse, error) {
-	f := ConntrackFilter{Service: req.GetService(), IncludeExpired: req.GetIncludeExpired(), Limit: int(req.GetLimit())}
+	f := ConntrackFilter{Service: req.GetService(), IncludeExpired: req.GetIncludeExpired(), Limit: int(req.GetLimit()),
+		Templates: req.GetTemplates()}
 	if b := req.GetBackend(); b != "" {
 		a, err := netip.ParseAddr(b)
 		if err != nil {
@@ -357,7 +358,7 @@ func (s *service) ConntrackDump(ctx context.Context, req *pb.ConntrackDumpReques
 		entries = entries[:f.Limit]
 	}
 	resp := &pb.ConntrackDumpResponse{
-		InUse: d.InUse, Matched: max(d.Matched, uint64(len(entries))), Capacity: d.Capacity,
+		InUse: d.InUse, Matched: max(d.Matched, uint64(len(entries))), Capacity: d.Capacity, Templates: f.Templates,
 	}
 	resp.Truncated = resp.Matched > uint64(len(entries))
 	for i := range entries {

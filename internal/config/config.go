@@ -230,8 +230,17 @@ type Service struct {
 	Proto Proto
 	// Pools name the pools serving the service, in order of preference
 	// (docs/DESIGN.md, Ordered pools).
-	Pools     []string
+	Pools []string
+	// Scheduler chooses the backend of a new flow (sched.go).
 	Scheduler Scheduler
+	// SourceNetmask and SourceNetmask6 are the prefix lengths a client's
+	// IPv4 / IPv6 address is cut to before the source-hashing schedulers
+	// (maglev-source, sh) hash it; 0 (absent): the whole address (see
+	// Prefix).
+	SourceNetmask, SourceNetmask6 uint8
+	// Persistence keeps a client on one backend across connections; nil
+	// when the service has none.
+	Persistence *Persistence
 	// TableSize is the Maglev table size M, a prime <= MaxTableSize.
 	TableSize uint32
 	// Encap is the forwarding method towards backends (the file's
@@ -312,18 +321,6 @@ const (
 // String returns the mode's name as written in the file.
 func (m XDPMode) String() string { return enumString(xdpModeNames, m) }
 
-// Scheduler is a backend selection algorithm. Only Maglev on
-// the 5-tuple exists so far; the numbering is stable.
-type Scheduler uint8
-
-const (
-	// SchedulerMaglev is Maglev consistent hashing on the 5-tuple.
-	SchedulerMaglev Scheduler = iota + 1
-)
-
-// String returns the scheduler's name as written in the file.
-func (s Scheduler) String() string { return enumString(schedulerNames, s) }
-
 // enum is the underlying type of every enumeration here.
 type enum interface{ ~uint8 }
 
@@ -334,10 +331,9 @@ type enumName[T enum] struct {
 }
 
 var (
-	protoNames     = []enumName[Proto]{{"tcp", ProtoTCP}, {"udp", ProtoUDP}}
-	encapNames     = []enumName[Encap]{{"gre", EncapGRE}, {"ipip", EncapIPIP}, {"gue", EncapGUE}, {"dr", EncapDR}, {"nat", EncapNAT}}
-	xdpModeNames   = []enumName[XDPMode]{{"auto", XDPModeAuto}, {"native", XDPModeNative}, {"generic", XDPModeGeneric}}
-	schedulerNames = []enumName[Scheduler]{{"maglev", SchedulerMaglev}}
+	protoNames   = []enumName[Proto]{{"tcp", ProtoTCP}, {"udp", ProtoUDP}}
+	encapNames   = []enumName[Encap]{{"gre", EncapGRE}, {"ipip", EncapIPIP}, {"gue", EncapGUE}, {"dr", EncapDR}, {"nat", EncapNAT}}
+	xdpModeNames = []enumName[XDPMode]{{"auto", XDPModeAuto}, {"native", XDPModeNative}, {"generic", XDPModeGeneric}}
 )
 
 func enumString[T enum](names []enumName[T], v T) string {

@@ -820,7 +820,7 @@ var stateNames = []enumName[backendState]{{"active", stateActive}, {"drain", sta
 func (d *decoder) service(n *ynode, path string) Service {
 	s := Service{Scheduler: SchedulerMaglev, TableSize: DefaultTableSize, Encap: EncapGRE}
 	f := d.fields(n, path, "name", "vip", "port", "protocol", "pools", "scheduler", "table_size", "encap",
-		"method", "min_healthy", "withdraw_when_down", "fragments")
+		"method", "min_healthy", "withdraw_when_down", "fragments", "source_netmask", "source_netmask6", "persistence")
 	if f == nil {
 		return s
 	}
@@ -857,9 +857,7 @@ func (d *decoder) service(n *ynode, path string) Service {
 			s.Pools = append(s.Pools, name)
 		}
 	}
-	if v, fp := f.at("scheduler"); v != nil {
-		s.Scheduler, _ = decodeEnum(d, v, fp, schedulerNames)
-	}
+	d.schedFields(f, &s) // sched.go
 	if v, fp := f.at("table_size"); v != nil {
 		if u, ok := d.uint(v, fp, 1<<32-1); ok {
 			s.TableSize = uint32(u)

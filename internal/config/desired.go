@@ -27,7 +27,12 @@ type DesiredService struct {
 	Port      uint16 // 0: all ports
 	Proto     Proto
 	Scheduler Scheduler
-	TableSize uint32
+	// SourceNetmask, SourceNetmask6: see Service (0: the whole address).
+	SourceNetmask, SourceNetmask6 uint8
+	// Persistence is the service's; the zero value (Timeout 0) when it
+	// has none.
+	Persistence Persistence
+	TableSize   uint32
 	// Encap is the service's encapsulation; a backend's own Encap, when not
 	// EncapUnset, overrides it.
 	Encap Encap
@@ -76,6 +81,10 @@ func (c *Config) Desired() *Desired {
 			Scheduler: s.Scheduler, TableSize: s.TableSize, Encap: s.Encap,
 			Pools:      make([]DesiredPool, 0, len(s.Pools)),
 			MinHealthy: s.MinHealthy, WithdrawWhenDown: s.WithdrawWhenDown, Fragments: s.Fragments,
+			SourceNetmask: s.SourceNetmask, SourceNetmask6: s.SourceNetmask6,
+		}
+		if s.Persistence != nil {
+			ds.Persistence = *s.Persistence
 		}
 		for _, name := range s.Pools {
 			bs, ok := flat[name]

@@ -103,7 +103,7 @@ func (c *Config) Marshal() ([]byte, error) {
 
 	services := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
 	for _, s := range c.Services {
-		services.Content = append(services.Content, mapping(
+		svc := mapping(
 			"name", str(s.Name),
 			"vip", str(s.VIP.String()),
 			"port", integer(uint64(s.Port)),
@@ -115,7 +115,9 @@ func (c *Config) Marshal() ([]byte, error) {
 			"min_healthy", float(s.MinHealthy),
 			"withdraw_when_down", boolean(s.WithdrawWhenDown),
 			"fragments", boolean(s.Fragments),
-		))
+		)
+		svc.Content = append(svc.Content, schedNodes(&s)...)
+		services.Content = append(services.Content, svc)
 	}
 
 	doc := mapping("node", node)

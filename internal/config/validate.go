@@ -40,6 +40,7 @@ func validate(cfg *Config, c *collector) {
 	checkConflicts(cfg.Pools, idx, c)
 	validateServices(cfg, idx, c)
 	validateMethods(cfg, idx, c)
+	validateGroups(cfg, c)
 	validateBGP(cfg.BGP, c)
 	if cfg.BGP != nil && len(cfg.BGP.Peers) > 0 {
 		for i, s := range cfg.Services {
@@ -408,9 +409,7 @@ func (sc *serviceChecks) service(i int) {
 	path := servicePath(i)
 	sc.name(i, s, path)
 	sc.vipAndProtocol(i, s, path)
-	if !enumValid(schedulerNames, s.Scheduler) {
-		c.errf(join(path, "scheduler"), ErrInvalid, "%s is not one of %s", s.Scheduler, enumList(schedulerNames))
-	}
+	validateSched(s, path, c) // sched.go
 	if !enumValid(encapNames, s.Encap) {
 		c.errf(join(path, "encap"), ErrInvalid, "%s is not one of %s", s.Encap, enumList(encapNames))
 	}

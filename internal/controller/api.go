@@ -182,6 +182,9 @@ func (a *API) Status(ctx context.Context) (api.StatusInfo, error) {
 			TX:     api.TXCheck{OK: c.dp.TX().OK, Detail: c.dp.TX().Detail},
 			Prober: c.proberStatus(),
 		}
+		if o := c.dp.LastOccupancy(); o != nil { // the sweep's (datapath/conns.go)
+			st.Conntrack.InUse, st.Conntrack.Templates = &o.Entries, &o.Templates
+		}
 		if c.cfg != nil {
 			st.Node = c.cfg.Node.Name
 		}
@@ -243,7 +246,7 @@ func (a *API) Services(ctx context.Context) ([]api.ServiceInfo, error) {
 			key := state.VIPKey{Addr: s.VIP, Port: s.Port, Proto: uint8(s.Proto)}
 			svc := c.state.Services[key]
 			si := api.ServiceInfo{Name: s.Name, VIP: s.VIP, Port: s.Port, Proto: api.Proto(s.Proto),
-				Scheduler: "maglev", TableSize: s.TableSize, Encap: s.Encap.String(), Probe: probes[key.String()]}
+				Scheduler: schedName(s.Scheduler), TableSize: s.TableSize, Encap: s.Encap.String(), Probe: probes[key.String()]}
 			if p, ok := s.ActivePoolWith(snap.Healthy); ok {
 				si.ActivePool = p.Name
 			}
@@ -293,6 +296,9 @@ func (a *API) Services(ctx context.Context) ([]api.ServiceInfo, error) {
 						bi.TableEntries = entries[rid]
 						if cnt, err := c.dp.RealCounters(rid); err == nil {
 							bi.Counters = api.Counters(cnt)
+						}
+						if cn, err := c.dp.RealConns(rid); err == nil {
+							bi.ActiveConns, bi.InactConns = cn.Active, cn.Inactive
 						}
 					}
 					si.Backends = append(si.Backends, bi)
@@ -446,18 +452,20 @@ func (a *API) ConntrackDump(ctx context.Context, f api.ConntrackFilter) (api.Con
 		return api.ConntrackDump{}, err0
 	}
 	var (
-		st    *state.State
-		svcOf map[uint32]string
-		proto map[uint32]uint8
+		st      *state.State
+		svcOf   map[uint32]string
+		proto   map[uint32]uint8
+		persist map[uint32]time.Duration
 	)
 	err := c0.call(ctx, func() error {
 		c := c0
 		st = c.state // never changed: read after the call
-		svcOf, proto = map[uint32]string{}, map[uint32]uint8{}
+		svcOf, proto, persist = map[uint32]string{}, map[uint32]uint8{}, map[uint32]time.Duration{}
 		if c.desired != nil {
 			for _, s := range c.desired.Services {
 				if svc := c.state.Services[state.VIPKey{Addr: s.VIP, Port: s.Port, Proto: uint8(s.Proto)}]; svc != nil {
 					svcOf[svc.SvcID], proto[svc.SvcID] = s.Name, uint8(s.Proto)
+					persist[svc.SvcID] = svc.Sched.Persist.Timeout
 				}
 			}
 		}
@@ -471,14 +479,21 @@ func (a *API) ConntrackDump(ctx context.Context, f api.ConntrackFilter) (api.Con
 	if limit <= 0 {
 		limit = 1000
 	}
-	err = c0.dp.ScanConntrack(func(e datapath.CTEntry) bool {
+	scan, timeout := c0.dp.ScanConntrack, func(e datapath.CTEntry, svc uint32) time.Duration {
+		return c0.dp.Timeout(e.State, proto[svc])
+	}
+	if f.Templates { // bpf/persist.h
+		out.Capacity = datapath.TemplateCapacity
+		scan, timeout = c0.dp.ScanTemplates, func(_ datapath.CTEntry, svc uint32) time.Duration { return persist[svc] }
+	}
+	err = scan(func(e datapath.CTEntry) bool {
 		out.InUse++
 		r, ok := st.Reals.Get(e.RealID)
 		name := ""
 		if ok {
 			name = svcOf[r.SvcID]
 		}
-		expired := ok && e.Age > c0.dp.Timeout(e.State, proto[r.SvcID])
+		expired := ok && e.Age > timeout(e, r.SvcID)
 		if (f.Service != "" && f.Service != name) || (f.Backend.IsValid() && (!ok || r.Addr != f.Backend)) ||
 			(f.State != 0 && uint8(f.State) != e.State) || (expired && !f.IncludeExpired) {
 			return ctx.Err() == nil

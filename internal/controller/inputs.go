@@ -109,6 +109,7 @@ func sameService(a, b *config.DesiredService) bool {
 	if a.Name != b.Name || a.VIP != b.VIP || a.Port != b.Port || a.Proto != b.Proto ||
 		a.Scheduler != b.Scheduler || a.TableSize != b.TableSize || a.Encap != b.Encap ||
 		a.MinHealthy != b.MinHealthy || a.WithdrawWhenDown != b.WithdrawWhenDown || a.Fragments != b.Fragments ||
+		a.SourceNetmask != b.SourceNetmask || a.SourceNetmask6 != b.SourceNetmask6 || a.Persistence != b.Persistence ||
 		len(a.Pools) != len(b.Pools) {
 		return false
 	}

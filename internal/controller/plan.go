@@ -242,6 +242,13 @@ func (pl *planning) service(i int) (*svcMemo, error) {
 	}
 	svc := &state.Service{SvcID: id, Encap: encapOf(s.Encap), Fragments: s.Fragments}
 	usable := s.UsableBackends(pl.healthy)
+	if svc.Sched, err = schedOf(s, usable, byAddr); err != nil { // sched.go
+		return nil, fmt.Errorf("service %s: %w", s.Name, err)
+	}
+	svc.Sched.Proto = uint8(s.Proto)
+	if err = persistOf(&svc.Sched, s, id, usable, byAddr); err != nil { // sched.go
+		return nil, fmt.Errorf("service %s: %w", s.Name, err)
+	}
 	tk := tableKey(s.TableSize, usable, byAddr)
 	m.entry = pl.p.useTable(svc, tk, buildJob{svc: svc, name: s.Name, usable: usable, m: s.TableSize, ids: byAddr}, &pl.bl, &pl.same)
 	pl.next.Services[key] = svc

@@ -359,6 +359,7 @@ func (c *CLI) conntrack(ctx context.Context, args []string) error {
 	state := fs.String("state", "", "syn | established | closing")
 	limit := fs.Uint("limit", api.DefaultConntrackLimit, "at most this many entries")
 	expired := fs.Bool("expired", false, "include entries idle past their timeout")
+	templates := fs.Bool("templates", false, "the persistence templates instead of the connections")
 	if err := parseNoArgs(fs, "conntrack", args); err != nil {
 		return err
 	}
@@ -367,7 +368,7 @@ func (c *CLI) conntrack(ctx context.Context, args []string) error {
 		return usagef("--state %q: syn, established or closing", *state)
 	}
 	return run(ctx, c, (*api.Client).ConntrackDump, &pb.ConntrackDumpRequest{
-		Service: *svc, Backend: *backend, State: st, Limit: uint32(*limit), IncludeExpired: *expired,
+		Service: *svc, Backend: *backend, State: st, Limit: uint32(*limit), IncludeExpired: *expired, Templates: *templates,
 	}, c.printConntrack)
 }
 

@@ -37,7 +37,7 @@ commands:
   undrain ADDR [--service NAME]
   weight ADDR N [--service NAME]         set ADDR's weight (0..65535)
   reset ADDR [--service NAME]            drop ADDR's runtime overrides: back to the config
-  conntrack [--service S] [--backend B] [--state syn|established|closing] [--limit N] [--expired]
+  conntrack [--service S] [--backend B] [--state syn|established|closing] [--limit N] [--expired] [--templates]
   explain SRC:PORT DST:PORT tcp|udp [--flags S] [--hex]
                                          run a crafted packet through the live program
   node drain | node undrain              BGP graceful shutdown then withdraw / announce again
@@ -45,6 +45,8 @@ commands:
                                          send marked packets to a VIP and print the record
                                          of every node that forwarded one (--timeout: wait after
                                          the last packet, default 3s)
+  import ipvsadm [FILE|-]                pools and services of an xlb config from ipvsadm-save -n
+                                         (or ipvsadm -Sn) text; unmatched features as comments
 
 Drain, undrain and weight are runtime overrides on top of the config: they
 survive reloads, 'apply' and xlbd restarts and upgrades (kept in the pin
@@ -248,6 +250,7 @@ func (c *CLI) commands() map[string]func(context.Context, []string) error {
 		"explain":   c.explain,
 		"node":      c.node,
 		"trace":     c.trace,
+		"import":    c.importCmd,
 		"help":      func(context.Context, []string) error { return flag.ErrHelp },
 	}
 }

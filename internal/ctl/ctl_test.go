@@ -123,15 +123,15 @@ bgp
 func TestServices(t *testing.T) {
 	e := newEnv(t)
 	wantLines(t, e.ok("services"), `
-Prot  LocalAddress:Port   Service  Method   Sched   M       ActivePool  Backends  Probe  Packets  Bytes   NewFlows
-  ->  RemoteAddress       Pool     Forward  Weight  State   Health      Share            Packets  Bytes   NewFlows
-TCP   10.0.0.100:80       web      gre      maglev  65537   web         3         -      1000     100000  100
-  ->  10.0.1.1            web      Tunnel   2       active  up          66.7%            600      60000   60
-  ->  10.0.1.2            web      Tunnel   1       active  up          33.3%            400      40000   40
-  ->  10.0.2.1            spare    Tunnel   1       active  -           0.0%             0        0       0
-UDP   [2001:db8::100]:53  dns      gre      maglev  251     dns         2         -      0        0       0
-  ->  2001:db8:1::1       dns      Tunnel   1       active  -           49.8%            0        0       0
-  ->  2001:db8:1::2       dns      Tunnel   1       active  -           49.8%            0        0       0`)
+Prot  LocalAddress:Port   Service  Method   Sched   M       ActivePool  Backends  Probe  Packets  Bytes   NewFlows  ActiveConn  InActConn
+  ->  RemoteAddress       Pool     Forward  Weight  State   Health      Share            Packets  Bytes   NewFlows  ActiveConn  InActConn
+TCP   10.0.0.100:80       web      gre      maglev  65537   web         3         -      1000     100000  100       12          3
+  ->  10.0.1.1            web      Tunnel   2       active  up          66.7%            600      60000   60        12          3
+  ->  10.0.1.2            web      Tunnel   1       active  up          33.3%            400      40000   40        0           0
+  ->  10.0.2.1            spare    Tunnel   1       active  -           0.0%             0        0       0         0           0
+UDP   [2001:db8::100]:53  dns      gre      maglev  251     dns         2         -      0        0       0         0           0
+  ->  2001:db8:1::1       dns      Tunnel   1       active  -           49.8%            0        0       0         0           0
+  ->  2001:db8:1::2       dns      Tunnel   1       active  -           49.8%            0        0       0         0           0`)
 	// The prober's last probe of each VIP: up with its round trip, or DOWN.
 	e.fake.Lock()
 	e.fake.Info.Prober = api.ProberStatus{Enabled: true, OK: true, Probes: []api.Probe{
@@ -140,15 +140,15 @@ UDP   [2001:db8::100]:53  dns      gre      maglev  251     dns         2       
 	}}
 	e.fake.Unlock()
 	wantLines(t, e.ok("services"), `
-Prot  LocalAddress:Port   Service  Method   Sched   M       ActivePool  Backends  Probe       Packets  Bytes   NewFlows
-  ->  RemoteAddress       Pool     Forward  Weight  State   Health      Share                 Packets  Bytes   NewFlows
-TCP   10.0.0.100:80       web      gre      maglev  65537   web         3         up 1.234ms  1000     100000  100
-  ->  10.0.1.1            web      Tunnel   2       active  up          66.7%                 600      60000   60
-  ->  10.0.1.2            web      Tunnel   1       active  up          33.3%                 400      40000   40
-  ->  10.0.2.1            spare    Tunnel   1       active  -           0.0%                  0        0       0
-UDP   [2001:db8::100]:53  dns      gre      maglev  251     dns         2         DOWN        0        0       0
-  ->  2001:db8:1::1       dns      Tunnel   1       active  -           49.8%                 0        0       0
-  ->  2001:db8:1::2       dns      Tunnel   1       active  -           49.8%                 0        0       0`)
+Prot  LocalAddress:Port   Service  Method   Sched   M       ActivePool  Backends  Probe       Packets  Bytes   NewFlows  ActiveConn  InActConn
+  ->  RemoteAddress       Pool     Forward  Weight  State   Health      Share                 Packets  Bytes   NewFlows  ActiveConn  InActConn
+TCP   10.0.0.100:80       web      gre      maglev  65537   web         3         up 1.234ms  1000     100000  100       12          3
+  ->  10.0.1.1            web      Tunnel   2       active  up          66.7%                 600      60000   60        12          3
+  ->  10.0.1.2            web      Tunnel   1       active  up          33.3%                 400      40000   40        0           0
+  ->  10.0.2.1            spare    Tunnel   1       active  -           0.0%                  0        0       0         0           0
+UDP   [2001:db8::100]:53  dns      gre      maglev  251     dns         2         DOWN        0        0       0         0           0
+  ->  2001:db8:1::1       dns      Tunnel   1       active  -           49.8%                 0        0       0         0           0
+  ->  2001:db8:1::2       dns      Tunnel   1       active  -           49.8%                 0        0       0         0           0`)
 	var js struct {
 		Services []struct {
 			Name  string
@@ -278,6 +278,13 @@ The table is keyed by the flow hash (bucket, 28-bit tag): the 5-tuple is not sto
 	}
 	if _, _, code := e.run("conntrack", "--state", "weird"); code != 2 {
 		t.Fatalf("bad state: exit %d", code)
+	}
+	// --templates asks for the persistence templates and prints them so
+	// (the fake answers with its entries).
+	out = e.ok("conntrack", "--templates")
+	if !strings.Contains(out, "Slot  Tag         Real  Backend   Service  Idle\n7     0x0abcdef1  1     10.0.1.1  web      2s") ||
+		!strings.Contains(out, "matching templates shown") {
+		t.Fatalf("templates:\n%s", out)
 	}
 }
 

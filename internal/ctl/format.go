@@ -327,21 +327,25 @@ func rateCols(withRates bool, r *pb.Rates) string {
 func (c *CLI) printServices(r *pb.ListServicesResponse, withRates bool) error {
 	w := c.table()
 	rh := rateHeads(withRates)
-	fmt.Fprintf(w, "Prot\tLocalAddress:Port\tService\tMethod\tSched\tM\tActivePool\tBackends\tProbe\tPackets\tBytes\tNewFlows%s\n", rh)
-	fmt.Fprintf(w, "  ->\tRemoteAddress\tPool\tForward\tWeight\tState\tHealth\tShare\t\tPackets\tBytes\tNewFlows%s\n", rh)
+	fmt.Fprintf(w, "Prot\tLocalAddress:Port\tService\tMethod\tSched\tM\tActivePool\tBackends\tProbe\tPackets\tBytes\tNewFlows%s\tActiveConn\tInActConn\n", rh)
+	fmt.Fprintf(w, "  ->\tRemoteAddress\tPool\tForward\tWeight\tState\tHealth\tShare\t\tPackets\tBytes\tNewFlows%s\tActiveConn\tInActConn\n", rh)
 	overridden := false
 	for _, s := range r.Services {
 		active := s.ActivePool
 		if active == "" {
 			active = "NONE"
 		}
-		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s%s", protoName(s.Protocol), vipPort(s.Vip, s.Port), s.Name, s.Encap,
-			s.Scheduler, s.TableSize, active, len(s.Backends), probeCol(s.Probe), counters(s.Counters), rateCols(withRates, s.Rates))
+		var act, inact int64
+		for _, b := range s.Backends {
+			act, inact = act+b.ActiveConns, inact+b.InactConns
+		}
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s%s\t%d\t%d", protoName(s.Protocol), vipPort(s.Vip, s.Port), s.Name, s.Encap,
+			s.Scheduler, s.TableSize, active, len(s.Backends), probeCol(s.Probe), counters(s.Counters), rateCols(withRates, s.Rates), act, inact)
 		fmt.Fprintln(w, line)
 		for _, b := range s.Backends {
 			overridden = overridden || b.Override != nil
-			line := fmt.Sprintf("  ->\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\t%s%s", b.Address, b.Pool, forward(b), weight(b), state(b), health(b.Health),
-				share(b.TableEntries, s.TableSize), counters(b.Counters), rateCols(withRates, b.Rates))
+			line := fmt.Sprintf("  ->\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\t%s%s\t%d\t%d", b.Address, b.Pool, forward(b), weight(b), state(b), health(b.Health),
+				share(b.TableEntries, s.TableSize), counters(b.Counters), rateCols(withRates, b.Rates), b.ActiveConns, b.InactConns)
 			fmt.Fprintln(w, line)
 		}
 	}
@@ -463,6 +467,9 @@ func (c *CLI) printApply(r *pb.ApplyConfigResponse) error {
 }
 
 func (c *CLI) printConntrack(r *pb.ConntrackDumpResponse) error {
+	if r.Templates {
+		return c.printTemplates(r)
+	}
 	w := c.table()
 	fmt.Fprintln(w, "CPU\tBucket\tWay\tTag\tReal\tBackend\tService\tState\tIdle")
 	for _, e := range r.Entries {
@@ -526,4 +533,22 @@ func externalRoutes(e *pb.ExternalRoutes) string {
 		return fmt.Sprintf("no VIP route in %s (the routing daemon announces nothing)", e.Where)
 	}
 	return fmt.Sprintf("%d VIP routes in %s for the routing daemon: %s", len(e.Prefixes), e.Where, strings.Join(e.Prefixes, " "))
+}
+
+// printTemplates prints persistence templates (conntrack --templates).
+func (c *CLI) printTemplates(r *pb.ConntrackDumpResponse) error {
+	w := c.table()
+	fmt.Fprintln(w, "Slot\tTag\tReal\tBackend\tService\tIdle")
+	for _, e := range r.Entries {
+		idle := e.Age.AsDuration().Round(100 * time.Millisecond).String()
+		if e.Expired {
+			idle += " (expired)"
+		}
+		fmt.Fprintf(w, "%d\t0x%08x\t%d\t%s\t%s\t%s\n", e.Bucket, e.Tag, e.RealId, orDash(e.Backend), orDash(e.Service), idle)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.Out, "%d of %d matching templates shown; %d in use of %d slots.\n", len(r.Entries), r.Matched, r.InUse, r.Capacity)
+	return nil
 }

@@ -88,8 +88,13 @@ func (d *Datapath) adoptServices() (map[xlbVipKey]xlbVipInfo, error) {
 			inner.Close()
 			return nil, fmt.Errorf("table of %s: %w", key, err)
 		}
+		sc, err := d.readSched(vi.SvcId)
+		if err != nil {
+			lt.close()
+			return nil, err
+		}
 		d.cur.st.Services[key] = &state.Service{SvcID: vi.SvcId, Encap: encapFromABI(vi.Encap), Table: lt.read(int(vi.TableSize)),
-			Fragments: vi.Flags&uint8(xlbXlbVipFlagsXLB_VIP_F_FRAGMENTS) != 0}
+			Fragments: vi.Flags&uint8(xlbXlbVipFlagsXLB_VIP_F_FRAGMENTS) != 0, Sched: sc}
 		d.cur.live[key] = liveService{slot: vi.TableId, table: lt}
 	}
 	return catalog, it.Err()

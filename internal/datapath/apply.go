@@ -121,8 +121,8 @@ type commit struct {
 func (c *commit) run() error {
 	for _, step := range []func() error{
 		c.check, c.prepareTables, c.writeNode, c.writeFragPool, c.writeReals,
-		c.patchTables, c.installTables, c.publishVIPs, c.unpublishVIPs,
-		c.syncVIPAddrs, c.retireSlots, c.clearReals,
+		c.patchTables, c.installTables, c.writeSched, c.publishVIPs, c.unpublishVIPs,
+		c.clearSched, c.syncVIPAddrs, c.retireSlots, c.clearReals,
 	} {
 		if err := step(); err != nil {
 			return err

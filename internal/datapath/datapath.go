@@ -74,15 +74,16 @@ var (
 
 // Datapath is a loaded, attached forwarder.
 type Datapath struct {
-	opts    Options
-	log     *slog.Logger
-	objs    xlbObjects
-	link    link.Link
-	ifindex int
-	ifmac   net.HardwareAddr
-	mode    Mode
-	cur     applied   // what the maps hold
-	vidx    *vipIndex // the forwarder's VIP match, mirroring xlb_vips
+	occupancy atomic.Pointer[Occupancy] // the last sweep's (conns.go)
+	opts      Options
+	log       *slog.Logger
+	objs      xlbObjects
+	link      link.Link
+	ifindex   int
+	ifmac     net.HardwareAddr
+	mode      Mode
+	cur       applied   // what the maps hold
+	vidx      *vipIndex // the forwarder's VIP match, mirroring xlb_vips
 	// faultHook, set by tests, may fail the n-th write of a commit.
 	faultHook func(what string, n int) error
 	// placeholder is the empty table retired slots point to.
@@ -183,6 +184,9 @@ func LoadSpec(o Options) (*ebpf.CollectionSpec, error) {
 	spec.Maps["xlb_vip_index"].MaxEntries = vipBuckets(o.MaxServices)
 	spec.Maps["xlb_vip_ents"].MaxEntries = 2*o.MaxServices + 1
 	spec.Maps["xlb_svc_stats"].MaxEntries = o.MaxServices
+	spec.Maps["xlb_svc_sched"].MaxEntries = o.MaxServices
+	spec.Maps["xlb_sched_cursor"].MaxEntries = o.MaxServices
+	spec.Maps["xlb_real_conns"].MaxEntries = o.MaxReals
 	spec.Maps["xlb_tables"].MaxEntries = 2 * o.MaxServices
 	spec.Maps["xlb_reals"].MaxEntries = o.MaxReals
 	spec.Maps["xlb_real_stats"].MaxEntries = o.MaxReals
@@ -289,6 +293,10 @@ func load(o Options) (*Datapath, error) {
 	if err := d.loadApplied(); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("read pinned state: %w", err)
+	}
+	if err := d.rebuildConns(); err != nil { // conns.go
+		d.Close()
+		return nil, fmt.Errorf("connection counts: %w", err)
 	}
 	if d.operator, err = openOperator(o.PinDir, d.log.Warn); err != nil {
 		d.Close()

@@ -117,6 +117,12 @@ type xlbNodeInfo struct {
 	Pad            uint16
 }
 
+type xlbRealConns struct {
+	_        structs.HostLayout
+	Active   int64
+	Inactive int64
+}
+
 type xlbRealInfo struct {
 	_       structs.HostLayout
 	Addr    [16]uint8
@@ -130,6 +136,37 @@ type xlbRealInfo struct {
 	Ifindex uint32
 	Mtu     uint16
 	Port    uint16
+}
+
+type xlbSchedEnt struct {
+	_      structs.HostLayout
+	Rid    uint32
+	Weight uint32
+}
+
+type xlbSvcSched struct {
+	_              structs.HostLayout
+	Kind           uint8
+	Plen4          uint8
+	Plen6          uint8
+	Proto          uint8
+	N              uint32
+	Total          uint32
+	Stride         uint32
+	PersistId      uint32
+	PersistTimeout uint16
+	Pplen4         uint8
+	Pplen6         uint8
+	Ent            [256]xlbSchedEnt
+}
+
+type xlbSweepCtx struct {
+	_     structs.HostLayout
+	Start uint32
+	Count uint32
+	Freed uint32
+	Live  uint32
+	Now   uint64
 }
 
 type xlbSyncConf struct {
@@ -310,6 +347,14 @@ const (
 	xlbXlbNodeFlagsXLB_NODE_F_NAT     xlbXlbNodeFlags = 8
 )
 
+type xlbXlbPersistLayout uint32
+
+const (
+	xlbXlbPersistLayoutXLB_PERSIST_SLOTS      xlbXlbPersistLayout = 262144
+	xlbXlbPersistLayoutXLB_PERSIST_TAG_SHIFT  xlbXlbPersistLayout = 34
+	xlbXlbPersistLayoutXLB_PERSIST_REAL_SHIFT xlbXlbPersistLayout = 16
+)
+
 type xlbXlbProbeCt uint32
 
 const (
@@ -327,6 +372,21 @@ const (
 	xlbXlbRealFlagsXLB_REAL_F_ACTIVE  xlbXlbRealFlags = 1
 	xlbXlbRealFlagsXLB_REAL_F_NEXTHOP xlbXlbRealFlags = 2
 	xlbXlbRealFlagsXLB_REAL_F_LOCAL   xlbXlbRealFlags = 4
+)
+
+type xlbXlbSched uint32
+
+const (
+	xlbXlbSchedXLB_SCHED_MAGLEV        xlbXlbSched = 0
+	xlbXlbSchedXLB_SCHED_MAGLEV_SOURCE xlbXlbSched = 1
+	xlbXlbSchedXLB_SCHED_DH            xlbXlbSched = 2
+	xlbXlbSchedXLB_SCHED_RR            xlbXlbSched = 3
+	xlbXlbSchedXLB_SCHED_WRR           xlbXlbSched = 4
+	xlbXlbSchedXLB_SCHED_LC            xlbXlbSched = 5
+	xlbXlbSchedXLB_SCHED_WLC           xlbXlbSched = 6
+	xlbXlbSchedXLB_SCHED_SED           xlbXlbSched = 7
+	xlbXlbSchedXLB_SCHED_NQ            xlbXlbSched = 8
+	xlbXlbSchedXLB_SCHED_LIST_MAX      xlbXlbSched = 256
 )
 
 type xlbXlbStat uint32
@@ -458,9 +518,13 @@ const (
 	xlbMapXlbIcmpRl              = "xlb_icmp_rl"
 	xlbMapXlbNat                 = "xlb_nat"
 	xlbMapXlbNode                = "xlb_node"
+	xlbMapXlbPersist             = "xlb_persist"
+	xlbMapXlbRealConns           = "xlb_real_conns"
 	xlbMapXlbRealStats           = "xlb_real_stats"
 	xlbMapXlbReals               = "xlb_reals"
+	xlbMapXlbSchedCursor         = "xlb_sched_cursor"
 	xlbMapXlbStats               = "xlb_stats"
+	xlbMapXlbSvcSched            = "xlb_svc_sched"
 	xlbMapXlbSvcStats            = "xlb_svc_stats"
 	xlbMapXlbSyncConf            = "xlb_sync_conf"
 	xlbMapXlbSyncRing            = "xlb_sync_ring"
@@ -473,6 +537,7 @@ const (
 	xlbMapXlbVipEnts             = "xlb_vip_ents"
 	xlbMapXlbVipIndex            = "xlb_vip_index"
 	xlbMapXlbVips                = "xlb_vips"
+	xlbProgXlbCtSweep            = "xlb_ct_sweep"
 	xlbProgXlbForward            = "xlb_forward"
 	xlbProgXlbSyncApply          = "xlb_sync_apply"
 	xlbVarCtShift                = "ct_shift"
@@ -489,9 +554,14 @@ const (
 	xlbVarXlbAnchorNatKey        = "xlb_anchor_nat_key"
 	xlbVarXlbAnchorNatVal        = "xlb_anchor_nat_val"
 	xlbVarXlbAnchorNodeFlags     = "xlb_anchor_node_flags"
+	xlbVarXlbAnchorPersistLayout = "xlb_anchor_persist_layout"
 	xlbVarXlbAnchorProbeCt       = "xlb_anchor_probe_ct"
+	xlbVarXlbAnchorRealConns     = "xlb_anchor_real_conns"
 	xlbVarXlbAnchorRealFlags     = "xlb_anchor_real_flags"
+	xlbVarXlbAnchorSched         = "xlb_anchor_sched"
 	xlbVarXlbAnchorStat          = "xlb_anchor_stat"
+	xlbVarXlbAnchorSvcSched      = "xlb_anchor_svc_sched"
+	xlbVarXlbAnchorSweepCtx      = "xlb_anchor_sweep_ctx"
 	xlbVarXlbAnchorSyncConst     = "xlb_anchor_sync_const"
 	xlbVarXlbAnchorSyncEvent     = "xlb_anchor_sync_event"
 	xlbVarXlbAnchorSyncInstall   = "xlb_anchor_sync_install"
@@ -547,6 +617,7 @@ type xlbSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbProgramSpecs struct {
+	XlbCtSweep   *ebpf.ProgramSpec `ebpf:"xlb_ct_sweep"`
 	XlbForward   *ebpf.ProgramSpec `ebpf:"xlb_forward"`
 	XlbSyncApply *ebpf.ProgramSpec `ebpf:"xlb_sync_apply"`
 }
@@ -555,32 +626,36 @@ type xlbProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbMapSpecs struct {
-	XlbCt         *ebpf.MapSpec `ebpf:"xlb_ct"`
-	XlbFlood      *ebpf.MapSpec `ebpf:"xlb_flood"`
-	XlbFragBuf    *ebpf.MapSpec `ebpf:"xlb_frag_buf"`
-	XlbFragConf   *ebpf.MapSpec `ebpf:"xlb_frag_conf"`
-	XlbFragPeers  *ebpf.MapSpec `ebpf:"xlb_frag_peers"`
-	XlbFragReader *ebpf.MapSpec `ebpf:"xlb_frag_reader"`
-	XlbFragRing   *ebpf.MapSpec `ebpf:"xlb_frag_ring"`
-	XlbFrags      *ebpf.MapSpec `ebpf:"xlb_frags"`
-	XlbIcmpRl     *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
-	XlbNat        *ebpf.MapSpec `ebpf:"xlb_nat"`
-	XlbNode       *ebpf.MapSpec `ebpf:"xlb_node"`
-	XlbRealStats  *ebpf.MapSpec `ebpf:"xlb_real_stats"`
-	XlbReals      *ebpf.MapSpec `ebpf:"xlb_reals"`
-	XlbStats      *ebpf.MapSpec `ebpf:"xlb_stats"`
-	XlbSvcStats   *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
-	XlbSyncConf   *ebpf.MapSpec `ebpf:"xlb_sync_conf"`
-	XlbSyncRing   *ebpf.MapSpec `ebpf:"xlb_sync_ring"`
-	XlbSyncStats  *ebpf.MapSpec `ebpf:"xlb_sync_stats"`
-	XlbTables     *ebpf.MapSpec `ebpf:"xlb_tables"`
-	XlbTooBigRl   *ebpf.MapSpec `ebpf:"xlb_too_big_rl"`
-	XlbTraceRing  *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
-	XlbTraceRl    *ebpf.MapSpec `ebpf:"xlb_trace_rl"`
-	XlbVipAddrs   *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
-	XlbVipEnts    *ebpf.MapSpec `ebpf:"xlb_vip_ents"`
-	XlbVipIndex   *ebpf.MapSpec `ebpf:"xlb_vip_index"`
-	XlbVips       *ebpf.MapSpec `ebpf:"xlb_vips"`
+	XlbCt          *ebpf.MapSpec `ebpf:"xlb_ct"`
+	XlbFlood       *ebpf.MapSpec `ebpf:"xlb_flood"`
+	XlbFragBuf     *ebpf.MapSpec `ebpf:"xlb_frag_buf"`
+	XlbFragConf    *ebpf.MapSpec `ebpf:"xlb_frag_conf"`
+	XlbFragPeers   *ebpf.MapSpec `ebpf:"xlb_frag_peers"`
+	XlbFragReader  *ebpf.MapSpec `ebpf:"xlb_frag_reader"`
+	XlbFragRing    *ebpf.MapSpec `ebpf:"xlb_frag_ring"`
+	XlbFrags       *ebpf.MapSpec `ebpf:"xlb_frags"`
+	XlbIcmpRl      *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
+	XlbNat         *ebpf.MapSpec `ebpf:"xlb_nat"`
+	XlbNode        *ebpf.MapSpec `ebpf:"xlb_node"`
+	XlbPersist     *ebpf.MapSpec `ebpf:"xlb_persist"`
+	XlbRealConns   *ebpf.MapSpec `ebpf:"xlb_real_conns"`
+	XlbRealStats   *ebpf.MapSpec `ebpf:"xlb_real_stats"`
+	XlbReals       *ebpf.MapSpec `ebpf:"xlb_reals"`
+	XlbSchedCursor *ebpf.MapSpec `ebpf:"xlb_sched_cursor"`
+	XlbStats       *ebpf.MapSpec `ebpf:"xlb_stats"`
+	XlbSvcSched    *ebpf.MapSpec `ebpf:"xlb_svc_sched"`
+	XlbSvcStats    *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
+	XlbSyncConf    *ebpf.MapSpec `ebpf:"xlb_sync_conf"`
+	XlbSyncRing    *ebpf.MapSpec `ebpf:"xlb_sync_ring"`
+	XlbSyncStats   *ebpf.MapSpec `ebpf:"xlb_sync_stats"`
+	XlbTables      *ebpf.MapSpec `ebpf:"xlb_tables"`
+	XlbTooBigRl    *ebpf.MapSpec `ebpf:"xlb_too_big_rl"`
+	XlbTraceRing   *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
+	XlbTraceRl     *ebpf.MapSpec `ebpf:"xlb_trace_rl"`
+	XlbVipAddrs    *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
+	XlbVipEnts     *ebpf.MapSpec `ebpf:"xlb_vip_ents"`
+	XlbVipIndex    *ebpf.MapSpec `ebpf:"xlb_vip_index"`
+	XlbVips        *ebpf.MapSpec `ebpf:"xlb_vips"`
 }
 
 // xlbVariableSpecs contains global variables before they are loaded into the kernel.
@@ -601,9 +676,14 @@ type xlbVariableSpecs struct {
 	XlbAnchorNatKey        *ebpf.VariableSpec `ebpf:"xlb_anchor_nat_key"`
 	XlbAnchorNatVal        *ebpf.VariableSpec `ebpf:"xlb_anchor_nat_val"`
 	XlbAnchorNodeFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_node_flags"`
+	XlbAnchorPersistLayout *ebpf.VariableSpec `ebpf:"xlb_anchor_persist_layout"`
 	XlbAnchorProbeCt       *ebpf.VariableSpec `ebpf:"xlb_anchor_probe_ct"`
+	XlbAnchorRealConns     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_conns"`
 	XlbAnchorRealFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_flags"`
+	XlbAnchorSched         *ebpf.VariableSpec `ebpf:"xlb_anchor_sched"`
 	XlbAnchorStat          *ebpf.VariableSpec `ebpf:"xlb_anchor_stat"`
+	XlbAnchorSvcSched      *ebpf.VariableSpec `ebpf:"xlb_anchor_svc_sched"`
+	XlbAnchorSweepCtx      *ebpf.VariableSpec `ebpf:"xlb_anchor_sweep_ctx"`
 	XlbAnchorSyncConst     *ebpf.VariableSpec `ebpf:"xlb_anchor_sync_const"`
 	XlbAnchorSyncEvent     *ebpf.VariableSpec `ebpf:"xlb_anchor_sync_event"`
 	XlbAnchorSyncInstall   *ebpf.VariableSpec `ebpf:"xlb_anchor_sync_install"`
@@ -637,32 +717,36 @@ func (o *xlbObjects) Close() error {
 //
 // It can be passed to loadXlbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbMaps struct {
-	XlbCt         *ebpf.Map `ebpf:"xlb_ct"`
-	XlbFlood      *ebpf.Map `ebpf:"xlb_flood"`
-	XlbFragBuf    *ebpf.Map `ebpf:"xlb_frag_buf"`
-	XlbFragConf   *ebpf.Map `ebpf:"xlb_frag_conf"`
-	XlbFragPeers  *ebpf.Map `ebpf:"xlb_frag_peers"`
-	XlbFragReader *ebpf.Map `ebpf:"xlb_frag_reader"`
-	XlbFragRing   *ebpf.Map `ebpf:"xlb_frag_ring"`
-	XlbFrags      *ebpf.Map `ebpf:"xlb_frags"`
-	XlbIcmpRl     *ebpf.Map `ebpf:"xlb_icmp_rl"`
-	XlbNat        *ebpf.Map `ebpf:"xlb_nat"`
-	XlbNode       *ebpf.Map `ebpf:"xlb_node"`
-	XlbRealStats  *ebpf.Map `ebpf:"xlb_real_stats"`
-	XlbReals      *ebpf.Map `ebpf:"xlb_reals"`
-	XlbStats      *ebpf.Map `ebpf:"xlb_stats"`
-	XlbSvcStats   *ebpf.Map `ebpf:"xlb_svc_stats"`
-	XlbSyncConf   *ebpf.Map `ebpf:"xlb_sync_conf"`
-	XlbSyncRing   *ebpf.Map `ebpf:"xlb_sync_ring"`
-	XlbSyncStats  *ebpf.Map `ebpf:"xlb_sync_stats"`
-	XlbTables     *ebpf.Map `ebpf:"xlb_tables"`
-	XlbTooBigRl   *ebpf.Map `ebpf:"xlb_too_big_rl"`
-	XlbTraceRing  *ebpf.Map `ebpf:"xlb_trace_ring"`
-	XlbTraceRl    *ebpf.Map `ebpf:"xlb_trace_rl"`
-	XlbVipAddrs   *ebpf.Map `ebpf:"xlb_vip_addrs"`
-	XlbVipEnts    *ebpf.Map `ebpf:"xlb_vip_ents"`
-	XlbVipIndex   *ebpf.Map `ebpf:"xlb_vip_index"`
-	XlbVips       *ebpf.Map `ebpf:"xlb_vips"`
+	XlbCt          *ebpf.Map `ebpf:"xlb_ct"`
+	XlbFlood       *ebpf.Map `ebpf:"xlb_flood"`
+	XlbFragBuf     *ebpf.Map `ebpf:"xlb_frag_buf"`
+	XlbFragConf    *ebpf.Map `ebpf:"xlb_frag_conf"`
+	XlbFragPeers   *ebpf.Map `ebpf:"xlb_frag_peers"`
+	XlbFragReader  *ebpf.Map `ebpf:"xlb_frag_reader"`
+	XlbFragRing    *ebpf.Map `ebpf:"xlb_frag_ring"`
+	XlbFrags       *ebpf.Map `ebpf:"xlb_frags"`
+	XlbIcmpRl      *ebpf.Map `ebpf:"xlb_icmp_rl"`
+	XlbNat         *ebpf.Map `ebpf:"xlb_nat"`
+	XlbNode        *ebpf.Map `ebpf:"xlb_node"`
+	XlbPersist     *ebpf.Map `ebpf:"xlb_persist"`
+	XlbRealConns   *ebpf.Map `ebpf:"xlb_real_conns"`
+	XlbRealStats   *ebpf.Map `ebpf:"xlb_real_stats"`
+	XlbReals       *ebpf.Map `ebpf:"xlb_reals"`
+	XlbSchedCursor *ebpf.Map `ebpf:"xlb_sched_cursor"`
+	XlbStats       *ebpf.Map `ebpf:"xlb_stats"`
+	XlbSvcSched    *ebpf.Map `ebpf:"xlb_svc_sched"`
+	XlbSvcStats    *ebpf.Map `ebpf:"xlb_svc_stats"`
+	XlbSyncConf    *ebpf.Map `ebpf:"xlb_sync_conf"`
+	XlbSyncRing    *ebpf.Map `ebpf:"xlb_sync_ring"`
+	XlbSyncStats   *ebpf.Map `ebpf:"xlb_sync_stats"`
+	XlbTables      *ebpf.Map `ebpf:"xlb_tables"`
+	XlbTooBigRl    *ebpf.Map `ebpf:"xlb_too_big_rl"`
+	XlbTraceRing   *ebpf.Map `ebpf:"xlb_trace_ring"`
+	XlbTraceRl     *ebpf.Map `ebpf:"xlb_trace_rl"`
+	XlbVipAddrs    *ebpf.Map `ebpf:"xlb_vip_addrs"`
+	XlbVipEnts     *ebpf.Map `ebpf:"xlb_vip_ents"`
+	XlbVipIndex    *ebpf.Map `ebpf:"xlb_vip_index"`
+	XlbVips        *ebpf.Map `ebpf:"xlb_vips"`
 }
 
 func (m *xlbMaps) Close() error {
@@ -678,9 +762,13 @@ func (m *xlbMaps) Close() error {
 		m.XlbIcmpRl,
 		m.XlbNat,
 		m.XlbNode,
+		m.XlbPersist,
+		m.XlbRealConns,
 		m.XlbRealStats,
 		m.XlbReals,
+		m.XlbSchedCursor,
 		m.XlbStats,
+		m.XlbSvcSched,
 		m.XlbSvcStats,
 		m.XlbSyncConf,
 		m.XlbSyncRing,
@@ -714,9 +802,14 @@ type xlbVariables struct {
 	XlbAnchorNatKey        *ebpf.Variable `ebpf:"xlb_anchor_nat_key"`
 	XlbAnchorNatVal        *ebpf.Variable `ebpf:"xlb_anchor_nat_val"`
 	XlbAnchorNodeFlags     *ebpf.Variable `ebpf:"xlb_anchor_node_flags"`
+	XlbAnchorPersistLayout *ebpf.Variable `ebpf:"xlb_anchor_persist_layout"`
 	XlbAnchorProbeCt       *ebpf.Variable `ebpf:"xlb_anchor_probe_ct"`
+	XlbAnchorRealConns     *ebpf.Variable `ebpf:"xlb_anchor_real_conns"`
 	XlbAnchorRealFlags     *ebpf.Variable `ebpf:"xlb_anchor_real_flags"`
+	XlbAnchorSched         *ebpf.Variable `ebpf:"xlb_anchor_sched"`
 	XlbAnchorStat          *ebpf.Variable `ebpf:"xlb_anchor_stat"`
+	XlbAnchorSvcSched      *ebpf.Variable `ebpf:"xlb_anchor_svc_sched"`
+	XlbAnchorSweepCtx      *ebpf.Variable `ebpf:"xlb_anchor_sweep_ctx"`
 	XlbAnchorSyncConst     *ebpf.Variable `ebpf:"xlb_anchor_sync_const"`
 	XlbAnchorSyncEvent     *ebpf.Variable `ebpf:"xlb_anchor_sync_event"`
 	XlbAnchorSyncInstall   *ebpf.Variable `ebpf:"xlb_anchor_sync_install"`
@@ -734,12 +827,14 @@ type xlbVariables struct {
 //
 // It can be passed to loadXlbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbPrograms struct {
+	XlbCtSweep   *ebpf.Program `ebpf:"xlb_ct_sweep"`
 	XlbForward   *ebpf.Program `ebpf:"xlb_forward"`
 	XlbSyncApply *ebpf.Program `ebpf:"xlb_sync_apply"`
 }
 
 func (p *xlbPrograms) Close() error {
 	return _XlbClose(
+		p.XlbCtSweep,
 		p.XlbForward,
 		p.XlbSyncApply,
 	)

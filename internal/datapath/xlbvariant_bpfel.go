@@ -27,9 +27,13 @@ const (
 	xlbvariantMapXlbIcmpRl              = "xlb_icmp_rl"
 	xlbvariantMapXlbNat                 = "xlb_nat"
 	xlbvariantMapXlbNode                = "xlb_node"
+	xlbvariantMapXlbPersist             = "xlb_persist"
+	xlbvariantMapXlbRealConns           = "xlb_real_conns"
 	xlbvariantMapXlbRealStats           = "xlb_real_stats"
 	xlbvariantMapXlbReals               = "xlb_reals"
+	xlbvariantMapXlbSchedCursor         = "xlb_sched_cursor"
 	xlbvariantMapXlbStats               = "xlb_stats"
+	xlbvariantMapXlbSvcSched            = "xlb_svc_sched"
 	xlbvariantMapXlbSvcStats            = "xlb_svc_stats"
 	xlbvariantMapXlbSyncConf            = "xlb_sync_conf"
 	xlbvariantMapXlbSyncRing            = "xlb_sync_ring"
@@ -42,6 +46,7 @@ const (
 	xlbvariantMapXlbVipEnts             = "xlb_vip_ents"
 	xlbvariantMapXlbVipIndex            = "xlb_vip_index"
 	xlbvariantMapXlbVips                = "xlb_vips"
+	xlbvariantProgXlbCtSweep            = "xlb_ct_sweep"
 	xlbvariantProgXlbForward            = "xlb_forward"
 	xlbvariantProgXlbSyncApply          = "xlb_sync_apply"
 	xlbvariantVarCtShift                = "ct_shift"
@@ -58,9 +63,14 @@ const (
 	xlbvariantVarXlbAnchorNatKey        = "xlb_anchor_nat_key"
 	xlbvariantVarXlbAnchorNatVal        = "xlb_anchor_nat_val"
 	xlbvariantVarXlbAnchorNodeFlags     = "xlb_anchor_node_flags"
+	xlbvariantVarXlbAnchorPersistLayout = "xlb_anchor_persist_layout"
 	xlbvariantVarXlbAnchorProbeCt       = "xlb_anchor_probe_ct"
+	xlbvariantVarXlbAnchorRealConns     = "xlb_anchor_real_conns"
 	xlbvariantVarXlbAnchorRealFlags     = "xlb_anchor_real_flags"
+	xlbvariantVarXlbAnchorSched         = "xlb_anchor_sched"
 	xlbvariantVarXlbAnchorStat          = "xlb_anchor_stat"
+	xlbvariantVarXlbAnchorSvcSched      = "xlb_anchor_svc_sched"
+	xlbvariantVarXlbAnchorSweepCtx      = "xlb_anchor_sweep_ctx"
 	xlbvariantVarXlbAnchorSyncConst     = "xlb_anchor_sync_const"
 	xlbvariantVarXlbAnchorSyncEvent     = "xlb_anchor_sync_event"
 	xlbvariantVarXlbAnchorSyncInstall   = "xlb_anchor_sync_install"
@@ -117,6 +127,7 @@ type xlbvariantSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbvariantProgramSpecs struct {
+	XlbCtSweep   *ebpf.ProgramSpec `ebpf:"xlb_ct_sweep"`
 	XlbForward   *ebpf.ProgramSpec `ebpf:"xlb_forward"`
 	XlbSyncApply *ebpf.ProgramSpec `ebpf:"xlb_sync_apply"`
 }
@@ -125,32 +136,36 @@ type xlbvariantProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbvariantMapSpecs struct {
-	XlbCt         *ebpf.MapSpec `ebpf:"xlb_ct"`
-	XlbFlood      *ebpf.MapSpec `ebpf:"xlb_flood"`
-	XlbFragBuf    *ebpf.MapSpec `ebpf:"xlb_frag_buf"`
-	XlbFragConf   *ebpf.MapSpec `ebpf:"xlb_frag_conf"`
-	XlbFragPeers  *ebpf.MapSpec `ebpf:"xlb_frag_peers"`
-	XlbFragReader *ebpf.MapSpec `ebpf:"xlb_frag_reader"`
-	XlbFragRing   *ebpf.MapSpec `ebpf:"xlb_frag_ring"`
-	XlbFrags      *ebpf.MapSpec `ebpf:"xlb_frags"`
-	XlbIcmpRl     *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
-	XlbNat        *ebpf.MapSpec `ebpf:"xlb_nat"`
-	XlbNode       *ebpf.MapSpec `ebpf:"xlb_node"`
-	XlbRealStats  *ebpf.MapSpec `ebpf:"xlb_real_stats"`
-	XlbReals      *ebpf.MapSpec `ebpf:"xlb_reals"`
-	XlbStats      *ebpf.MapSpec `ebpf:"xlb_stats"`
-	XlbSvcStats   *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
-	XlbSyncConf   *ebpf.MapSpec `ebpf:"xlb_sync_conf"`
-	XlbSyncRing   *ebpf.MapSpec `ebpf:"xlb_sync_ring"`
-	XlbSyncStats  *ebpf.MapSpec `ebpf:"xlb_sync_stats"`
-	XlbTables     *ebpf.MapSpec `ebpf:"xlb_tables"`
-	XlbTooBigRl   *ebpf.MapSpec `ebpf:"xlb_too_big_rl"`
-	XlbTraceRing  *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
-	XlbTraceRl    *ebpf.MapSpec `ebpf:"xlb_trace_rl"`
-	XlbVipAddrs   *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
-	XlbVipEnts    *ebpf.MapSpec `ebpf:"xlb_vip_ents"`
-	XlbVipIndex   *ebpf.MapSpec `ebpf:"xlb_vip_index"`
-	XlbVips       *ebpf.MapSpec `ebpf:"xlb_vips"`
+	XlbCt          *ebpf.MapSpec `ebpf:"xlb_ct"`
+	XlbFlood       *ebpf.MapSpec `ebpf:"xlb_flood"`
+	XlbFragBuf     *ebpf.MapSpec `ebpf:"xlb_frag_buf"`
+	XlbFragConf    *ebpf.MapSpec `ebpf:"xlb_frag_conf"`
+	XlbFragPeers   *ebpf.MapSpec `ebpf:"xlb_frag_peers"`
+	XlbFragReader  *ebpf.MapSpec `ebpf:"xlb_frag_reader"`
+	XlbFragRing    *ebpf.MapSpec `ebpf:"xlb_frag_ring"`
+	XlbFrags       *ebpf.MapSpec `ebpf:"xlb_frags"`
+	XlbIcmpRl      *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
+	XlbNat         *ebpf.MapSpec `ebpf:"xlb_nat"`
+	XlbNode        *ebpf.MapSpec `ebpf:"xlb_node"`
+	XlbPersist     *ebpf.MapSpec `ebpf:"xlb_persist"`
+	XlbRealConns   *ebpf.MapSpec `ebpf:"xlb_real_conns"`
+	XlbRealStats   *ebpf.MapSpec `ebpf:"xlb_real_stats"`
+	XlbReals       *ebpf.MapSpec `ebpf:"xlb_reals"`
+	XlbSchedCursor *ebpf.MapSpec `ebpf:"xlb_sched_cursor"`
+	XlbStats       *ebpf.MapSpec `ebpf:"xlb_stats"`
+	XlbSvcSched    *ebpf.MapSpec `ebpf:"xlb_svc_sched"`
+	XlbSvcStats    *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
+	XlbSyncConf    *ebpf.MapSpec `ebpf:"xlb_sync_conf"`
+	XlbSyncRing    *ebpf.MapSpec `ebpf:"xlb_sync_ring"`
+	XlbSyncStats   *ebpf.MapSpec `ebpf:"xlb_sync_stats"`
+	XlbTables      *ebpf.MapSpec `ebpf:"xlb_tables"`
+	XlbTooBigRl    *ebpf.MapSpec `ebpf:"xlb_too_big_rl"`
+	XlbTraceRing   *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
+	XlbTraceRl     *ebpf.MapSpec `ebpf:"xlb_trace_rl"`
+	XlbVipAddrs    *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
+	XlbVipEnts     *ebpf.MapSpec `ebpf:"xlb_vip_ents"`
+	XlbVipIndex    *ebpf.MapSpec `ebpf:"xlb_vip_index"`
+	XlbVips        *ebpf.MapSpec `ebpf:"xlb_vips"`
 }
 
 // xlbvariantVariableSpecs contains global variables before they are loaded into the kernel.
@@ -171,9 +186,14 @@ type xlbvariantVariableSpecs struct {
 	XlbAnchorNatKey        *ebpf.VariableSpec `ebpf:"xlb_anchor_nat_key"`
 	XlbAnchorNatVal        *ebpf.VariableSpec `ebpf:"xlb_anchor_nat_val"`
 	XlbAnchorNodeFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_node_flags"`
+	XlbAnchorPersistLayout *ebpf.VariableSpec `ebpf:"xlb_anchor_persist_layout"`
 	XlbAnchorProbeCt       *ebpf.VariableSpec `ebpf:"xlb_anchor_probe_ct"`
+	XlbAnchorRealConns     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_conns"`
 	XlbAnchorRealFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_flags"`
+	XlbAnchorSched         *ebpf.VariableSpec `ebpf:"xlb_anchor_sched"`
 	XlbAnchorStat          *ebpf.VariableSpec `ebpf:"xlb_anchor_stat"`
+	XlbAnchorSvcSched      *ebpf.VariableSpec `ebpf:"xlb_anchor_svc_sched"`
+	XlbAnchorSweepCtx      *ebpf.VariableSpec `ebpf:"xlb_anchor_sweep_ctx"`
 	XlbAnchorSyncConst     *ebpf.VariableSpec `ebpf:"xlb_anchor_sync_const"`
 	XlbAnchorSyncEvent     *ebpf.VariableSpec `ebpf:"xlb_anchor_sync_event"`
 	XlbAnchorSyncInstall   *ebpf.VariableSpec `ebpf:"xlb_anchor_sync_install"`
@@ -208,32 +228,36 @@ func (o *xlbvariantObjects) Close() error {
 //
 // It can be passed to loadXlbvariantObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbvariantMaps struct {
-	XlbCt         *ebpf.Map `ebpf:"xlb_ct"`
-	XlbFlood      *ebpf.Map `ebpf:"xlb_flood"`
-	XlbFragBuf    *ebpf.Map `ebpf:"xlb_frag_buf"`
-	XlbFragConf   *ebpf.Map `ebpf:"xlb_frag_conf"`
-	XlbFragPeers  *ebpf.Map `ebpf:"xlb_frag_peers"`
-	XlbFragReader *ebpf.Map `ebpf:"xlb_frag_reader"`
-	XlbFragRing   *ebpf.Map `ebpf:"xlb_frag_ring"`
-	XlbFrags      *ebpf.Map `ebpf:"xlb_frags"`
-	XlbIcmpRl     *ebpf.Map `ebpf:"xlb_icmp_rl"`
-	XlbNat        *ebpf.Map `ebpf:"xlb_nat"`
-	XlbNode       *ebpf.Map `ebpf:"xlb_node"`
-	XlbRealStats  *ebpf.Map `ebpf:"xlb_real_stats"`
-	XlbReals      *ebpf.Map `ebpf:"xlb_reals"`
-	XlbStats      *ebpf.Map `ebpf:"xlb_stats"`
-	XlbSvcStats   *ebpf.Map `ebpf:"xlb_svc_stats"`
-	XlbSyncConf   *ebpf.Map `ebpf:"xlb_sync_conf"`
-	XlbSyncRing   *ebpf.Map `ebpf:"xlb_sync_ring"`
-	XlbSyncStats  *ebpf.Map `ebpf:"xlb_sync_stats"`
-	XlbTables     *ebpf.Map `ebpf:"xlb_tables"`
-	XlbTooBigRl   *ebpf.Map `ebpf:"xlb_too_big_rl"`
-	XlbTraceRing  *ebpf.Map `ebpf:"xlb_trace_ring"`
-	XlbTraceRl    *ebpf.Map `ebpf:"xlb_trace_rl"`
-	XlbVipAddrs   *ebpf.Map `ebpf:"xlb_vip_addrs"`
-	XlbVipEnts    *ebpf.Map `ebpf:"xlb_vip_ents"`
-	XlbVipIndex   *ebpf.Map `ebpf:"xlb_vip_index"`
-	XlbVips       *ebpf.Map `ebpf:"xlb_vips"`
+	XlbCt          *ebpf.Map `ebpf:"xlb_ct"`
+	XlbFlood       *ebpf.Map `ebpf:"xlb_flood"`
+	XlbFragBuf     *ebpf.Map `ebpf:"xlb_frag_buf"`
+	XlbFragConf    *ebpf.Map `ebpf:"xlb_frag_conf"`
+	XlbFragPeers   *ebpf.Map `ebpf:"xlb_frag_peers"`
+	XlbFragReader  *ebpf.Map `ebpf:"xlb_frag_reader"`
+	XlbFragRing    *ebpf.Map `ebpf:"xlb_frag_ring"`
+	XlbFrags       *ebpf.Map `ebpf:"xlb_frags"`
+	XlbIcmpRl      *ebpf.Map `ebpf:"xlb_icmp_rl"`
+	XlbNat         *ebpf.Map `ebpf:"xlb_nat"`
+	XlbNode        *ebpf.Map `ebpf:"xlb_node"`
+	XlbPersist     *ebpf.Map `ebpf:"xlb_persist"`
+	XlbRealConns   *ebpf.Map `ebpf:"xlb_real_conns"`
+	XlbRealStats   *ebpf.Map `ebpf:"xlb_real_stats"`
+	XlbReals       *ebpf.Map `ebpf:"xlb_reals"`
+	XlbSchedCursor *ebpf.Map `ebpf:"xlb_sched_cursor"`
+	XlbStats       *ebpf.Map `ebpf:"xlb_stats"`
+	XlbSvcSched    *ebpf.Map `ebpf:"xlb_svc_sched"`
+	XlbSvcStats    *ebpf.Map `ebpf:"xlb_svc_stats"`
+	XlbSyncConf    *ebpf.Map `ebpf:"xlb_sync_conf"`
+	XlbSyncRing    *ebpf.Map `ebpf:"xlb_sync_ring"`
+	XlbSyncStats   *ebpf.Map `ebpf:"xlb_sync_stats"`
+	XlbTables      *ebpf.Map `ebpf:"xlb_tables"`
+	XlbTooBigRl    *ebpf.Map `ebpf:"xlb_too_big_rl"`
+	XlbTraceRing   *ebpf.Map `ebpf:"xlb_trace_ring"`
+	XlbTraceRl     *ebpf.Map `ebpf:"xlb_trace_rl"`
+	XlbVipAddrs    *ebpf.Map `ebpf:"xlb_vip_addrs"`
+	XlbVipEnts     *ebpf.Map `ebpf:"xlb_vip_ents"`
+	XlbVipIndex    *ebpf.Map `ebpf:"xlb_vip_index"`
+	XlbVips        *ebpf.Map `ebpf:"xlb_vips"`
 }
 
 func (m *xlbvariantMaps) Close() error {
@@ -249,9 +273,13 @@ func (m *xlbvariantMaps) Close() error {
 		m.XlbIcmpRl,
 		m.XlbNat,
 		m.XlbNode,
+		m.XlbPersist,
+		m.XlbRealConns,
 		m.XlbRealStats,
 		m.XlbReals,
+		m.XlbSchedCursor,
 		m.XlbStats,
+		m.XlbSvcSched,
 		m.XlbSvcStats,
 		m.XlbSyncConf,
 		m.XlbSyncRing,
@@ -285,9 +313,14 @@ type xlbvariantVariables struct {
 	XlbAnchorNatKey        *ebpf.Variable `ebpf:"xlb_anchor_nat_key"`
 	XlbAnchorNatVal        *ebpf.Variable `ebpf:"xlb_anchor_nat_val"`
 	XlbAnchorNodeFlags     *ebpf.Variable `ebpf:"xlb_anchor_node_flags"`
+	XlbAnchorPersistLayout *ebpf.Variable `ebpf:"xlb_anchor_persist_layout"`
 	XlbAnchorProbeCt       *ebpf.Variable `ebpf:"xlb_anchor_probe_ct"`
+	XlbAnchorRealConns     *ebpf.Variable `ebpf:"xlb_anchor_real_conns"`
 	XlbAnchorRealFlags     *ebpf.Variable `ebpf:"xlb_anchor_real_flags"`
+	XlbAnchorSched         *ebpf.Variable `ebpf:"xlb_anchor_sched"`
 	XlbAnchorStat          *ebpf.Variable `ebpf:"xlb_anchor_stat"`
+	XlbAnchorSvcSched      *ebpf.Variable `ebpf:"xlb_anchor_svc_sched"`
+	XlbAnchorSweepCtx      *ebpf.Variable `ebpf:"xlb_anchor_sweep_ctx"`
 	XlbAnchorSyncConst     *ebpf.Variable `ebpf:"xlb_anchor_sync_const"`
 	XlbAnchorSyncEvent     *ebpf.Variable `ebpf:"xlb_anchor_sync_event"`
 	XlbAnchorSyncInstall   *ebpf.Variable `ebpf:"xlb_anchor_sync_install"`
@@ -306,12 +339,14 @@ type xlbvariantVariables struct {
 //
 // It can be passed to loadXlbvariantObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbvariantPrograms struct {
+	XlbCtSweep   *ebpf.Program `ebpf:"xlb_ct_sweep"`
 	XlbForward   *ebpf.Program `ebpf:"xlb_forward"`
 	XlbSyncApply *ebpf.Program `ebpf:"xlb_sync_apply"`
 }
 
 func (p *xlbvariantPrograms) Close() error {
 	return _XlbvariantClose(
+		p.XlbCtSweep,
 		p.XlbForward,
 		p.XlbSyncApply,
 	)

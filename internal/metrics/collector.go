@@ -46,6 +46,7 @@ var (
 	dOverrides     = desc("xlb_runtime_overrides", "Runtime backend overrides (weight, drain) in effect on top of the config.")
 	dCTCapacity    = desc("xlb_conntrack_capacity_entries", "Connection tracking capacity, entries over all CPUs.")
 	dCTEntries     = desc("xlb_conntrack_entries", "Connection tracking entries in use, all CPUs.")
+	dTemplates     = desc("xlb_persistence_templates", "Persistence templates in use.")
 
 	dBGPUp       = desc("xlb_bgp_session_up", "1 while the BGP session to the peer is established, else 0.", "peer")
 	dBGPState    = desc("xlb_bgp_session_state", "1 for the BGP session's current FSM state, 0 for the others.", "peer", "state")
@@ -86,7 +87,7 @@ var bgpStates = []string{"idle", "connect", "active", "opensent", "openconfirm",
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		dInfo, dSelfCheckOK, dSelfCheckTime, dTXOK, dProbeUp, dProbeLatency, dDrained, dGeneration, dCommitTime, dCfgServices, dCfgBackends,
-		dOverrides, dCTCapacity, dCTEntries, dBGPUp, dBGPState, dBGPUptime, dBGPAdvertis,
+		dOverrides, dCTCapacity, dCTEntries, dTemplates, dBGPUp, dBGPState, dBGPUptime, dBGPAdvertis,
 		dPassed, dDropped, dForwarded, dCTLookups, dEvents, dFragments,
 		dSvcPackets, dSvcBytes, dSvcNewFlows, dSvcUp, dSvcTable,
 		dBePackets, dBeBytes, dBeNewFlows, dBeHealthy, dBeWeight, dBeDraining, dBeActive, dBeEntries, dBeTracked,
@@ -161,6 +162,9 @@ func collectStatus(ch chan<- prometheus.Metric, st api.StatusInfo) {
 	ch <- gauge(dCTCapacity, float64(st.Conntrack.Capacity))
 	if st.Conntrack.InUse != nil {
 		ch <- gauge(dCTEntries, float64(*st.Conntrack.InUse))
+	}
+	if st.Conntrack.Templates != nil {
+		ch <- gauge(dTemplates, float64(*st.Conntrack.Templates))
 	}
 	for _, s := range st.BGP {
 		peer := s.Peer.String()

@@ -153,6 +153,7 @@ func TestScrapeEqualsSource(t *testing.T) {
 		{"xlb_node_drained", nil, 0},
 		{"xlb_conntrack_capacity_entries", nil, 1 << 20},
 		{"xlb_conntrack_entries", nil, 3},
+		{"xlb_persistence_templates", nil, 2},
 		{"xlb_config_generation", nil, 1},
 		{"xlb_config_last_commit_timestamp_seconds", nil, 1700000050},
 		{"xlb_config_services", nil, 2},

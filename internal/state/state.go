@@ -69,6 +69,8 @@ type Service struct {
 	// Table is the Maglev lookup table: len(Table) = M, each entry a real
 	// id (0 = no backend: packets to that slot are dropped).
 	Table []uint32
+	// Sched is the scheduler of new flows (sched.go); zero: Maglev.
+	Sched Sched
 }
 
 // Equal reports whether s and o hold the same values (tables shared by
@@ -77,7 +79,8 @@ func (s *Service) Equal(o *Service) bool {
 	if s == o {
 		return true
 	}
-	if s == nil || o == nil || s.SvcID != o.SvcID || s.Encap != o.Encap || s.Fragments != o.Fragments {
+	if s == nil || o == nil || s.SvcID != o.SvcID || s.Encap != o.Encap || s.Fragments != o.Fragments ||
+		!s.Sched.Equal(&o.Sched) {
 		return false
 	}
 	return SameTable(s.Table, o.Table)

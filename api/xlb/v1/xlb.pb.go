@@ -1463,7 +1463,9 @@ type ConntrackOccupancy struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Capacity uint64                 `protobuf:"varint,1,opt,name=capacity,proto3" json:"capacity,omitempty"` // entries, all CPUs
 	// Entries in use; unset when the daemon does not count them.
-	InUse         *uint64 `protobuf:"varint,2,opt,name=in_use,json=inUse,proto3,oneof" json:"in_use,omitempty"`
+	InUse *uint64 `protobuf:"varint,2,opt,name=in_use,json=inUse,proto3,oneof" json:"in_use,omitempty"`
+	// Persistence templates in use (the last sweep's count); unset before it.
+	Templates     *uint64 `protobuf:"varint,20,opt,name=templates,proto3,oneof" json:"templates,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1508,6 +1510,13 @@ func (x *ConntrackOccupancy) GetCapacity() uint64 {
 func (x *ConntrackOccupancy) GetInUse() uint64 {
 	if x != nil && x.InUse != nil {
 		return *x.InUse
+	}
+	return 0
+}
+
+func (x *ConntrackOccupancy) GetTemplates() uint64 {
+	if x != nil && x.Templates != nil {
+		return *x.Templates
 	}
 	return 0
 }
@@ -1797,7 +1806,11 @@ type Backend struct {
 	TrackedFlows *uint64 `protobuf:"varint,14,opt,name=tracked_flows,json=trackedFlows,proto3,oneof" json:"tracked_flows,omitempty"`
 	// The backend's address is one of the node's: its packets go up the
 	// node's own stack (after the NAT rewrite for nat).
-	Local         bool `protobuf:"varint,15,opt,name=local,proto3" json:"local,omitempty"`
+	Local bool `protobuf:"varint,15,opt,name=local,proto3" json:"local,omitempty"`
+	// Its connections on this node, from the data plane's counts: ESTABLISHED
+	// (IPVS ActiveConn) and SYN or closing (InActConn).
+	ActiveConns   int64 `protobuf:"varint,40,opt,name=active_conns,json=activeConns,proto3" json:"active_conns,omitempty"`
+	InactConns    int64 `protobuf:"varint,41,opt,name=inact_conns,json=inactConns,proto3" json:"inact_conns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1935,6 +1948,20 @@ func (x *Backend) GetLocal() bool {
 		return x.Local
 	}
 	return false
+}
+
+func (x *Backend) GetActiveConns() int64 {
+	if x != nil {
+		return x.ActiveConns
+	}
+	return 0
+}
+
+func (x *Backend) GetInactConns() int64 {
+	if x != nil {
+		return x.InactConns
+	}
+	return 0
 }
 
 // Override is a runtime change to a backend (SetBackend).
@@ -3113,8 +3140,12 @@ type ConntrackDumpRequest struct {
 	State          ConntrackState         `protobuf:"varint,3,opt,name=state,proto3,enum=xlb.v1.ConntrackState" json:"state,omitempty"`
 	Limit          uint32                 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`                                         // default 1000, at most 100000
 	IncludeExpired bool                   `protobuf:"varint,5,opt,name=include_expired,json=includeExpired,proto3" json:"include_expired,omitempty"` // entries idle past their timeout (reusable)
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The persistence templates instead of the connection table: bucket is
+	// the template's slot, tag its hash's top 30 bits, state unspecified,
+	// expired past its service's persistence timeout.
+	Templates     bool `protobuf:"varint,20,opt,name=templates,proto3" json:"templates,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConntrackDumpRequest) Reset() {
@@ -3182,6 +3213,13 @@ func (x *ConntrackDumpRequest) GetIncludeExpired() bool {
 	return false
 }
 
+func (x *ConntrackDumpRequest) GetTemplates() bool {
+	if x != nil {
+		return x.Templates
+	}
+	return false
+}
+
 type ConntrackDumpResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Entries       []*ConntrackEntry      `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
@@ -3189,6 +3227,7 @@ type ConntrackDumpResponse struct {
 	Matched       uint64                 `protobuf:"varint,3,opt,name=matched,proto3" json:"matched,omitempty"`          // of those, matching the filters
 	Truncated     bool                   `protobuf:"varint,4,opt,name=truncated,proto3" json:"truncated,omitempty"`      // matched > len(entries)
 	Capacity      uint64                 `protobuf:"varint,5,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	Templates     bool                   `protobuf:"varint,20,opt,name=templates,proto3" json:"templates,omitempty"` // the entries are persistence templates
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3256,6 +3295,13 @@ func (x *ConntrackDumpResponse) GetCapacity() uint64 {
 		return x.Capacity
 	}
 	return 0
+}
+
+func (x *ConntrackDumpResponse) GetTemplates() bool {
+	if x != nil {
+		return x.Templates
+	}
+	return false
 }
 
 // ConntrackEntry is one way of one bucket of one CPU's slice. There is no
@@ -3835,11 +3881,14 @@ const file_xlb_v1_xlb_proto_rawDesc = "" +
 	"generation\x18\x03 \x01(\x04R\n" +
 	"generation\x12\x1a\n" +
 	"\bservices\x18\x04 \x01(\rR\bservices\x12\x1a\n" +
-	"\bbackends\x18\x05 \x01(\rR\bbackends\"W\n" +
+	"\bbackends\x18\x05 \x01(\rR\bbackends\"\x88\x01\n" +
 	"\x12ConntrackOccupancy\x12\x1a\n" +
 	"\bcapacity\x18\x01 \x01(\x04R\bcapacity\x12\x1a\n" +
-	"\x06in_use\x18\x02 \x01(\x04H\x00R\x05inUse\x88\x01\x01B\t\n" +
-	"\a_in_use\"o\n" +
+	"\x06in_use\x18\x02 \x01(\x04H\x00R\x05inUse\x88\x01\x01\x12!\n" +
+	"\ttemplates\x18\x14 \x01(\x04H\x01R\ttemplates\x88\x01\x01B\t\n" +
+	"\a_in_useB\f\n" +
+	"\n" +
+	"_templates\"o\n" +
 	"\x13ListServicesRequest\x12>\n" +
 	"\rrate_interval\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\frateInterval\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\"k\n" +
@@ -3863,7 +3912,7 @@ const file_xlb_v1_xlb_proto_rawDesc = "" +
 	"\x05rates\x18\v \x01(\v2\r.xlb.v1.RatesR\x05rates\x12+\n" +
 	"\bbackends\x18\f \x03(\v2\x0f.xlb.v1.BackendR\bbackends\x12\x0e\n" +
 	"\x02id\x18\r \x01(\rR\x02id\x12#\n" +
-	"\x05probe\x18\x14 \x01(\v2\r.xlb.v1.ProbeR\x05probe\"\x88\x04\n" +
+	"\x05probe\x18\x14 \x01(\v2\r.xlb.v1.ProbeR\x05probe\"\xcc\x04\n" +
 	"\aBackend\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x12\n" +
@@ -3880,7 +3929,10 @@ const file_xlb_v1_xlb_proto_rawDesc = "" +
 	"\bcounters\x18\f \x01(\v2\x10.xlb.v1.CountersR\bcounters\x12#\n" +
 	"\x05rates\x18\r \x01(\v2\r.xlb.v1.RatesR\x05rates\x12(\n" +
 	"\rtracked_flows\x18\x0e \x01(\x04H\x00R\ftrackedFlows\x88\x01\x01\x12\x14\n" +
-	"\x05local\x18\x0f \x01(\bR\x05localB\x10\n" +
+	"\x05local\x18\x0f \x01(\bR\x05local\x12!\n" +
+	"\factive_conns\x18( \x01(\x03R\vactiveConns\x12\x1f\n" +
+	"\vinact_conns\x18) \x01(\x03R\n" +
+	"inactConnsB\x10\n" +
 	"\x0e_tracked_flows\"\x89\x01\n" +
 	"\bOverride\x12\x1b\n" +
 	"\x06weight\x18\x01 \x01(\rH\x00R\x06weight\x88\x01\x01\x12\x19\n" +
@@ -3970,19 +4022,21 @@ const file_xlb_v1_xlb_proto_rawDesc = "" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12,\n" +
 	"\bcounters\x18\x03 \x01(\v2\x10.xlb.v1.CountersR\bcounters\x12#\n" +
-	"\x05rates\x18\x04 \x01(\v2\r.xlb.v1.RatesR\x05rates\"\xb7\x01\n" +
+	"\x05rates\x18\x04 \x01(\v2\r.xlb.v1.RatesR\x05rates\"\xd5\x01\n" +
 	"\x14ConntrackDumpRequest\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x18\n" +
 	"\abackend\x18\x02 \x01(\tR\abackend\x12,\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x16.xlb.v1.ConntrackStateR\x05state\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\rR\x05limit\x12'\n" +
-	"\x0finclude_expired\x18\x05 \x01(\bR\x0eincludeExpired\"\xb4\x01\n" +
+	"\x0finclude_expired\x18\x05 \x01(\bR\x0eincludeExpired\x12\x1c\n" +
+	"\ttemplates\x18\x14 \x01(\bR\ttemplates\"\xd2\x01\n" +
 	"\x15ConntrackDumpResponse\x120\n" +
 	"\aentries\x18\x01 \x03(\v2\x16.xlb.v1.ConntrackEntryR\aentries\x12\x15\n" +
 	"\x06in_use\x18\x02 \x01(\x04R\x05inUse\x12\x18\n" +
 	"\amatched\x18\x03 \x01(\x04R\amatched\x12\x1c\n" +
 	"\ttruncated\x18\x04 \x01(\bR\ttruncated\x12\x1a\n" +
-	"\bcapacity\x18\x05 \x01(\x04R\bcapacity\"\xa0\x02\n" +
+	"\bcapacity\x18\x05 \x01(\x04R\bcapacity\x12\x1c\n" +
+	"\ttemplates\x18\x14 \x01(\bR\ttemplates\"\xa0\x02\n" +
 	"\x0eConntrackEntry\x12\x10\n" +
 	"\x03cpu\x18\x01 \x01(\rR\x03cpu\x12\x16\n" +
 	"\x06bucket\x18\x02 \x01(\rR\x06bucket\x12\x10\n" +

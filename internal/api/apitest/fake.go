@@ -52,6 +52,7 @@ type Fake struct {
 	Err      error // when set, every method fails with it
 	desired  *config.Desired
 	counters map[api.BackendRef]api.Counters
+	conns    map[api.BackendRef][2]int64 // active, inactive connections
 	svcCount map[string]api.Counters
 	override map[api.BackendRef]*api.Override
 	// OnRead is called (locked) when Services reads the counters, e.g. to
@@ -68,7 +69,7 @@ func New() *Fake {
 	if err != nil {
 		panic(err)
 	}
-	in := uint64(3)
+	in, tpl := uint64(3), uint64(2)
 	f := &Fake{
 		Info: api.StatusInfo{
 			Node: "fake", Interface: "eth0", XDPMode: "native", ProgramID: 42, PinDir: "/sys/fs/bpf/xlb/fake",
@@ -78,7 +79,7 @@ func New() *Fake {
 			BGP: []api.BGPSession{{Peer: netip.MustParseAddr("10.0.0.254"), ASN: 65000, State: "established",
 				Uptime: 90 * time.Second, Advertised: 2, GracefulRestart: true}},
 			Config:    api.ConfigInfo{Source: "/etc/xlb/xlb.yaml", CommittedAt: time.Unix(1700000050, 0).UTC(), Generation: 1},
-			Conntrack: api.ConntrackOccupancy{Capacity: 1 << 20, InUse: &in},
+			Conntrack: api.ConntrackOccupancy{Capacity: 1 << 20, InUse: &in, Templates: &tpl},
 		},
 		Global: []api.Counter{
 			{Name: "pass_not_ip", Value: 10}, {Name: "pass_not_vip", Value: 20},
@@ -88,11 +89,13 @@ func New() *Fake {
 		HasBGP:   true,
 		desired:  cfg.Desired(),
 		counters: map[api.BackendRef]api.Counters{},
+		conns:    map[api.BackendRef][2]int64{},
 		svcCount: map[string]api.Counters{},
 		override: map[api.BackendRef]*api.Override{},
 	}
 	web1 := api.BackendRef{Service: "web", Address: netip.MustParseAddr("10.0.1.1")}
 	f.counters[web1] = api.Counters{Packets: 600, Bytes: 60000, NewFlows: 60}
+	f.conns[web1] = [2]int64{12, 3}
 	f.counters[api.BackendRef{Service: "web", Address: netip.MustParseAddr("10.0.1.2")}] = api.Counters{Packets: 400, Bytes: 40000, NewFlows: 40}
 	f.svcCount["web"] = api.Counters{Packets: 1000, Bytes: 100000, NewFlows: 100}
 	f.Entries = []api.ConntrackEntry{
@@ -207,6 +210,7 @@ func (f *Fake) Services(ctx context.Context) ([]api.ServiceInfo, error) {
 				Address: m.b.Addr, Pool: m.pool, Weight: m.b.Weight, Drain: m.b.Drain,
 				Health:      api.Health{Check: m.b.HealthCheck, Healthy: true, Known: m.b.HealthCheck != "", Since: time.Unix(1700000000, 0).UTC()},
 				InDataPlane: true, RealID: id, Encap: s.EncapFor(m.b).String(), Counters: f.counters[ref],
+				ActiveConns: f.conns[ref][0], InactConns: f.conns[ref][1],
 			}
 			if o := f.override[ref]; o != nil {
 				cp := *o

@@ -1,0 +1,176 @@
+package datapath
+
+// Connection counts per backend (bpf/conns.h) and the sweep that frees
+// idle connection-table ways (bpf/sweep.h).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/cilium/ebpf"
+)
+
+// sweepChunk is how many buckets one run of the sweep program visits.
+const sweepChunk = 16384
+
+// SweepConntrack frees every way of the connection table idle past its
+// timeout (or whose backend left or failed), uncounting it, and returns
+// the ways freed and those left live. Each run of the sweep program
+// visits sweepChunk buckets with compare-and-swaps; the forwarder keeps
+// running meanwhile.
+func (d *Datapath) SweepConntrack() (freed, live uint64, err error) {
+	total := d.objs.XlbCt.MaxEntries()
+	for start := uint32(0); start < total; start += sweepChunk {
+		now, err := ctNow()
+		if err != nil {
+			return freed, live, err
+		}
+		in := xlbSweepCtx{Start: start, Count: min(sweepChunk, total-start), Now: now}
+		var out xlbSweepCtx
+		if _, err := d.objs.XlbCtSweep.Run(&ebpf.RunOptions{Context: in, ContextOut: &out}); err != nil {
+			return freed, live, fmt.Errorf("conntrack sweep: %w", err)
+		}
+		freed += uint64(out.Freed)
+		live += uint64(out.Live)
+	}
+	return freed, live, nil
+}
+
+// RunSweeper sweeps the connection table every interval until ctx ends.
+func (d *Datapath) RunSweeper(ctx context.Context, every time.Duration, log *slog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		_, live, err := d.SweepConntrack()
+		if err != nil {
+			log.Error("conntrack sweep", "error", err)
+			continue
+		}
+		var tpl uint64
+		if err := d.ScanTemplates(func(CTEntry) bool { tpl++; return true }); err != nil {
+			log.Error("persistence templates", "error", err)
+			continue
+		}
+		d.occupancy.Store(&Occupancy{Entries: live, Templates: tpl})
+	}
+}
+
+// Occupancy is what the last sweep found in use: live connection table
+// entries and persistence templates.
+type Occupancy struct {
+	Entries, Templates uint64
+}
+
+// LastOccupancy returns the last sweep's finding; nil before the first.
+func (d *Datapath) LastOccupancy() *Occupancy { return d.occupancy.Load() }
+
+// Conns are a backend's connection counts: the live ways of the
+// connection table that name it (IPVS ActiveConn, InActConn).
+type Conns struct {
+	Active, Inactive int64
+}
+
+// RealConns returns the counts of real id.
+func (d *Datapath) RealConns(id uint32) (Conns, error) {
+	var v xlbRealConns
+	if err := d.objs.XlbRealConns.Lookup(id, &v); err != nil {
+		return Conns{}, fmt.Errorf("connections of real %d: %w", id, err)
+	}
+	return Conns{Active: max(v.Active, 0), Inactive: max(v.Inactive, 0)}, nil
+}
+
+// rebuildConns counts the table's live ways into xlb_real_conns when the
+// counts are all zero but the table is not empty: the counts map is new
+// (an upgrade from a version without counts, or its pin was recreated)
+// while the table was kept. Flows that change while it counts may leave
+// a count off by one until they end.
+func (d *Datapath) rebuildConns() error {
+	var (
+		id uint32
+		v  xlbRealConns
+	)
+	it := d.objs.XlbRealConns.Iterate()
+	for it.Next(&id, &v) {
+		if v.Active != 0 || v.Inactive != 0 {
+			return nil
+		}
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	counts := map[uint32]*xlbRealConns{}
+	err := d.ScanConntrack(func(e CTEntry) bool {
+		c := counts[e.RealID]
+		if c == nil {
+			c = &xlbRealConns{}
+			counts[e.RealID] = c
+		}
+		if e.State == uint8(xlbXlbCtStateXLB_CT_ESTABLISHED) {
+			c.Active++
+		} else {
+			c.Inactive++
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	for rid, c := range counts {
+		if err := d.objs.XlbRealConns.Put(rid, c); err != nil {
+			return fmt.Errorf("connections of real %d: %w", rid, err)
+		}
+	}
+	return nil
+}
+
+// ScanTemplates calls fn for every persistence template in use
+// (bpf/persist.h) until fn returns false: Bucket is its slot, Tag the
+// template hash's top 30 bits, RealID the backend of the service that
+// set it, Age the time since its last use; State is 0.
+func (d *Datapath) ScanTemplates(fn func(CTEntry) bool) error {
+	const chunk = 4096
+	keys := make([]uint32, chunk)
+	vals := make([]uint64, chunk)
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := d.objs.XlbPersist.BatchLookup(&cursor, keys, vals, nil)
+		now, cerr := ctNow()
+		if cerr != nil {
+			return cerr
+		}
+		for i := 0; i < n; i++ {
+			w := vals[i]
+			if w == 0 {
+				continue
+			}
+			e := CTEntry{Bucket: keys[i], Tag: uint32(w >> persistTagShift),
+				RealID: uint32(w >> persistRealShift & ctRealMask), Age: time.Duration((now-w)&ctTimeMask) << ctTickShift}
+			if !fn(e) {
+				return nil
+			}
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read persistence templates: %w", err)
+		}
+	}
+}
+
+// TemplateCapacity is the persistence templates' slots.
+const TemplateCapacity = uint64(xlbXlbPersistLayoutXLB_PERSIST_SLOTS)
+
+// The template layout (enum xlb_persist_layout).
+const (
+	persistTagShift  = xlbXlbPersistLayoutXLB_PERSIST_TAG_SHIFT
+	persistRealShift = xlbXlbPersistLayoutXLB_PERSIST_REAL_SHIFT
+)
