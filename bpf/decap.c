@@ -31,6 +31,7 @@ static __always_inline enum decap_counter
 decap_rx_counter(const struct decap_tunnel *t)
 {
 	enum decap_counter base = t->proto == IPPROTO_GRE ? DECAP_RX_GRE_4IN4 :
+				  t->proto == IPPROTO_UDP ? DECAP_RX_GUE_4IN4 :
 							    DECAP_RX_IPIP_4IN4;
 
 	return base + t->outer6 * 2 + t->inner6;

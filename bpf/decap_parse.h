@@ -27,14 +27,20 @@ struct decap_tunnel {
 	__u32 strip;           /* outer IP header + GRE header bytes */
 	__u32 payload;         /* bytes of the outer datagram after the cursor */
 	__u8 vlans;            /* VLAN tags in front of the outer header */
-	__u8 proto;            /* IPPROTO_GRE, IPPROTO_IPIP or IPPROTO_IPV6 */
+	__u8 proto;            /* IPPROTO_GRE, IPPROTO_IPIP, IPPROTO_IPV6 or IPPROTO_UDP (GUE) */
 	__u8 outer6;           /* outer header is IPv6 */
 	__u8 inner6;           /* inner datagram is IPv6 */
 	__u8 frag;             /* outer IPv4 header is a fragment's */
 };
 
-static __always_inline bool decap_is_tunnel(__u8 proto)
+/* decap_is_tunnel: proto (at l4, the outer payload) is a tunnel: GRE,
+ * IPIP, or UDP to the GUE port. */
+static __always_inline bool decap_is_tunnel(__u8 proto, const void *l4, const void *end)
 {
+	const __be16 *udp = l4;
+
+	if (proto == IPPROTO_UDP)
+		return decap_gue_port && (const void *)(udp + 2) <= end && udp[1] == decap_gue_port;
 	return proto == IPPROTO_GRE || proto == IPPROTO_IPIP ||
 	       proto == IPPROTO_IPV6;
 }
@@ -102,9 +108,9 @@ decap_parse_ip4(struct decap_cursor *cur, struct decap_tunnel *t)
 
 	if ((void *)(ip + 1) > cur->end || ip->version != 4)
 		return DECAP_PASS_OUTER_INVALID;
-	if (!decap_is_tunnel(ip->protocol))
-		return DECAP_PASS_NOT_TUNNEL;
 	hlen = ip->ihl * 4;
+	if (hlen > 60 || !decap_is_tunnel(ip->protocol, (void *)ip + hlen, cur->end))
+		return DECAP_PASS_NOT_TUNNEL;
 	tot = bpf_ntohs(ip->tot_len);
 	if (hlen < DECAP_IP4_HLEN || tot < hlen || (void *)ip + tot > cur->end)
 		return DECAP_PASS_OUTER_INVALID;
@@ -132,7 +138,7 @@ decap_parse_ip6(struct decap_cursor *cur, struct decap_tunnel *t)
 
 	if ((void *)(ip6 + 1) > cur->end || ip6->version != 6)
 		return DECAP_PASS_OUTER_INVALID;
-	if (!decap_is_tunnel(ip6->nexthdr))
+	if (!decap_is_tunnel(ip6->nexthdr, ip6 + 1, cur->end))
 		return DECAP_PASS_NOT_TUNNEL;
 	plen = bpf_ntohs(ip6->payload_len);
 	if ((void *)(ip6 + 1) + plen > cur->end)
@@ -193,6 +199,30 @@ decap_parse_gre(struct decap_cursor *cur, struct decap_tunnel *t)
 	return DECAP_NEXT;
 }
 
+/* decap_parse_gue skips the UDP header of GUE version 1 (no GUE header:
+ * the inner IP header's version nibble says its family). Version 0 (a GUE
+ * header, perhaps with options) goes to the kernel's fou/gue, if set up. */
+static __always_inline enum decap_counter
+decap_parse_gue(struct decap_cursor *cur, struct decap_tunnel *t)
+{
+	const __u8 *udp = cur->pos;
+	__u8 v;
+
+	if ((void *)(udp + DECAP_UDP_HLEN + 1) > cur->end || t->payload < DECAP_UDP_HLEN + 1)
+		return DECAP_DROP_TRUNCATED;
+	v = udp[DECAP_UDP_HLEN] >> 4;
+	if (v == 4)
+		t->inner6 = 0;
+	else if (v == 6)
+		t->inner6 = 1;
+	else
+		return DECAP_PASS_GUE_OTHER;
+	cur->pos += DECAP_UDP_HLEN;
+	t->payload -= DECAP_UDP_HLEN;
+	t->strip += DECAP_UDP_HLEN;
+	return DECAP_NEXT;
+}
+
 /* decap_check_inner4 wants a whole IPv4 header whose lengths fit in what
  * the outer datagram carries. */
 static __always_inline enum decap_counter
@@ -228,14 +258,15 @@ decap_check_inner6(const struct decap_cursor *cur, const struct decap_tunnel *t)
 }
 
 /* decap_parse_tunnel parses what follows the outer header of a packet for
- * this host: GRE or nothing (IPIP), then checks the inner header. */
+ * this host: GRE, UDP (GUE) or nothing (IPIP), then checks the inner
+ * header. */
 static __always_inline enum decap_counter
 decap_parse_tunnel(struct decap_cursor *cur, struct decap_tunnel *t)
 {
 	enum decap_counter c;
 
-	if (t->proto == IPPROTO_GRE) {
-		c = decap_parse_gre(cur, t);
+	if (t->proto == IPPROTO_GRE || t->proto == IPPROTO_UDP) {
+		c = t->proto == IPPROTO_GRE ? decap_parse_gre(cur, t) : decap_parse_gue(cur, t);
 		if (c != DECAP_NEXT)
 			return c;
 	} else {

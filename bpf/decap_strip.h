@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* decap_strip.h: removes the outer headers of a parsed tunnel packet:
  *
- *   before: [eth (+vlan)] [outer IPv4/IPv6] [GRE?] [inner IP ...]
+ *   before: [eth (+vlan)] [outer IPv4/IPv6] [GRE or UDP?] [inner IP ...]
  *   after:                [eth (+vlan)]            [inner IP ...]
  *
  * The L2 header keeps its addresses and tags; its last ethertype becomes

@@ -55,6 +55,11 @@ struct decap_grehdr {
 #define BE_GRE_K bpf_htons(0x2000)
 #define BE_GRE_S bpf_htons(0x1000)
 #define BE_GRE_VERSION bpf_htons(0x0007)
+#define DECAP_UDP_HLEN 8
+
+/* The destination UDP port of GUE (network order), set by the loader
+ * (xlb-decap attach --gue-port, default 6080: xlbd's node.gue_port). */
+volatile const __be16 decap_gue_port = 0;
 
 /* enum decap_counter indexes decap_counters. The Go side takes the names
  * from BTF: append only, never renumber. DECAP_RX_* are laid out so that
@@ -78,6 +83,11 @@ enum decap_counter {
 	DECAP_RX_GRE_6IN4,        /* GRE over IPv4, protocol 0x86DD */
 	DECAP_RX_GRE_4IN6,        /* GRE over IPv6, protocol 0x0800 */
 	DECAP_RX_GRE_6IN6,        /* GRE over IPv6, protocol 0x86DD */
+	DECAP_RX_GUE_4IN4,        /* UDP to the GUE port over IPv4, inner IPv4 (GUE version 1) */
+	DECAP_RX_GUE_6IN4,        /* the same, inner IPv6 */
+	DECAP_RX_GUE_4IN6,        /* UDP to the GUE port over IPv6, inner IPv4 */
+	DECAP_RX_GUE_6IN6,        /* the same, inner IPv6 */
+	DECAP_PASS_GUE_OTHER,     /* UDP to the GUE port, not GUE version 1 (a GUE header): the kernel's */
 	DECAP_COUNTER_MAX,
 };
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* encap.h: wraps the client's IP datagram for its backend. The inner
+/* encap.h: wraps the client's IP datagram for its backend (the tunnel
+ * methods; bpf/methods.h has the others). The inner
  * datagram is not touched; in front of it go the L2 header (VLAN tags moved,
  * MAC addresses left to the next-hop stage), an outer IPv4 or IPv6 header
  * from this node to the backend, and for GRE the RFC 2784 base header:
@@ -7,7 +8,11 @@
  *   [eth (+vlan)] [outer IPv4/IPv6] [GRE: 0x0000 | proto] [inner IP ...]
  *
  * IPIP uses the outer protocol number instead of GRE: 4 for an inner IPv4
- * datagram, 41 for an inner IPv6 one, whatever the outer family. */
+ * datagram, 41 for an inner IPv6 one, whatever the outer family. GUE puts
+ * a UDP header where GRE's is (GUE version 1: the inner IP header follows
+ * it directly, its version nibble saying which family):
+ *
+ *   [eth (+vlan)] [outer IPv4/IPv6] [UDP: hash port -> gue_port] [inner IP ...] */
 #pragma once
 
 #include <linux/bpf.h>
@@ -24,6 +29,33 @@ struct gre_base {
 	__be16 flags;
 	__be16 proto;
 };
+
+#define GUE_HLEN 8 /* the UDP header; GUE version 1 adds nothing */
+
+/* encap_outer_len: the bytes method encap puts in front of the client's
+ * datagram toward a real of family (0: dr, nat). */
+static __always_inline __u16 encap_outer_len(__u8 encap, __u8 family)
+{
+	__u16 ip = family == XLB_AF_INET ? IPV4_HLEN : IPV6_HLEN;
+
+	switch (encap) {
+	case XLB_ENCAP_GRE:
+		return ip + GRE_HLEN;
+	case XLB_ENCAP_GUE:
+		return ip + GUE_HLEN;
+	case XLB_ENCAP_IPIP:
+		return ip;
+	}
+	return 0;
+}
+
+/* encap_gue_sport: the outer UDP source port, from the flow hash, in the
+ * dynamic range 49152..65535, so that a backend's NIC spreads the flows
+ * over its queues (RSS on the outer 4-tuple). */
+static __always_inline __be16 encap_gue_sport(__u64 h)
+{
+	return bpf_htons(0xc000 | (__u16)((h >> 32 ^ h) & 0x3fff));
+}
 
 /* Word copies. __builtin_memcpy of byte arrays (alignment 1) compiles to
  * one load and one store per byte on BPF; these use 8/4/2-byte accesses
@@ -105,10 +137,11 @@ static __always_inline int encap_push(struct xdp_md *ctx, const struct pkt *p,
 				      const struct real_info *r, __u8 encap,
 				      const struct node_info *n, __u64 h)
 {
-	__u16 gre = encap == XLB_ENCAP_GRE ? GRE_HLEN : 0;
+	__u16 gre = encap == XLB_ENCAP_GRE ? GRE_HLEN : encap == XLB_ENCAP_GUE ? GUE_HLEN : 0;
 	__u16 outer = (r->family == XLB_AF_INET ? IPV4_HLEN : IPV6_HLEN) + gre;
 	__u16 l3_off = p->l3_off;
-	__u8 proto = gre ? IPPROTO_GRE : encap_inner_proto(p);
+	__u8 proto = encap == XLB_ENCAP_GRE ? IPPROTO_GRE : encap == XLB_ENCAP_GUE ? IPPROTO_UDP :
+		     encap_inner_proto(p);
 	void *data, *data_end;
 
 	if (r->family == XLB_AF_INET && !(n->flags & XLB_NODE_F_ADDR4))
@@ -168,13 +201,24 @@ static __always_inline int encap_push(struct xdp_md *ctx, const struct pkt *p,
 		copy_addr6(&ip6->saddr, n->addr6);
 		copy_addr6(&ip6->daddr, r->addr);
 	}
-	if (gre) {
+	if (encap == XLB_ENCAP_GRE) {
 		struct gre_base *g = l3 + outer - GRE_HLEN;
 
 		if ((void *)(g + 1) > data_end)
 			return XLB_STAT_DROP_INTERNAL;
 		g->flags = 0;
 		g->proto = encap_inner_ethertype(p);
+	} else if (encap == XLB_ENCAP_GUE) {
+		__be16 *u = l3 + outer - GUE_HLEN;
+
+		if ((void *)(u + 4) > data_end)
+			return XLB_STAT_DROP_INTERNAL;
+		/* source, destination, length, checksum 0: none for IPv4,
+		 * the zero checksum of tunnels for IPv6 (RFC 6935) */
+		u[0] = encap_gue_sport(h);
+		u[1] = n->gue_port;
+		u[2] = bpf_htons(GUE_HLEN + p->l3_len);
+		u[3] = 0;
 	}
 	return 0;
 }

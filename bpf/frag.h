@@ -42,6 +42,7 @@
 #include "hash.h"
 #include "select.h"
 #include "encap.h"
+#include "methods.h"
 #include "nexthop.h"
 #include "stats.h"
 #include "toobig.h"
@@ -372,10 +373,15 @@ static __always_inline int frag_send(struct xdp_md *ctx, const struct pkt *p,
 {
 	const struct real_info *r = t->r;
 	__u16 ip_len = r->family == XLB_AF_INET ? IPV4_HLEN : IPV6_HLEN;
-	__u16 outer = ip_len + (t->encap == XLB_ENCAP_GRE ? GRE_HLEN : 0);
-	__u32 egress = toobig_egress_mtu(ctx, p, r, n, outer);
+	__u16 outer = t->redirect ? ip_len + GRE_HLEN : methods_outer(r, t->encap);
+	__u32 egress;
 	int rc;
 
+	if (t->encap == XLB_ENCAP_NAT) { /* refused by the config: no ports to rewrite */
+		stats_count(XLB_STAT_DROP_FRAGMENT);
+		return XDP_DROP;
+	}
+	egress = toobig_egress_mtu(ctx, p, r, n, outer);
 	if (egress)
 		return frag_too_big(ctx, p, t, outer, from_peer, egress);
 
@@ -389,6 +395,8 @@ static __always_inline int frag_send(struct xdp_md *ctx, const struct pkt *p,
 		stats_count(XLB_STAT_DROP_INTERNAL);
 		return XDP_DROP;
 	}
+	if (!t->redirect)
+		return methods_send(ctx, p, r, t->rid, t->encap, n, t->h, 0, 0);
 	rc = encap_push(ctx, p, r, t->encap, n, t->h);
 	if (rc) {
 		stats_count(rc);

@@ -12,11 +12,16 @@ enum xlb_family {
 	XLB_AF_INET6 = 6,
 };
 
-/* Encapsulation toward a backend. ENCAP_NONE on a real means "the service's". */
+/* Forwarding method toward a backend (bpf/methods.h; the name is from
+ * when every method was a tunnel). ENCAP_NONE on a real means "the
+ * service's". */
 enum xlb_encap {
 	XLB_ENCAP_NONE = 0,
 	XLB_ENCAP_GRE = 1,  /* RFC 2784 base header, IPv4 or IPv6 outer */
 	XLB_ENCAP_IPIP = 2, /* ipip, ip6ip6, 4in6 or 6in4 by the two families */
+	XLB_ENCAP_GUE = 3,  /* outer IP, UDP to node_info.gue_port, inner IP (GUE version 1) */
+	XLB_ENCAP_DR = 4,   /* direct routing: the frame as it came, to the backend's MAC */
+	XLB_ENCAP_NAT = 5,  /* destination NAT to the real's address and port (bpf/nat.h) */
 };
 
 /* xlb_vips key. IPv4 addresses use addr[0..3], the rest is zero. */
@@ -57,6 +62,9 @@ enum xlb_real_flags {
 	 * plane resolved it from the kernel FIB and neighbour table; without
 	 * it the forwarder asks bpf_fib_lookup for every packet. */
 	XLB_REAL_F_NEXTHOP = 2,
+	/* The backend's address is one of this node's: the packet goes up
+	 * the local stack (XDP_PASS) after the method's rewrite, if any. */
+	XLB_REAL_F_LOCAL = 4,
 };
 
 /* xlb_reals value: one per (service, backend) pair. Id 0 is never used. */
@@ -71,13 +79,18 @@ struct real_info {
 	__u8 dmac[6];
 	__u8 smac[6];
 	__u32 ifindex; /* egress interface */
-	__u32 mtu;     /* of the egress interface: larger outer packets are dropped */
+	__u16 mtu;     /* of the egress interface: larger outer packets are dropped */
+	/* XLB_ENCAP_NAT: the backend's port (network order), 0 = the VIP's.
+	 * Took the high half of a 32-bit mtu, always 0 there (little-endian),
+	 * so pinned reals of the older layout read as port 0. */
+	__be16 port;
 };
 
 enum xlb_node_flags {
 	XLB_NODE_F_ADDR4 = 1,  /* addr4 is set: IPv4 outer headers possible */
 	XLB_NODE_F_ADDR6 = 2,  /* addr6 is set */
 	XLB_NODE_F_GATEWAY = 4, /* gw_mac is the fallback next hop */
+	XLB_NODE_F_NAT = 8,     /* some real uses NAT: look replies up in xlb_nat */
 };
 
 /* Connection-tracking states; each has its own idle timeout. */
@@ -124,7 +137,8 @@ struct node_info {
 	 * probe_cookie were appended: a pinned node map of an older, shorter
 	 * layout is migrated (internal/datapath/compat.go). */
 	__u32 icmp_too_big_rate;
-	__u32 pad;
+	__be16 gue_port; /* destination UDP port of XLB_ENCAP_GUE (network order) */
+	__u16 pad;
 };
 
 /* xlb_icmp_rl value (per CPU): the echo-reply token bucket. credit is in
@@ -208,7 +222,32 @@ enum xlb_stat {
 	XLB_STAT_ICMP_SCAN_LIMITED, /* ICMP error about a flow this CPU does not track, over the flood budget: other CPUs' slices not read, Maglev table */
 	XLB_STAT_ICMP_CUT,          /* ICMP error to a backend too big once encapsulated: cut to fit (bpf/icmpfit.h) */
 	XLB_STAT_TOO_BIG_NO_XLBD,   /* too big once encapsulated, IPv4 without DF, xlbd not reading (stopped): dropped */
+	XLB_STAT_FORWARD_LOCAL,     /* to a backend on this node: XDP_PASS to the local stack */
+	XLB_STAT_NAT_REPLY,         /* a NAT backend's reply, rewritten to the VIP and sent to the client */
+	XLB_STAT_NAT_REPLY_PASS,    /* the same, rewritten, but no FIB answer: to the kernel to route */
+	XLB_STAT_NAT_TRACK_FAIL,    /* a NAT flow could not be recorded in xlb_nat: its replies will pass untouched */
+	XLB_STAT_NAT_ICMP,          /* an ICMP error about a NAT flow, rewritten (either direction) */
 	XLB_STAT__MAX,
+};
+
+/* xlb_nat key: a NAT flow as its replies carry it (bpf/nat.h): from the
+ * backend's address and port to the client's. IPv4 in addr[0..3]. */
+struct nat_key {
+	__u8 backend[16];
+	__u8 client[16];
+	__be16 bport;
+	__be16 cport;
+	__u8 proto;
+	__u8 family; /* enum xlb_family */
+	__u16 pad;
+};
+
+/* xlb_nat value: what the reply's source is rewritten back to. */
+struct nat_val {
+	__u8 vip[16];
+	__be16 vport;
+	__u16 pad;
+	__u32 rid; /* the real that made it (counters) */
 };
 
 /* Fragments (bpf/frag.h). */
@@ -414,6 +453,8 @@ XLB_ABI_SIZE(trace_event, 112);
 XLB_ABI_SIZE(ct_bucket, 8 * XLB_CT_WAYS);
 XLB_ABI_SIZE(vip_bucket, 4 * XLB_VIP_SLOTS);
 XLB_ABI_SIZE(vip_ent, 36);
+XLB_ABI_SIZE(nat_key, 40);
+XLB_ABI_SIZE(nat_val, 24);
 _Static_assert(XLB_CT_REAL_SHIFT + XLB_CT_REAL_BITS == XLB_CT_TAG_SHIFT &&
 		       XLB_CT_STATE_SHIFT + 2 == XLB_CT_REAL_SHIFT &&
 		       XLB_CT_TIME_MASK == (1 << XLB_CT_STATE_SHIFT) - 1,

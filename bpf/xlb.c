@@ -12,6 +12,7 @@
 #include "select.h"
 #include "encap.h"
 #include "nexthop.h"
+#include "methods.h"
 #include "stats.h"
 #include "icmp.h"
 #include "icmp_echo.h"
@@ -48,6 +49,8 @@ const enum xlb_sync_stat *xlb_anchor_sync_stat __attribute__((unused));
 const enum xlb_sync_const *xlb_anchor_sync_const __attribute__((unused));
 const struct sync_event *xlb_anchor_sync_event __attribute__((unused));
 const struct sync_install *xlb_anchor_sync_install __attribute__((unused));
+const struct nat_key *xlb_anchor_nat_key __attribute__((unused));
+const struct nat_val *xlb_anchor_nat_val __attribute__((unused));
 
 /* xlb_send_too_big: p does not fit its real's egress once encapsulated
  * (toobig.h). IPv4 without DF goes to xlbd to be fragmented (dropped
@@ -86,9 +89,8 @@ static __always_inline int xlb_send(struct xdp_md *ctx, const struct pkt *p,
 				    const struct selection *sel, __u64 h, int probe,
 				    int trace, int too_big)
 {
-	__u8 encap = sel->real->encap ? sel->real->encap : v->encap;
-	__u16 outer = (sel->real->family == XLB_AF_INET ? IPV4_HLEN : IPV6_HLEN) +
-		      (encap == XLB_ENCAP_GRE ? GRE_HLEN : 0);
+	__u8 encap = methods_of(sel->real, v);
+	__u16 outer = methods_outer(sel->real, encap);
 
 	if (too_big) {
 		__u32 egress = toobig_egress_mtu(ctx, p, sel->real, n, outer);
@@ -103,13 +105,7 @@ static __always_inline int xlb_send(struct xdp_md *ctx, const struct pkt *p,
 		stats_add(&xlb_real_stats, sel->rid, p->l3_len, sel->new_flow);
 	}
 
-	int rc = encap_push(ctx, p, sel->real, encap, n, h);
-
-	if (rc) {
-		stats_count_hit(rc, sel->hit);
-		return XDP_DROP;
-	}
-	rc = nexthop_forward(ctx, sel->real, n, outer + p->l3_len, sel->hit);
+	int rc = methods_send(ctx, p, sel->real, sel->rid, encap, n, h, sel->hit, !sel->hit);
 	if (trace) { /* trace.h; the payload moved by the outer headers */
 		__u32 mark = trace_marker_off(ctx, p, outer);
 
@@ -173,13 +169,17 @@ __attribute__((noinline)) int xlb_icmp(struct xdp_md *ctx, struct pkt *p)
 		stats_count(rc);
 		return XDP_DROP;
 	}
+	if (methods_of(sel.real, v) == XLB_ENCAP_NAT) {
+		/* no rewrite of the quoted packet yet (methods.h): the kernel's */
+		stats_count(XLB_STAT_ICMP_PASS);
+		return XDP_PASS;
+	}
 	stats_count(kind == ICMP_K_FRAG_NEEDED ? XLB_STAT_ICMP_FRAG_NEEDED :
 		    kind == ICMP_K_UNREACH     ? XLB_STAT_ICMP_UNREACH :
 						 XLB_STAT_ICMP_TIME_EXCEEDED);
 	/* too big once encapsulated: cut to fit (icmpfit.h) */
-	rc = icmpfit_fit(ctx, p, sel.real, n,
-			 (sel.real->family == XLB_AF_INET ? IPV4_HLEN : IPV6_HLEN) +
-			 ((sel.real->encap ? sel.real->encap : v->encap) == XLB_ENCAP_GRE ? GRE_HLEN : 0));
+	/* the same outer length as xlb_send's: the method's (methods_outer) */
+	rc = icmpfit_fit(ctx, p, sel.real, n, methods_outer(sel.real, methods_of(sel.real, v)));
 	if (rc) {
 		stats_count(rc);
 		return XDP_DROP;
@@ -262,8 +262,10 @@ __attribute__((noinline)) int xlb_probe(struct xdp_md *ctx, const struct pkt *p)
 	return xlb_send(ctx, p, v, n, &sel, h, 1, 0, 0);
 }
 
-/* xlb_l4's answer for a self-check probe (not an XDP action). */
+/* xlb_l4's answers for a self-check probe and for a packet to no VIP (not
+ * XDP actions). */
 #define XLB_L4_PROBE 0x100
+#define XLB_L4_NOT_VIP 0x200
 
 /* xlb_too_big: a client's packet too big once encapsulated, IPv4 with DF
  * or IPv6 (toobig.h): within node.icmp_too_big_rate it becomes the ICMP
@@ -351,10 +353,8 @@ __attribute__((noinline)) int xlb_l4(struct xdp_md *ctx, const struct pkt *p)
 		return XDP_DROP;
 	}
 	v = select_vip(p);
-	if (!v) {
-		stats_count(XLB_STAT_PASS_NOT_VIP);
-		return XDP_PASS;
-	}
+	if (!v)
+		return XLB_L4_NOT_VIP; /* xlb_forward calls xlb_nat_reply: stack depth */
 	n = bpf_map_lookup_elem(&xlb_node, &zero);
 	if (!n) {
 		stats_count(XLB_STAT_DROP_INTERNAL);
@@ -387,6 +387,8 @@ int xlb_forward(struct xdp_md *ctx)
 	if (rc != PARSE_OK)
 		return xlb_unparsed(ctx, &p, rc);
 	rc = xlb_l4(ctx, &p);
+	if (rc == XLB_L4_NOT_VIP) /* nat.h: passes all but NAT replies */
+		return xlb_verdict(xlb_nat_reply(ctx, &p));
 	if (rc > XDP_REDIRECT) /* not an XDP action: calls kept out of xlb_l4 (stack depth) */
 		rc = rc == XLB_L4_PROBE ? xlb_probe(ctx, &p) : xlb_too_big(ctx, &p, rc & 0xffff);
 	return xlb_verdict(rc);

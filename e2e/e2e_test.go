@@ -6,7 +6,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"math"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -161,22 +160,7 @@ func (e *env) services(t *testing.T) []datapath.ServiceView {
 
 func checkShares(t *testing.T, what string, counts map[string]int, weights []int) {
 	t.Helper()
-	total, wsum := 0, 0
-	for _, c := range counts {
-		total += c
-	}
-	for _, w := range weights {
-		wsum += w
-	}
-	for i, w := range weights {
-		name := fmt.Sprintf("b%d", i+1)
-		share := 100 * float64(counts[name]) / float64(total)
-		want := 100 * float64(w) / float64(wsum)
-		t.Logf("%s: %s %d requests, %.1f%% (weight share %.1f%%)", what, name, counts[name], share, want)
-		if math.Abs(share-want) > 3 {
-			t.Errorf("%s: backend %s share %.1f%%, want %.1f%% ± 3", what, name, share, want)
-		}
-	}
+	checkSharesWithin(t, what, counts, weights, 3) // methods_test.go
 }
 
 func TestHTTPSharesAndDirectReturn(t *testing.T) {

@@ -46,16 +46,7 @@ func RunDemo(ctx context.Context, w io.Writer, opts DemoOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if opts.Keep && err == nil {
-			fmt.Fprintf(w, "\nlab %s left up; remove it with: xlb-lab down --prefix %s\n", l.Prefix, l.Prefix)
-			return
-		}
-		fmt.Fprintf(w, "\ntearing down lab %s ...\n", l.Prefix)
-		if derr := l.Destroy(); derr != nil {
-			err = errors.Join(err, fmt.Errorf("teardown: %w", derr))
-		}
-	}()
+	defer func() { err = l.endDemo(w, opts.Keep, err) }()
 	PrintTopology(w, l)
 
 	if _, err := l.StartServers(Ports{}); err != nil {
@@ -150,6 +141,20 @@ func printStatusPage(w io.Writer, l *Lab) {
 		return
 	}
 	fmt.Fprintf(w, "status page: http://%s/ (open it in a browser while the demo runs; inside namespace %s it is http://%s/)\n", addr, l.Nodes[0].Name, StatusPageAddr)
+}
+
+// endDemo tears the lab down at the end of a demo that ended with err,
+// or leaves it up (keep, no error) and says how to remove it.
+func (l *Lab) endDemo(w io.Writer, keep bool, err error) error {
+	if keep && err == nil {
+		fmt.Fprintf(w, "\nlab %s left up; remove it with: xlb-lab down --prefix %s\n", l.Prefix, l.Prefix)
+		return nil
+	}
+	fmt.Fprintf(w, "\ntearing down lab %s ...\n", l.Prefix)
+	if derr := l.Destroy(); derr != nil {
+		err = errors.Join(err, fmt.Errorf("teardown: %w", derr))
+	}
+	return err
 }
 
 // webServices returns only the HTTP services of the lab's VIPs.

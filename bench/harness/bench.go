@@ -34,6 +34,7 @@
 package harness
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -174,6 +175,9 @@ type Options struct {
 	// whose pre-fill needs the whole job). Runs are then checked for the
 	// verdict only. See MeasureStages.
 	Stop Stage
+	// Method is the forwarding method of every service (0: GRE). With
+	// EncapNAT the backends listen on natBackendPort.
+	Method state.Encap
 	// Logf receives progress lines (nil: none).
 	Logf func(format string, args ...any)
 }
@@ -463,7 +467,11 @@ func benchState(o Options) (*state.State, error) {
 			}
 			backends = append(backends, maglev.Backend{Name: a.String(), Weight: 1})
 			ids[a.String()] = next
-			st.Reals.Set(next, state.Real{Addr: a, SvcID: uint32(i + 1), Active: true})
+			r := state.Real{Addr: a, SvcID: uint32(i + 1), Active: true}
+			if o.Method == state.EncapNAT {
+				r.Port = natBackendPort
+			}
+			st.Reals.Set(next, r)
 			next++
 		}
 		tbl, err := maglev.Build(backends, o.TableSize)
@@ -474,8 +482,9 @@ func benchState(o Options) (*state.State, error) {
 		for j, e := range tbl.Entries {
 			entries[j] = ids[tbl.Backends[e].Name]
 		}
-		st.Services[key] = &state.Service{SvcID: uint32(i + 1), Encap: state.EncapGRE, Table: entries}
+		st.Services[key] = &state.Service{SvcID: uint32(i + 1), Encap: cmp.Or(o.Method, state.EncapGRE), Table: entries}
 	}
+	st.Node.GUEPort, st.Node.NAT = gueBenchPort, o.Method == state.EncapNAT
 	return st, nil
 }
 

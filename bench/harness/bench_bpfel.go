@@ -94,7 +94,8 @@ type benchNodeInfo struct {
 	_              [4]byte
 	ProbeCookie    uint64
 	IcmpTooBigRate uint32
-	Pad            uint32
+	GuePort        uint16
+	Pad            uint16
 }
 
 type benchRealInfo struct {
@@ -108,7 +109,8 @@ type benchRealInfo struct {
 	Dmac    [6]uint8
 	Smac    [6]uint8
 	Ifindex uint32
-	Mtu     uint32
+	Mtu     uint16
+	Port    uint16
 }
 
 type benchVipBucket struct {
@@ -149,7 +151,7 @@ type benchXlbCounters struct {
 
 type benchXlbGlobal struct {
 	_     structs.HostLayout
-	Count [46]uint64
+	Count [51]uint64
 }
 
 type benchXlbStat uint32
@@ -201,7 +203,12 @@ const (
 	benchXlbStatXLB_STAT_ICMP_SCAN_LIMITED     benchXlbStat = 43
 	benchXlbStatXLB_STAT_ICMP_CUT              benchXlbStat = 44
 	benchXlbStatXLB_STAT_TOO_BIG_NO_XLBD       benchXlbStat = 45
-	benchXlbStatXLB_STAT__MAX                  benchXlbStat = 46
+	benchXlbStatXLB_STAT_FORWARD_LOCAL         benchXlbStat = 46
+	benchXlbStatXLB_STAT_NAT_REPLY             benchXlbStat = 47
+	benchXlbStatXLB_STAT_NAT_REPLY_PASS        benchXlbStat = 48
+	benchXlbStatXLB_STAT_NAT_TRACK_FAIL        benchXlbStat = 49
+	benchXlbStatXLB_STAT_NAT_ICMP              benchXlbStat = 50
+	benchXlbStatXLB_STAT__MAX                  benchXlbStat = 51
 )
 
 // Names of all BPF objects in the ELF.

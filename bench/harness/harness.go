@@ -388,7 +388,7 @@ func (h *harness) measure(t *target, frame []byte, repeat uint32, expect benchXl
 		return 0, fmt.Errorf("%w: %d packets, want every one %s and %s; counters moved: %v",
 			ErrCounters, r.iters, statName(benchXlbStatXLB_STAT_FORWARD_TX), statName(expect), r.moved)
 	}
-	if err := checkTunnel(out); err != nil {
+	if err := checkOutput(out, h.o.Method); err != nil {
 		return 0, err
 	}
 	return r.ns, nil

@@ -104,7 +104,10 @@ func (b *runner) pkt() error {
 	b.r.set("pkt_harness.seconds", xlb.Elapsed.Seconds())
 	b.printf("  test-run loop alone %.0f ns/packet; table %.4f full before new_flow_full\n", xlb.Harness, xlb.Fill)
 	b.r.md["pkt"] = harness.Markdown(res)
-	return b.breakdown()
+	if err := b.breakdown(); err != nil {
+		return err
+	}
+	return b.pktMethods(o) // methods.go
 }
 
 // putForwarder records the forwarder's per-packet figures.

@@ -39,6 +39,9 @@ type Report struct {
 	// entries per CPU (128 KiB, in the CPU's caches), the same scenarios:
 	// the cost of the code without the table's memory latency.
 	NsPerPktCachedTable map[string]float64 `json:"ns_per_pkt_cached_table,omitempty"`
+	// NsPerPktMethod: the forwarder per forwarding method,
+	// "<method>.<scenario>" (methods.go).
+	NsPerPktMethod map[string]float64 `json:"ns_per_pkt_method,omitempty"`
 	// LoadLatencyNs: one dependent load over random lines of a region,
 	// by region size ("mib1", "mib8", "mib16"), on the pkt part's CPU.
 	LoadLatencyNs map[string]float64 `json:"load_latency_ns,omitempty"`
@@ -259,6 +262,8 @@ func (r *Report) groupPtr(name string) *map[string]float64 {
 		return &r.NsPerPktStateless
 	case "ns_per_pkt_cached_table":
 		return &r.NsPerPktCachedTable
+	case "ns_per_pkt_method":
+		return &r.NsPerPktMethod
 	case "load_latency_ns":
 		return &r.LoadLatencyNs
 	case "pkt_harness":

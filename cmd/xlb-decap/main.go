@@ -1,8 +1,8 @@
-// Command xlb-decap strips xlb's GRE and IPIP encapsulation on a backend
+// Command xlb-decap strips xlb's GRE, IPIP and GUE encapsulation on a backend
 // whose kernel has no tunnel modules, with an XDP program that stays
 // attached after the command exits (see docs/DECAP.md):
 //
-//	xlb-decap attach IFACE [--mode auto|native|generic]
+//	xlb-decap attach IFACE [--mode auto|native|generic] [--gue-port PORT]
 //	xlb-decap detach IFACE
 //	xlb-decap status IFACE [-o text|json]
 //	xlb-decap sync IFACE
@@ -26,9 +26,11 @@ import (
 )
 
 const usage = `usage:
-  xlb-decap attach IFACE [--mode auto|native|generic]
+  xlb-decap attach IFACE [--mode auto|native|generic] [--gue-port PORT]
         load the decapsulator, attach it to IFACE and pin it (it stays
-        attached after this command exits); auto tries native XDP first
+        attached after this command exits); auto tries native XDP first;
+        GUE is stripped from UDP to PORT (default 6080, xlbd's
+        node.gue_port; 0: none)
   xlb-decap detach IFACE
         detach it and remove its pins
   xlb-decap status IFACE [-o text|json]
@@ -87,6 +89,7 @@ func dispatch(args []string, stdout io.Writer) error {
 	fs.SetOutput(io.Discard)
 	mode := fs.String("mode", "auto", "")
 	output := fs.String("o", "text", "")
+	guePort := fs.Uint("gue-port", decap.DefaultGUEPort, "")
 
 	switch cmd {
 	case "attach", "detach", "status", "sync":
@@ -111,7 +114,7 @@ func dispatch(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if (cmd != "attach" && isSet(fs, "mode")) || (cmd != "status" && isSet(fs, "o")) {
+	if (cmd != "attach" && (isSet(fs, "mode") || isSet(fs, "gue-port"))) || (cmd != "status" && isSet(fs, "o")) {
 		return usagef("%s takes no such option", cmd)
 	}
 
@@ -121,10 +124,13 @@ func dispatch(args []string, stdout io.Writer) error {
 		if err != nil {
 			return usagef("%v", err)
 		}
+		if *guePort > 65535 {
+			return usagef("--gue-port %d is not a UDP port (0: strip no GUE)", *guePort)
+		}
 		if err := checkKernel(); err != nil {
 			return err
 		}
-		if err := decap.Attach(iface, m); err != nil {
+		if err := decap.AttachGUE(iface, m, uint16(*guePort)); err != nil {
 			return err
 		}
 		st, err := decap.Status(iface)

@@ -5,6 +5,7 @@
 //	xlb-lab down [--prefix P]
 //	xlb-lab demo [--bin DIR] [--requests N] [--requests6 N] [--weights 1,1,2] [--keep]
 //	xlb-lab demo --scale [--connections N] [--no-sync]
+//	xlb-lab demo --methods [--requests N] [--weights 1,1,2]
 package main
 
 import (
@@ -33,6 +34,7 @@ commands:
          report per-backend shares and packet counters, tear down
          (--scale: the 3-node demo with connection sync, and the simultaneous
          change of a backend and a node with and without sync)
+         (--methods: one service per forwarding method, where replies went)
 
 run "xlb-lab <command> -h" for the flags of a command; needs root.
 `
@@ -186,6 +188,7 @@ func demo(ctx context.Context, args []string, out io.Writer) error {
 	scale := fs.Bool("scale", false, "the multi-node demo instead: 3 nodes behind BIRD ECMP, node drain, backend and node failures, restore")
 	conns := fs.Int("connections", 200, "long-lived connections of the --scale demo")
 	noSync := fs.Bool("no-sync", false, "the --scale demo without connection sync (node.sync) and without the simultaneous-change step")
+	methods := fs.Bool("methods", false, "the forwarding-methods demo instead: one service per method (gre, ipip, gue, dr, nat) on a 1500-byte segment")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -198,6 +201,10 @@ func demo(ctx context.Context, args []string, out io.Writer) error {
 			return fmt.Errorf("--weights: bad weight %q", f)
 		}
 		opts.Weights = append(opts.Weights, w)
+	}
+	if *methods {
+		return lab.RunMethodsDemo(ctx, out, lab.MethodsDemoOptions{Requests: opts.Requests4, Weights: opts.Weights,
+			BinDir: opts.BinDir, Prefix: opts.Prefix, Keep: opts.Keep})
 	}
 	return lab.RunDemo(ctx, out, opts)
 }

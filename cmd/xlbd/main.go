@@ -80,6 +80,7 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 	slog.SetDefault(log)
 
+	config.UseRoutes(datapath.KernelRoute)                                             // methods dr and nat need connected backends
 	cfg, src, err := loadConfig(context.Background(), log, *cfgPath, *nodeCfg, *cache) // cluster.go
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "xlbd: %v\n", err)

@@ -244,7 +244,8 @@ type BackendInfo struct {
 	// TableEntries is how many Maglev table entries point to it.
 	TableEntries uint32
 	RealID       uint32
-	Encap        string // the backend's own, or the service's
+	Encap        string // the forwarding method: the backend's own, or the service's
+	Local        bool   // the backend is this node (forward: Local)
 	Counters     Counters
 	TrackedFlows *uint64 // nil when not counted
 }

@@ -113,7 +113,7 @@ func backendToPB(service string, b *BackendInfo) *pb.Backend {
 			Since: ts(b.Health.Since), LastError: b.Health.LastError, LastProbe: ts(b.Health.LastProbe),
 		},
 		InDataPlane: b.InDataPlane, TableEntries: b.TableEntries, RealId: b.RealID, Encap: b.Encap,
-		Counters: countersToPB(b.Counters), TrackedFlows: b.TrackedFlows,
+		Local: b.Local, Counters: countersToPB(b.Counters), TrackedFlows: b.TrackedFlows,
 	}
 	if o := b.Override; o != nil {
 		r.Override = &pb.Override{Weight: o.Weight, Drain: o.Drain, Since: ts(o.Since)}

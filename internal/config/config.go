@@ -32,6 +32,8 @@ const (
 	// DefaultICMPTooBigRate is node.icmp_too_big_rate when absent: ICMP
 	// frag-needed / packet-too-big each CPU sends per second.
 	DefaultICMPTooBigRate = 1000
+	// DefaultGUEPort is node.gue_port when absent.
+	DefaultGUEPort = 6080
 	// MaxICMPTooBigRate bounds node.icmp_too_big_rate.
 	MaxICMPTooBigRate = 1 << 24
 	// MaxFragmentPool bounds node.fragment_pool (LB nodes).
@@ -162,6 +164,9 @@ type Node struct {
 	FragmentTableEntries uint32
 	// Sync is connection sync with the other nodes; nil: off.
 	Sync *Sync
+	// GUEPort is the destination UDP port of GUE packets (method gue),
+	// 1..65535. Default DefaultGUEPort.
+	GUEPort uint16
 }
 
 // Timeouts are the idle timeouts of connection tracking entries
@@ -196,9 +201,14 @@ type Backend struct {
 	// Weight is the backend's share of new flows relative to the other
 	// backends of its pool, 0..MaxWeight. Weight 0 takes no new flows.
 	Weight uint32
-	// Encap overrides the service's encapsulation for this backend;
-	// EncapUnset means "use the service's".
+	// Encap overrides the service's forwarding method for this backend
+	// (the file's method, or its older name encap); EncapUnset means "use
+	// the service's".
 	Encap Encap
+	// Port is the backend's port for method nat (the VIP's port is
+	// rewritten to it); 0 keeps the VIP's port. Other methods cannot
+	// change the port.
+	Port uint16
 	// Drain means the backend takes no new flows but keeps the flows it is
 	// tracked for.
 	Drain bool
@@ -224,7 +234,8 @@ type Service struct {
 	Scheduler Scheduler
 	// TableSize is the Maglev table size M, a prime <= MaxTableSize.
 	TableSize uint32
-	// Encap is the encapsulation towards backends (never EncapUnset).
+	// Encap is the forwarding method towards backends (the file's
+	// method, or its older name encap; never EncapUnset).
 	Encap Encap
 	// MinHealthy is the share of a pool's backends, 0..1, that must be
 	// usable for the pool to be chosen; 0 means "at least
@@ -252,7 +263,8 @@ const (
 // String returns the protocol's name as written in the file ("tcp", "udp").
 func (p Proto) String() string { return enumString(protoNames, p) }
 
-// Encap is an encapsulation towards backends. The numbering is stable.
+// Encap is a forwarding method towards backends (the file's method; the
+// name is from when every method was a tunnel). The numbering is stable.
 type Encap uint8
 
 const (
@@ -263,10 +275,20 @@ const (
 	// EncapIPIP is IP-in-IP in whichever flavour the address families
 	// need: IPIP, IP6IP6, 4-in-6 or 6-in-4.
 	EncapIPIP
+	// EncapGUE is IP in UDP (GUE version 1, as the kernel's fou/gue
+	// receives it) to node.gue_port, the UDP source port from the flow hash.
+	EncapGUE
+	// EncapDR is direct routing: the frame unchanged at L3, sent to the
+	// backend's MAC on a directly connected segment.
+	EncapDR
+	// EncapNAT is destination NAT to the backend's address (and port);
+	// the backend's replies come back through the node, which rewrites
+	// their source to the VIP.
+	EncapNAT
 )
 
-// String returns the encapsulation's name as written in the file ("gre",
-// "ipip"), or "unset".
+// String returns the method's name as written in the file ("gre",
+// "ipip", "gue", "dr", "nat"), or "unset".
 func (e Encap) String() string {
 	if e == EncapUnset {
 		return "unset"
@@ -313,7 +335,7 @@ type enumName[T enum] struct {
 
 var (
 	protoNames     = []enumName[Proto]{{"tcp", ProtoTCP}, {"udp", ProtoUDP}}
-	encapNames     = []enumName[Encap]{{"gre", EncapGRE}, {"ipip", EncapIPIP}}
+	encapNames     = []enumName[Encap]{{"gre", EncapGRE}, {"ipip", EncapIPIP}, {"gue", EncapGUE}, {"dr", EncapDR}, {"nat", EncapNAT}}
 	xdpModeNames   = []enumName[XDPMode]{{"auto", XDPModeAuto}, {"native", XDPModeNative}, {"generic", XDPModeGeneric}}
 	schedulerNames = []enumName[Scheduler]{{"maglev", SchedulerMaglev}}
 )

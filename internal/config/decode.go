@@ -628,6 +628,7 @@ func (d *decoder) node(n *ynode) Node {
 		ICMPTooBigRate:       DefaultICMPTooBigRate,
 		FragmentTableEntries: DefaultFragmentTableEntries,
 		TraceRate:            DefaultTraceRate,
+		GUEPort:              DefaultGUEPort,
 		Timeouts: Timeouts{
 			TCP:    DefaultTCPTimeout,
 			TCPSyn: DefaultTCPSynTimeout,
@@ -637,12 +638,17 @@ func (d *decoder) node(n *ynode) Node {
 	}
 	f := d.fields(n, path, "name", "interface", "api_socket", "metrics_addr", "address", "address6", "gateway_mac",
 		"xdp_mode", "conntrack_entries", "timeouts", "flood_syn_rate", "flood_new_flow_rate", "icmp_echo_rate",
-		"icmp_too_big_rate", "fragment_pool", "fragment_table_entries", "trace_rate", "status_page", "sync")
+		"icmp_too_big_rate", "fragment_pool", "fragment_table_entries", "trace_rate", "status_page", "sync", "gue_port")
 	if f == nil {
 		return nd
 	}
 	if v := f.get("sync"); v != nil {
 		nd.Sync = d.sync(v, join(path, "sync")) // sync.go
+	}
+	if v, fp := f.at("gue_port"); v != nil {
+		if u, ok := d.uint(v, fp, 65535); ok {
+			nd.GUEPort = uint16(u)
+		}
 	}
 	d.uint32Fields(f, path, []uint32Field{
 		{"flood_syn_rate", MaxFloodSynRate, &nd.FloodSynRate},
@@ -773,7 +779,7 @@ func (d *decoder) pool(name string, n *ynode, path string) Pool {
 
 func (d *decoder) backend(n *ynode, path string) Backend {
 	b := Backend{Weight: DefaultWeight}
-	f := d.fields(n, path, "address", "weight", "encap", "state", "health_check")
+	f := d.fields(n, path, "address", "weight", "encap", "method", "port", "state", "health_check")
 	if f == nil {
 		return b
 	}
@@ -788,8 +794,11 @@ func (d *decoder) backend(n *ynode, path string) Backend {
 			b.Weight = uint32(u)
 		}
 	}
-	if v, fp := f.at("encap"); v != nil {
-		b.Encap, _ = decodeEnum(d, v, fp, encapNames)
+	d.method(f, &b.Encap) // methods.go
+	if v, fp := f.at("port"); v != nil {
+		if u, ok := d.uint(v, fp, 65535); ok {
+			b.Port = uint16(u)
+		}
 	}
 	if v, fp := f.at("state"); v != nil {
 		st, _ := decodeEnum(d, v, fp, stateNames)
@@ -811,7 +820,7 @@ var stateNames = []enumName[backendState]{{"active", stateActive}, {"drain", sta
 func (d *decoder) service(n *ynode, path string) Service {
 	s := Service{Scheduler: SchedulerMaglev, TableSize: DefaultTableSize, Encap: EncapGRE}
 	f := d.fields(n, path, "name", "vip", "port", "protocol", "pools", "scheduler", "table_size", "encap",
-		"min_healthy", "withdraw_when_down", "fragments")
+		"method", "min_healthy", "withdraw_when_down", "fragments")
 	if f == nil {
 		return s
 	}
@@ -856,8 +865,6 @@ func (d *decoder) service(n *ynode, path string) Service {
 			s.TableSize = uint32(u)
 		}
 	}
-	if v, fp := f.at("encap"); v != nil {
-		s.Encap, _ = decodeEnum(d, v, fp, encapNames)
-	}
+	d.method(f, &s.Encap) // methods.go
 	return s
 }

@@ -66,6 +66,7 @@ func (c *Config) Marshal() ([]byte, error) {
 	if n.Sync != nil {
 		node.Content = append(node.Content, str("sync"), n.Sync.marshal()) // sync.go
 	}
+	node.Content = append(node.Content, str("gue_port"), integer(uint64(n.GUEPort)))
 
 	pools := mapping()
 	for _, p := range c.Pools {
@@ -75,7 +76,10 @@ func (c *Config) Marshal() ([]byte, error) {
 			for _, b := range p.Backends {
 				bn := mapping("address", str(b.Addr.String()), "weight", integer(uint64(b.Weight)))
 				if b.Encap != EncapUnset {
-					bn.Content = append(bn.Content, str("encap"), str(b.Encap.String()))
+					bn.Content = append(bn.Content, str("method"), str(b.Encap.String()))
+				}
+				if b.Port != 0 {
+					bn.Content = append(bn.Content, str("port"), integer(uint64(b.Port)))
 				}
 				if b.Drain {
 					bn.Content = append(bn.Content, str("state"), str("drain"))
@@ -107,7 +111,7 @@ func (c *Config) Marshal() ([]byte, error) {
 			"pools", list(s.Pools),
 			"scheduler", str(s.Scheduler.String()),
 			"table_size", integer(uint64(s.TableSize)),
-			"encap", str(s.Encap.String()),
+			"method", str(s.Encap.String()),
 			"min_healthy", float(s.MinHealthy),
 			"withdraw_when_down", boolean(s.WithdrawWhenDown),
 			"fragments", boolean(s.Fragments),

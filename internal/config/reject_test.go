@@ -183,9 +183,9 @@ func TestReject(t *testing.T) {
 		{"bad scheduler", head + "services:\n  - {name: s, vip: 10.200.0.1, port: 80, protocol: tcp, pools: [p], scheduler: rr}\n",
 			ErrInvalid, []string{`c.yaml:6: services[0].scheduler: "rr" is not one of maglev`}},
 		{"bad service encap", head + "services:\n  - {name: s, vip: 10.200.0.1, port: 80, protocol: tcp, pools: [p], encap: vxlan}\n",
-			ErrInvalid, []string{`c.yaml:6: services[0].encap: "vxlan" is not one of gre, ipip`}},
+			ErrInvalid, []string{`c.yaml:6: services[0].encap: "vxlan" is not one of gre, ipip, gue, dr, nat`}},
 		{"bad backend encap", head + "  q:\n    backends: [{address: 10.0.1.5, encap: ip6ip6}]\n", ErrInvalid,
-			[]string{`c.yaml:6: pools.q.backends[0].encap: "ip6ip6" is not one of gre, ipip`}},
+			[]string{`c.yaml:6: pools.q.backends[0].encap: "ip6ip6" is not one of gre, ipip, gue, dr, nat`}},
 		{"bad backend state", head + "  q:\n    backends: [{address: 10.0.1.5, state: down}]\n", ErrInvalid,
 			[]string{`c.yaml:6: pools.q.backends[0].state: "down" is not one of active, drain`}},
 

@@ -39,6 +39,7 @@ func validate(cfg *Config, c *collector) {
 	}
 	checkConflicts(cfg.Pools, idx, c)
 	validateServices(cfg, idx, c)
+	validateMethods(cfg, idx, c)
 	validateBGP(cfg.BGP, c)
 	if cfg.BGP != nil && len(cfg.BGP.Peers) > 0 {
 		for i, s := range cfg.Services {
@@ -326,6 +327,9 @@ func settingsDiff(kept, dropped Backend) string {
 	}
 	if kept.Encap != dropped.Encap {
 		d = append(d, fmt.Sprintf("encap %s vs %s", dropped.Encap, kept.Encap))
+	}
+	if kept.Port != dropped.Port {
+		d = append(d, fmt.Sprintf("port %d vs %d", dropped.Port, kept.Port))
 	}
 	if kept.Drain != dropped.Drain {
 		d = append(d, fmt.Sprintf("state %s vs %s", stateName(dropped.Drain), stateName(kept.Drain)))

@@ -214,6 +214,12 @@ func encapName(e state.Encap) string {
 		return "gre"
 	case state.EncapIPIP:
 		return "ipip"
+	case state.EncapGUE:
+		return "gue"
+	case state.EncapDR:
+		return "dr"
+	case state.EncapNAT:
+		return "nat"
 	}
 	return ""
 }
@@ -283,6 +289,7 @@ func (a *API) Services(ctx context.Context) ([]api.ServiceInfo, error) {
 					if rid, ok := realOf[b.Addr]; ok {
 						bi.RealID = rid
 						bi.InDataPlane = c.state.Reals.At(rid).Active
+						bi.Local = c.state.Reals.At(rid).NextHop.Local
 						bi.TableEntries = entries[rid]
 						if cnt, err := c.dp.RealCounters(rid); err == nil {
 							bi.Counters = api.Counters(cnt)

@@ -503,12 +503,15 @@ func (c *Controller) keepNeighbours() {
 	}
 	for _, a := range nextHopAddrs(c.desired) {
 		nh, err := datapath.ResolveNextHop(a)
-		if err == nil {
+		if err == nil && !nh.Local {
 			err = datapath.KeepNeighbour(nh)
 		}
 		if err != nil {
 			c.log.Warn("next hop not kept resolved; first packets may use the fallback gateway", "address", a, "error", err)
 		}
+	}
+	if usesNAT(c.desired) {
+		c.keepGateways() // methods.go
 	}
 }
 

@@ -24,6 +24,8 @@ func nodeState(desired *config.Desired, nh NextHops) state.Node {
 		ICMPTooBigRate:   n.ICMPTooBigRate,
 		Fragments:        fragPool(n, nh),
 		TraceRate:        n.TraceRate,
+		GUEPort:          n.GUEPort,
+		NAT:              usesNAT(desired),
 		Timeouts: state.Timeouts{
 			TCPSyn: n.Timeouts.TCPSyn, TCP: n.Timeouts.TCP,
 			TCPFin: n.Timeouts.TCPFin, UDP: n.Timeouts.UDP,
@@ -52,12 +54,33 @@ func fragPool(n config.Node, nh NextHops) state.FragPool {
 	return p
 }
 
+// usesNAT reports whether some backend of desired is reached by NAT.
+func usesNAT(d *config.Desired) bool {
+	for i := range d.Services {
+		s := &d.Services[i]
+		for _, p := range s.Pools {
+			for _, b := range p.Backends {
+				if s.EncapFor(b) == config.EncapNAT {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 func encapOf(e config.Encap) state.Encap {
 	switch e {
 	case config.EncapGRE:
 		return state.EncapGRE
 	case config.EncapIPIP:
 		return state.EncapIPIP
+	case config.EncapGUE:
+		return state.EncapGUE
+	case config.EncapDR:
+		return state.EncapDR
+	case config.EncapNAT:
+		return state.EncapNAT
 	}
 	return state.EncapDefault
 }

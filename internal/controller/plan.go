@@ -237,7 +237,7 @@ func (pl *planning) service(i int) (*svcMemo, error) {
 			byAddr[b.Addr] = rid
 			m.rids = append(m.rids, rid)
 			pl.next.Reals.Set(rid, state.Real{Addr: b.Addr, SvcID: id, Active: b.HealthCheck == "" || pl.healthy(b),
-				Encap: encapOf(b.Encap), NextHop: pl.in.NextHops.ByAddr[b.Addr]})
+				Encap: encapOf(b.Encap), Port: b.Port, NextHop: pl.in.NextHops.ByAddr[b.Addr]})
 		}
 	}
 	svc := &state.Service{SvcID: id, Encap: encapOf(s.Encap), Fragments: s.Fragments}

@@ -123,15 +123,15 @@ bgp
 func TestServices(t *testing.T) {
 	e := newEnv(t)
 	wantLines(t, e.ok("services"), `
-Prot  LocalAddress:Port   Service  Sched   M       Encap   ActivePool  Probe  Packets  Bytes   NewFlows
-  ->  RemoteAddress       Pool     Weight  State   Health  Share              Packets  Bytes   NewFlows
-TCP   10.0.0.100:80       web      maglev  65537   gre     web         -      1000     100000  100
-  ->  10.0.1.1            web      2       active  up      66.7%              600      60000   60
-  ->  10.0.1.2            web      1       active  up      33.3%              400      40000   40
-  ->  10.0.2.1            spare    1       active  -       0.0%               0        0       0
-UDP   [2001:db8::100]:53  dns      maglev  251     gre     dns         -      0        0       0
-  ->  2001:db8:1::1       dns      1       active  -       49.8%              0        0       0
-  ->  2001:db8:1::2       dns      1       active  -       49.8%              0        0       0`)
+Prot  LocalAddress:Port   Service  Method   Sched   M       ActivePool  Backends  Probe  Packets  Bytes   NewFlows
+  ->  RemoteAddress       Pool     Forward  Weight  State   Health      Share            Packets  Bytes   NewFlows
+TCP   10.0.0.100:80       web      gre      maglev  65537   web         3         -      1000     100000  100
+  ->  10.0.1.1            web      Tunnel   2       active  up          66.7%            600      60000   60
+  ->  10.0.1.2            web      Tunnel   1       active  up          33.3%            400      40000   40
+  ->  10.0.2.1            spare    Tunnel   1       active  -           0.0%             0        0       0
+UDP   [2001:db8::100]:53  dns      gre      maglev  251     dns         2         -      0        0       0
+  ->  2001:db8:1::1       dns      Tunnel   1       active  -           49.8%            0        0       0
+  ->  2001:db8:1::2       dns      Tunnel   1       active  -           49.8%            0        0       0`)
 	// The prober's last probe of each VIP: up with its round trip, or DOWN.
 	e.fake.Lock()
 	e.fake.Info.Prober = api.ProberStatus{Enabled: true, OK: true, Probes: []api.Probe{
@@ -140,15 +140,15 @@ UDP   [2001:db8::100]:53  dns      maglev  251     gre     dns         -      0 
 	}}
 	e.fake.Unlock()
 	wantLines(t, e.ok("services"), `
-Prot  LocalAddress:Port   Service  Sched   M       Encap   ActivePool  Probe       Packets  Bytes   NewFlows
-  ->  RemoteAddress       Pool     Weight  State   Health  Share                   Packets  Bytes   NewFlows
-TCP   10.0.0.100:80       web      maglev  65537   gre     web         up 1.234ms  1000     100000  100
-  ->  10.0.1.1            web      2       active  up      66.7%                   600      60000   60
-  ->  10.0.1.2            web      1       active  up      33.3%                   400      40000   40
-  ->  10.0.2.1            spare    1       active  -       0.0%                    0        0       0
-UDP   [2001:db8::100]:53  dns      maglev  251     gre     dns         DOWN        0        0       0
-  ->  2001:db8:1::1       dns      1       active  -       49.8%                   0        0       0
-  ->  2001:db8:1::2       dns      1       active  -       49.8%                   0        0       0`)
+Prot  LocalAddress:Port   Service  Method   Sched   M       ActivePool  Backends  Probe       Packets  Bytes   NewFlows
+  ->  RemoteAddress       Pool     Forward  Weight  State   Health      Share                 Packets  Bytes   NewFlows
+TCP   10.0.0.100:80       web      gre      maglev  65537   web         3         up 1.234ms  1000     100000  100
+  ->  10.0.1.1            web      Tunnel   2       active  up          66.7%                 600      60000   60
+  ->  10.0.1.2            web      Tunnel   1       active  up          33.3%                 400      40000   40
+  ->  10.0.2.1            spare    Tunnel   1       active  -           0.0%                  0        0       0
+UDP   [2001:db8::100]:53  dns      gre      maglev  251     dns         2         DOWN        0        0       0
+  ->  2001:db8:1::1       dns      Tunnel   1       active  -           49.8%                 0        0       0
+  ->  2001:db8:1::2       dns      Tunnel   1       active  -           49.8%                 0        0       0`)
 	var js struct {
 		Services []struct {
 			Name  string
@@ -171,10 +171,10 @@ UDP   [2001:db8::100]:53  dns      maglev  251     gre     dns         DOWN     
 func TestBackends(t *testing.T) {
 	e := newEnv(t)
 	wantLines(t, e.ok("backends", "--service", "web"), `
-Service  Backend   Pool   Weight  State   Health  Check  Since     Entries  Packets  Bytes  NewFlows  Tracked  LastError
-web      10.0.1.1  web    2       active  up      web    5m0s ago  43691    600      60000  60        -        -
-web      10.0.1.2  web    1       active  up      web    5m0s ago  21845    400      40000  40        -        -
-web      10.0.2.1  spare  1       active  -       -      5m0s ago  0        0        0      0         -        -`)
+Service  Backend   Pool   Forward  Weight  State   Health  Check  Since     Entries  Packets  Bytes  NewFlows  Tracked  LastError
+web      10.0.1.1  web    Tunnel   2       active  up      web    5m0s ago  43691    600      60000  60        -        -
+web      10.0.1.2  web    Tunnel   1       active  up      web    5m0s ago  21845    400      40000  40        -        -
+web      10.0.2.1  spare  Tunnel   1       active  -       -      5m0s ago  0        0        0      0         -        -`)
 }
 
 func TestOverrides(t *testing.T) {
@@ -184,7 +184,7 @@ web/10.0.1.1: draining: no new flows, tracked flows continue
 (a runtime override on top of the config; 'xlbctl reset 10.0.1.1' returns to the config)`)
 	e.ok("weight", "10.0.1.2", "3", "--service", "web") // flags after the arguments
 	out := e.ok("backends", "--service", "web")
-	if !strings.Contains(out, "web      10.0.1.1  web    2       drain*") || !strings.Contains(out, "web      10.0.1.2  web    3*      active") ||
+	if !strings.Contains(out, "web      10.0.1.1  web    Tunnel   2       drain*") || !strings.Contains(out, "web      10.0.1.2  web    Tunnel   3*      active") ||
 		!strings.Contains(out, "* runtime override") {
 		t.Fatalf("overrides not shown:\n%s", out)
 	}

@@ -327,20 +327,20 @@ func rateCols(withRates bool, r *pb.Rates) string {
 func (c *CLI) printServices(r *pb.ListServicesResponse, withRates bool) error {
 	w := c.table()
 	rh := rateHeads(withRates)
-	fmt.Fprintf(w, "Prot\tLocalAddress:Port\tService\tSched\tM\tEncap\tActivePool\tProbe\tPackets\tBytes\tNewFlows%s\n", rh)
-	fmt.Fprintf(w, "  ->\tRemoteAddress\tPool\tWeight\tState\tHealth\tShare\t\tPackets\tBytes\tNewFlows%s\n", rh)
+	fmt.Fprintf(w, "Prot\tLocalAddress:Port\tService\tMethod\tSched\tM\tActivePool\tBackends\tProbe\tPackets\tBytes\tNewFlows%s\n", rh)
+	fmt.Fprintf(w, "  ->\tRemoteAddress\tPool\tForward\tWeight\tState\tHealth\tShare\t\tPackets\tBytes\tNewFlows%s\n", rh)
 	overridden := false
 	for _, s := range r.Services {
 		active := s.ActivePool
 		if active == "" {
 			active = "NONE"
 		}
-		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s%s", protoName(s.Protocol), vipPort(s.Vip, s.Port), s.Name, s.Scheduler,
-			s.TableSize, s.Encap, active, probeCol(s.Probe), counters(s.Counters), rateCols(withRates, s.Rates))
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s%s", protoName(s.Protocol), vipPort(s.Vip, s.Port), s.Name, s.Encap,
+			s.Scheduler, s.TableSize, active, len(s.Backends), probeCol(s.Probe), counters(s.Counters), rateCols(withRates, s.Rates))
 		fmt.Fprintln(w, line)
 		for _, b := range s.Backends {
 			overridden = overridden || b.Override != nil
-			line := fmt.Sprintf("  ->\t%s\t%s\t%s\t%s\t%s\t%s\t\t%s%s", b.Address, b.Pool, weight(b), state(b), health(b.Health),
+			line := fmt.Sprintf("  ->\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\t%s%s", b.Address, b.Pool, forward(b), weight(b), state(b), health(b.Health),
 				share(b.TableEntries, s.TableSize), counters(b.Counters), rateCols(withRates, b.Rates))
 			fmt.Fprintln(w, line)
 		}
@@ -351,7 +351,7 @@ func (c *CLI) printServices(r *pb.ListServicesResponse, withRates bool) error {
 func (c *CLI) printBackends(r *pb.ListBackendsResponse, withRates bool) error {
 	w := c.table()
 	rh := rateHeads(withRates)
-	fmt.Fprintf(w, "Service\tBackend\tPool\tWeight\tState\tHealth\tCheck\tSince\tEntries\tPackets\tBytes\tNewFlows\tTracked%s\tLastError\n", rh)
+	fmt.Fprintf(w, "Service\tBackend\tPool\tForward\tWeight\tState\tHealth\tCheck\tSince\tEntries\tPackets\tBytes\tNewFlows\tTracked%s\tLastError\n", rh)
 	overridden := false
 	for _, b := range r.Backends {
 		overridden = overridden || b.Override != nil
@@ -359,7 +359,7 @@ func (c *CLI) printBackends(r *pb.ListBackendsResponse, withRates bool) error {
 		if b.TrackedFlows != nil {
 			tracked = strconv.FormatUint(b.GetTrackedFlows(), 10)
 		}
-		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s%s", b.Service, b.Address, b.Pool, weight(b), state(b),
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s%s", b.Service, b.Address, b.Pool, forward(b), weight(b), state(b),
 			health(b.Health), orDash(b.Health.GetCheck()), c.ago(b.Health.GetSince()), b.TableEntries, counters(b.Counters), tracked,
 			rateCols(withRates, b.Rates))
 		fmt.Fprintf(w, "%s\t%s\n", line, orDash(b.Health.GetLastError()))

@@ -14,24 +14,34 @@ import (
 	"github.com/xlbproject/xlb/internal/state"
 )
 
+// encapABIs pairs each forwarding method with its enum xlb_encap value.
+var encapABIs = []struct {
+	e   state.Encap
+	abi xlbXlbEncap
+}{
+	{state.EncapGRE, xlbXlbEncapXLB_ENCAP_GRE},
+	{state.EncapIPIP, xlbXlbEncapXLB_ENCAP_IPIP},
+	{state.EncapGUE, xlbXlbEncapXLB_ENCAP_GUE},
+	{state.EncapDR, xlbXlbEncapXLB_ENCAP_DR},
+	{state.EncapNAT, xlbXlbEncapXLB_ENCAP_NAT},
+}
+
 // encapABI is enum xlb_encap's value of e.
 func encapABI(e state.Encap) uint8 {
-	switch e {
-	case state.EncapGRE:
-		return uint8(xlbXlbEncapXLB_ENCAP_GRE)
-	case state.EncapIPIP:
-		return uint8(xlbXlbEncapXLB_ENCAP_IPIP)
+	for _, m := range encapABIs {
+		if m.e == e {
+			return uint8(m.abi)
+		}
 	}
 	return uint8(xlbXlbEncapXLB_ENCAP_NONE)
 }
 
 // encapFromABI is the Encap of an enum xlb_encap value.
 func encapFromABI(v uint8) state.Encap {
-	switch v {
-	case uint8(xlbXlbEncapXLB_ENCAP_GRE):
-		return state.EncapGRE
-	case uint8(xlbXlbEncapXLB_ENCAP_IPIP):
-		return state.EncapIPIP
+	for _, m := range encapABIs {
+		if uint8(m.abi) == v {
+			return m.e
+		}
 	}
 	return state.EncapDefault
 }
@@ -71,13 +81,17 @@ func vipInfo(s *state.Service, slot uint32) xlbVipInfo {
 
 func realInfo(r state.Real) xlbRealInfo {
 	addr, fam := addrBytes(r.Addr)
-	ri := xlbRealInfo{Addr: addr, SvcId: r.SvcID, Family: fam, Encap: encapABI(r.Encap)}
+	ri := xlbRealInfo{Addr: addr, SvcId: r.SvcID, Family: fam, Encap: encapABI(r.Encap),
+		Port: bits.ReverseBytes16(r.Port)}
 	if r.Active {
 		ri.Flags |= uint8(xlbXlbRealFlagsXLB_REAL_F_ACTIVE)
 	}
+	if r.NextHop.Local {
+		ri.Flags |= uint8(xlbXlbRealFlagsXLB_REAL_F_LOCAL)
+	}
 	if nh := r.NextHop; nh.Ifindex != 0 {
 		ri.Flags |= uint8(xlbXlbRealFlagsXLB_REAL_F_NEXTHOP)
-		ri.Dmac, ri.Smac, ri.Ifindex, ri.Mtu = nh.DMAC, nh.SMAC, nh.Ifindex, nh.MTU
+		ri.Dmac, ri.Smac, ri.Ifindex, ri.Mtu = nh.DMAC, nh.SMAC, nh.Ifindex, uint16(min(nh.MTU, 0xffff))
 	}
 	return ri
 }
@@ -86,10 +100,12 @@ func realFromInfo(ri xlbRealInfo) state.Real {
 	r := state.Real{
 		Addr: addrFrom(ri.Addr, ri.Family), SvcID: ri.SvcId,
 		Active: ri.Flags&uint8(xlbXlbRealFlagsXLB_REAL_F_ACTIVE) != 0, Encap: encapFromABI(ri.Encap),
+		Port: bits.ReverseBytes16(ri.Port),
 	}
 	if ri.Flags&uint8(xlbXlbRealFlagsXLB_REAL_F_NEXTHOP) != 0 {
-		r.NextHop = state.NextHop{DMAC: ri.Dmac, SMAC: ri.Smac, Ifindex: ri.Ifindex, MTU: ri.Mtu}
+		r.NextHop = state.NextHop{DMAC: ri.Dmac, SMAC: ri.Smac, Ifindex: ri.Ifindex, MTU: uint32(ri.Mtu)}
 	}
+	r.NextHop.Local = ri.Flags&uint8(xlbXlbRealFlagsXLB_REAL_F_LOCAL) != 0
 	return r
 }
 
@@ -136,6 +152,10 @@ func nodeInfo(n state.Node, ifmac net.HardwareAddr) (xlbNodeInfo, error) {
 	ni.IcmpEchoRate = n.ICMPEchoRate
 	ni.IcmpTooBigRate = n.ICMPTooBigRate
 	ni.TraceRate = n.TraceRate
+	ni.GuePort = bits.ReverseBytes16(n.GUEPort)
+	if n.NAT {
+		ni.Flags |= uint16(xlbXlbNodeFlagsXLB_NODE_F_NAT)
+	}
 	return ni, nil
 }
 
@@ -156,6 +176,8 @@ func nodeFromInfo(ni xlbNodeInfo) state.Node {
 	n.ICMPEchoRate = ni.IcmpEchoRate
 	n.ICMPTooBigRate = ni.IcmpTooBigRate
 	n.TraceRate = ni.TraceRate
+	n.GUEPort = bits.ReverseBytes16(ni.GuePort)
+	n.NAT = ni.Flags&uint16(xlbXlbNodeFlagsXLB_NODE_F_NAT) != 0
 	n.Timeouts = state.Timeouts{
 		TCPSyn: time.Duration(ni.TimeoutTcpSyn) * tick, TCP: time.Duration(ni.TimeoutTcp) * tick,
 		TCPFin: time.Duration(ni.TimeoutTcpFin) * tick, UDP: time.Duration(ni.TimeoutUdp) * tick,

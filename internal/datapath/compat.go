@@ -47,6 +47,7 @@ var pinnedMapPolicy = map[string]struct {
 	holds  string
 }{
 	"xlb_ct":         {policyConntrack, "the tracked connections"},
+	"xlb_nat":        {policyConntrack, "the tracked NAT flows, which their replies are rewritten by"},
 	"xlb_vips":       {policyRefuse, "the committed services"},
 	"xlb_vip_addrs":  {policyRefuse, "the committed VIP addresses"},
 	"xlb_vip_index":  {policyRefuse, "the forwarder's index of the committed services"},

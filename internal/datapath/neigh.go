@@ -16,6 +16,8 @@ type NextHop struct {
 	Backend netip.Addr
 	Via     netip.Addr // the neighbour: a gateway, or the backend itself
 	Link    int        // outgoing ifindex
+	Local   bool       // the address is one of this node's (a local route)
+	Gateway bool       // Via is a gateway: the backend is not on a connected segment
 }
 
 // ResolveNextHop asks the kernel FIB for the next hop toward a.
@@ -28,8 +30,9 @@ func ResolveNextHop(a netip.Addr) (NextHop, error) {
 		return NextHop{}, fmt.Errorf("no route to %s", a)
 	}
 	r := routes[0]
-	nh := NextHop{Backend: a, Via: a, Link: r.LinkIndex}
+	nh := NextHop{Backend: a, Via: a, Link: r.LinkIndex, Local: r.Type == unix.RTN_LOCAL}
 	if gw, ok := netip.AddrFromSlice(r.Gw); ok && r.Gw != nil {
+		nh.Gateway = true
 		nh.Via = gw.Unmap()
 		if a.Is6() && !a.Is4In6() {
 			nh.Via = gw
@@ -81,6 +84,9 @@ func LookupNextHop(a netip.Addr) (state.NextHop, error) {
 	nh, err := ResolveNextHop(a)
 	if err != nil {
 		return state.NextHop{}, err
+	}
+	if nh.Local {
+		return state.NextHop{Local: true}, nil
 	}
 	link, err := netlink.LinkByIndex(nh.Link)
 	if err != nil {

@@ -75,6 +75,25 @@ type xlbIcmpRlState struct {
 	Credit uint64
 }
 
+type xlbNatKey struct {
+	_       structs.HostLayout
+	Backend [16]uint8
+	Client  [16]uint8
+	Bport   uint16
+	Cport   uint16
+	Proto   uint8
+	Family  uint8
+	Pad     uint16
+}
+
+type xlbNatVal struct {
+	_     structs.HostLayout
+	Vip   [16]uint8
+	Vport uint16
+	Pad   uint16
+	Rid   uint32
+}
+
 type xlbNodeInfo struct {
 	_              structs.HostLayout
 	Addr4          [4]uint8
@@ -94,7 +113,8 @@ type xlbNodeInfo struct {
 	_              [4]byte
 	ProbeCookie    uint64
 	IcmpTooBigRate uint32
-	Pad            uint32
+	GuePort        uint16
+	Pad            uint16
 }
 
 type xlbRealInfo struct {
@@ -108,7 +128,8 @@ type xlbRealInfo struct {
 	Dmac    [6]uint8
 	Smac    [6]uint8
 	Ifindex uint32
-	Mtu     uint32
+	Mtu     uint16
+	Port    uint16
 }
 
 type xlbSyncConf struct {
@@ -238,6 +259,9 @@ const (
 	xlbXlbEncapXLB_ENCAP_NONE xlbXlbEncap = 0
 	xlbXlbEncapXLB_ENCAP_GRE  xlbXlbEncap = 1
 	xlbXlbEncapXLB_ENCAP_IPIP xlbXlbEncap = 2
+	xlbXlbEncapXLB_ENCAP_GUE  xlbXlbEncap = 3
+	xlbXlbEncapXLB_ENCAP_DR   xlbXlbEncap = 4
+	xlbXlbEncapXLB_ENCAP_NAT  xlbXlbEncap = 5
 )
 
 type xlbXlbFamily uint32
@@ -274,7 +298,7 @@ const (
 
 type xlbXlbGlobal struct {
 	_     structs.HostLayout
-	Count [46]uint64
+	Count [51]uint64
 }
 
 type xlbXlbNodeFlags uint32
@@ -283,6 +307,7 @@ const (
 	xlbXlbNodeFlagsXLB_NODE_F_ADDR4   xlbXlbNodeFlags = 1
 	xlbXlbNodeFlagsXLB_NODE_F_ADDR6   xlbXlbNodeFlags = 2
 	xlbXlbNodeFlagsXLB_NODE_F_GATEWAY xlbXlbNodeFlags = 4
+	xlbXlbNodeFlagsXLB_NODE_F_NAT     xlbXlbNodeFlags = 8
 )
 
 type xlbXlbProbeCt uint32
@@ -301,6 +326,7 @@ type xlbXlbRealFlags uint32
 const (
 	xlbXlbRealFlagsXLB_REAL_F_ACTIVE  xlbXlbRealFlags = 1
 	xlbXlbRealFlagsXLB_REAL_F_NEXTHOP xlbXlbRealFlags = 2
+	xlbXlbRealFlagsXLB_REAL_F_LOCAL   xlbXlbRealFlags = 4
 )
 
 type xlbXlbStat uint32
@@ -352,7 +378,12 @@ const (
 	xlbXlbStatXLB_STAT_ICMP_SCAN_LIMITED     xlbXlbStat = 43
 	xlbXlbStatXLB_STAT_ICMP_CUT              xlbXlbStat = 44
 	xlbXlbStatXLB_STAT_TOO_BIG_NO_XLBD       xlbXlbStat = 45
-	xlbXlbStatXLB_STAT__MAX                  xlbXlbStat = 46
+	xlbXlbStatXLB_STAT_FORWARD_LOCAL         xlbXlbStat = 46
+	xlbXlbStatXLB_STAT_NAT_REPLY             xlbXlbStat = 47
+	xlbXlbStatXLB_STAT_NAT_REPLY_PASS        xlbXlbStat = 48
+	xlbXlbStatXLB_STAT_NAT_TRACK_FAIL        xlbXlbStat = 49
+	xlbXlbStatXLB_STAT_NAT_ICMP              xlbXlbStat = 50
+	xlbXlbStatXLB_STAT__MAX                  xlbXlbStat = 51
 )
 
 type xlbXlbSyncConst uint32
@@ -425,6 +456,7 @@ const (
 	xlbMapXlbFragRing            = "xlb_frag_ring"
 	xlbMapXlbFrags               = "xlb_frags"
 	xlbMapXlbIcmpRl              = "xlb_icmp_rl"
+	xlbMapXlbNat                 = "xlb_nat"
 	xlbMapXlbNode                = "xlb_node"
 	xlbMapXlbRealStats           = "xlb_real_stats"
 	xlbMapXlbReals               = "xlb_reals"
@@ -454,6 +486,8 @@ const (
 	xlbVarXlbAnchorFragEvent     = "xlb_anchor_frag_event"
 	xlbVarXlbAnchorFragEventKind = "xlb_anchor_frag_event_kind"
 	xlbVarXlbAnchorFragState     = "xlb_anchor_frag_state"
+	xlbVarXlbAnchorNatKey        = "xlb_anchor_nat_key"
+	xlbVarXlbAnchorNatVal        = "xlb_anchor_nat_val"
 	xlbVarXlbAnchorNodeFlags     = "xlb_anchor_node_flags"
 	xlbVarXlbAnchorProbeCt       = "xlb_anchor_probe_ct"
 	xlbVarXlbAnchorRealFlags     = "xlb_anchor_real_flags"
@@ -530,6 +564,7 @@ type xlbMapSpecs struct {
 	XlbFragRing   *ebpf.MapSpec `ebpf:"xlb_frag_ring"`
 	XlbFrags      *ebpf.MapSpec `ebpf:"xlb_frags"`
 	XlbIcmpRl     *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
+	XlbNat        *ebpf.MapSpec `ebpf:"xlb_nat"`
 	XlbNode       *ebpf.MapSpec `ebpf:"xlb_node"`
 	XlbRealStats  *ebpf.MapSpec `ebpf:"xlb_real_stats"`
 	XlbReals      *ebpf.MapSpec `ebpf:"xlb_reals"`
@@ -563,6 +598,8 @@ type xlbVariableSpecs struct {
 	XlbAnchorFragEvent     *ebpf.VariableSpec `ebpf:"xlb_anchor_frag_event"`
 	XlbAnchorFragEventKind *ebpf.VariableSpec `ebpf:"xlb_anchor_frag_event_kind"`
 	XlbAnchorFragState     *ebpf.VariableSpec `ebpf:"xlb_anchor_frag_state"`
+	XlbAnchorNatKey        *ebpf.VariableSpec `ebpf:"xlb_anchor_nat_key"`
+	XlbAnchorNatVal        *ebpf.VariableSpec `ebpf:"xlb_anchor_nat_val"`
 	XlbAnchorNodeFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_node_flags"`
 	XlbAnchorProbeCt       *ebpf.VariableSpec `ebpf:"xlb_anchor_probe_ct"`
 	XlbAnchorRealFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_flags"`
@@ -609,6 +646,7 @@ type xlbMaps struct {
 	XlbFragRing   *ebpf.Map `ebpf:"xlb_frag_ring"`
 	XlbFrags      *ebpf.Map `ebpf:"xlb_frags"`
 	XlbIcmpRl     *ebpf.Map `ebpf:"xlb_icmp_rl"`
+	XlbNat        *ebpf.Map `ebpf:"xlb_nat"`
 	XlbNode       *ebpf.Map `ebpf:"xlb_node"`
 	XlbRealStats  *ebpf.Map `ebpf:"xlb_real_stats"`
 	XlbReals      *ebpf.Map `ebpf:"xlb_reals"`
@@ -638,6 +676,7 @@ func (m *xlbMaps) Close() error {
 		m.XlbFragRing,
 		m.XlbFrags,
 		m.XlbIcmpRl,
+		m.XlbNat,
 		m.XlbNode,
 		m.XlbRealStats,
 		m.XlbReals,
@@ -672,6 +711,8 @@ type xlbVariables struct {
 	XlbAnchorFragEvent     *ebpf.Variable `ebpf:"xlb_anchor_frag_event"`
 	XlbAnchorFragEventKind *ebpf.Variable `ebpf:"xlb_anchor_frag_event_kind"`
 	XlbAnchorFragState     *ebpf.Variable `ebpf:"xlb_anchor_frag_state"`
+	XlbAnchorNatKey        *ebpf.Variable `ebpf:"xlb_anchor_nat_key"`
+	XlbAnchorNatVal        *ebpf.Variable `ebpf:"xlb_anchor_nat_val"`
 	XlbAnchorNodeFlags     *ebpf.Variable `ebpf:"xlb_anchor_node_flags"`
 	XlbAnchorProbeCt       *ebpf.Variable `ebpf:"xlb_anchor_probe_ct"`
 	XlbAnchorRealFlags     *ebpf.Variable `ebpf:"xlb_anchor_real_flags"`

@@ -25,6 +25,7 @@ const (
 	xlbvariantMapXlbFragRing            = "xlb_frag_ring"
 	xlbvariantMapXlbFrags               = "xlb_frags"
 	xlbvariantMapXlbIcmpRl              = "xlb_icmp_rl"
+	xlbvariantMapXlbNat                 = "xlb_nat"
 	xlbvariantMapXlbNode                = "xlb_node"
 	xlbvariantMapXlbRealStats           = "xlb_real_stats"
 	xlbvariantMapXlbReals               = "xlb_reals"
@@ -54,6 +55,8 @@ const (
 	xlbvariantVarXlbAnchorFragEvent     = "xlb_anchor_frag_event"
 	xlbvariantVarXlbAnchorFragEventKind = "xlb_anchor_frag_event_kind"
 	xlbvariantVarXlbAnchorFragState     = "xlb_anchor_frag_state"
+	xlbvariantVarXlbAnchorNatKey        = "xlb_anchor_nat_key"
+	xlbvariantVarXlbAnchorNatVal        = "xlb_anchor_nat_val"
 	xlbvariantVarXlbAnchorNodeFlags     = "xlb_anchor_node_flags"
 	xlbvariantVarXlbAnchorProbeCt       = "xlb_anchor_probe_ct"
 	xlbvariantVarXlbAnchorRealFlags     = "xlb_anchor_real_flags"
@@ -131,6 +134,7 @@ type xlbvariantMapSpecs struct {
 	XlbFragRing   *ebpf.MapSpec `ebpf:"xlb_frag_ring"`
 	XlbFrags      *ebpf.MapSpec `ebpf:"xlb_frags"`
 	XlbIcmpRl     *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
+	XlbNat        *ebpf.MapSpec `ebpf:"xlb_nat"`
 	XlbNode       *ebpf.MapSpec `ebpf:"xlb_node"`
 	XlbRealStats  *ebpf.MapSpec `ebpf:"xlb_real_stats"`
 	XlbReals      *ebpf.MapSpec `ebpf:"xlb_reals"`
@@ -164,6 +168,8 @@ type xlbvariantVariableSpecs struct {
 	XlbAnchorFragEvent     *ebpf.VariableSpec `ebpf:"xlb_anchor_frag_event"`
 	XlbAnchorFragEventKind *ebpf.VariableSpec `ebpf:"xlb_anchor_frag_event_kind"`
 	XlbAnchorFragState     *ebpf.VariableSpec `ebpf:"xlb_anchor_frag_state"`
+	XlbAnchorNatKey        *ebpf.VariableSpec `ebpf:"xlb_anchor_nat_key"`
+	XlbAnchorNatVal        *ebpf.VariableSpec `ebpf:"xlb_anchor_nat_val"`
 	XlbAnchorNodeFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_node_flags"`
 	XlbAnchorProbeCt       *ebpf.VariableSpec `ebpf:"xlb_anchor_probe_ct"`
 	XlbAnchorRealFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_flags"`
@@ -211,6 +217,7 @@ type xlbvariantMaps struct {
 	XlbFragRing   *ebpf.Map `ebpf:"xlb_frag_ring"`
 	XlbFrags      *ebpf.Map `ebpf:"xlb_frags"`
 	XlbIcmpRl     *ebpf.Map `ebpf:"xlb_icmp_rl"`
+	XlbNat        *ebpf.Map `ebpf:"xlb_nat"`
 	XlbNode       *ebpf.Map `ebpf:"xlb_node"`
 	XlbRealStats  *ebpf.Map `ebpf:"xlb_real_stats"`
 	XlbReals      *ebpf.Map `ebpf:"xlb_reals"`
@@ -240,6 +247,7 @@ func (m *xlbvariantMaps) Close() error {
 		m.XlbFragRing,
 		m.XlbFrags,
 		m.XlbIcmpRl,
+		m.XlbNat,
 		m.XlbNode,
 		m.XlbRealStats,
 		m.XlbReals,
@@ -274,6 +282,8 @@ type xlbvariantVariables struct {
 	XlbAnchorFragEvent     *ebpf.Variable `ebpf:"xlb_anchor_frag_event"`
 	XlbAnchorFragEventKind *ebpf.Variable `ebpf:"xlb_anchor_frag_event_kind"`
 	XlbAnchorFragState     *ebpf.Variable `ebpf:"xlb_anchor_frag_state"`
+	XlbAnchorNatKey        *ebpf.Variable `ebpf:"xlb_anchor_nat_key"`
+	XlbAnchorNatVal        *ebpf.Variable `ebpf:"xlb_anchor_nat_val"`
 	XlbAnchorNodeFlags     *ebpf.Variable `ebpf:"xlb_anchor_node_flags"`
 	XlbAnchorProbeCt       *ebpf.Variable `ebpf:"xlb_anchor_probe_ct"`
 	XlbAnchorRealFlags     *ebpf.Variable `ebpf:"xlb_anchor_real_flags"`

@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"strings"
@@ -139,13 +140,35 @@ func pinDir(ifname string) (string, error) {
 // deleted) are replaced. It first prunes (Prune) the pins of every other
 // interface and namespace that is gone.
 func Attach(ifname string, mode Mode) error {
-	if err := attach(ifname, mode); err != nil {
+	return AttachGUE(ifname, mode, DefaultGUEPort)
+}
+
+// DefaultGUEPort is the UDP port xlb-decap strips GUE from unless told
+// otherwise: xlbd's default node.gue_port.
+const DefaultGUEPort = 6080
+
+// AttachGUE is Attach with the UDP port GUE arrives on (xlbd's
+// node.gue_port); 0 strips no GUE (the kernel's fou may take it).
+func AttachGUE(ifname string, mode Mode, guePort uint16) error {
+	if err := attach(ifname, mode, guePort); err != nil {
 		return fmt.Errorf("attach xlb-decap to %s: %w", ifname, err)
 	}
 	return nil
 }
 
-func attach(ifname string, mode Mode) error {
+// loadObjects loads the program with its GUE port set.
+func loadObjects(objs *decapObjects, guePort uint16) error {
+	spec, err := loadDecap()
+	if err != nil {
+		return err
+	}
+	if err := spec.Variables["decap_gue_port"].Set(bits.ReverseBytes16(guePort)); err != nil {
+		return fmt.Errorf("set GUE port: %w", err)
+	}
+	return spec.LoadAndAssign(objs, nil)
+}
+
+func attach(ifname string, mode Mode, guePort uint16) error {
 	dir, err := pinDir(ifname)
 	if err != nil {
 		return err
@@ -163,7 +186,7 @@ func attach(ifname string, mode Mode) error {
 	}
 
 	var objs decapObjects
-	if err := loadDecapObjects(&objs, nil); err != nil {
+	if err := loadObjects(&objs, guePort); err != nil {
 		if errors.Is(err, unix.EPERM) {
 			return fmt.Errorf("load program: %w (needs root: CAP_BPF, CAP_NET_ADMIN)", err)
 		}

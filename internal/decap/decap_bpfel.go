@@ -39,7 +39,12 @@ const (
 	decapDecapCounterDECAP_RX_GRE_6IN4        decapDecapCounter = 15
 	decapDecapCounterDECAP_RX_GRE_4IN6        decapDecapCounter = 16
 	decapDecapCounterDECAP_RX_GRE_6IN6        decapDecapCounter = 17
-	decapDecapCounterDECAP_COUNTER_MAX        decapDecapCounter = 18
+	decapDecapCounterDECAP_RX_GUE_4IN4        decapDecapCounter = 18
+	decapDecapCounterDECAP_RX_GUE_6IN4        decapDecapCounter = 19
+	decapDecapCounterDECAP_RX_GUE_4IN6        decapDecapCounter = 20
+	decapDecapCounterDECAP_RX_GUE_6IN6        decapDecapCounter = 21
+	decapDecapCounterDECAP_PASS_GUE_OTHER     decapDecapCounter = 22
+	decapDecapCounterDECAP_COUNTER_MAX        decapDecapCounter = 23
 )
 
 type decapDecapStat struct {
@@ -55,6 +60,7 @@ const (
 	decapMapDecapCounters = "decap_counters"
 	decapMapDecapLocal    = "decap_local"
 	decapProgXlbDecap     = "xlb_decap"
+	decapVarDecapGuePort  = "decap_gue_port"
 )
 
 // loadDecap returns the embedded CollectionSpec for decap.
@@ -114,6 +120,7 @@ type decapMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type decapVariableSpecs struct {
+	DecapGuePort *ebpf.VariableSpec `ebpf:"decap_gue_port"`
 }
 
 // decapObjects contains all objects after they have been loaded into the kernel.
@@ -151,6 +158,7 @@ func (m *decapMaps) Close() error {
 //
 // It can be passed to loadDecapObjects or ebpf.CollectionSpec.LoadAndAssign.
 type decapVariables struct {
+	DecapGuePort *ebpf.Variable `ebpf:"decap_gue_port"`
 }
 
 // decapPrograms contains all programs after they have been loaded into the kernel.

@@ -93,6 +93,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	} {
 		ch <- d
 	}
+	for _, d := range methodDescs { // methods.go
+		ch <- d
+	}
 }
 
 func gauge(d *prometheus.Desc, v float64, labels ...string) prometheus.Metric {
@@ -202,6 +205,7 @@ func collectServices(ch chan<- prometheus.Metric, svcs []api.ServiceInfo) {
 			}
 		}
 	}
+	collectMethods(ch, svcs) // methods.go
 }
 
 // globalPrefixes route a global counter to its metric by name prefix.
@@ -210,7 +214,7 @@ var globalPrefixes = []struct {
 	desc   *prometheus.Desc
 }{
 	{"pass_", dPassed}, {"drop_", dDropped}, {"forward_", dForwarded}, {"ct_", dCTLookups},
-	{"frag_", dFragments},
+	{"frag_", dFragments}, {"nat_", dNAT},
 }
 
 func collectGlobal(ch chan<- prometheus.Metric, glob []api.Counter) {

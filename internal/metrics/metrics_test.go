@@ -354,3 +354,25 @@ func TestListenServe(t *testing.T) {
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestMethodMetrics: the backends' counters summed by forwarding method,
+// every method reported (0 when unused).
+func TestMethodMetrics(t *testing.T) {
+	fake := apitest.New()
+	fams := scrape(t, New(fake, Options{Log: quiet}).Handler())
+	svcs, _ := fake.Services(context.Background())
+	want := map[string]uint64{}
+	for _, s := range svcs {
+		for _, b := range s.Backends {
+			want[methodOf(&b)] += b.Counters.Packets
+		}
+	}
+	if want["gre"] == 0 {
+		t.Fatalf("the fake's backends carry no GRE packets: %v", want)
+	}
+	for _, m := range methodNames {
+		if got := value(t, fams, "xlb_method_packets_total", C, "method="+m); got != float64(want[m]) {
+			t.Errorf("method %s: %v packets, want %d", m, got, want[m])
+		}
+	}
+}

@@ -23,14 +23,18 @@ import (
 	"time"
 )
 
-// Encap is how packets are wrapped for a backend.
+// Encap is the forwarding method toward a backend (the name is from when
+// every method was a tunnel).
 type Encap uint8
 
-// Encapsulations.
+// Forwarding methods.
 const (
 	EncapDefault Encap = iota // on a real: the service's
 	EncapGRE
 	EncapIPIP
+	EncapGUE // IP in UDP to Node.GUEPort
+	EncapDR  // direct routing: the frame to the backend's MAC
+	EncapNAT // destination NAT; replies rewritten on their way back
 )
 
 // VIPKey identifies a VIP. Port 0 serves every port of Proto.
@@ -93,10 +97,12 @@ func SameTable(a, b []uint32) bool {
 
 // Real is one backend of one service.
 type Real struct {
-	Addr    netip.Addr
-	SvcID   uint32
-	Active  bool  // may keep its tracked flows
-	Encap   Encap // EncapDefault: the service's
+	Addr   netip.Addr
+	SvcID  uint32
+	Active bool  // may keep its tracked flows
+	Encap  Encap // EncapDefault: the service's
+	// Port is the backend's port for EncapNAT (0: the VIP's).
+	Port    uint16
 	NextHop NextHop
 }
 
@@ -106,6 +112,9 @@ type NextHop struct {
 	DMAC, SMAC [6]byte
 	Ifindex    uint32
 	MTU        uint32
+	// Local: the backend's address is one of this node's (the other
+	// fields are then zero): packets go up the local stack.
+	Local bool
 }
 
 // Timeouts are the conntrack idle timeouts.
@@ -133,6 +142,10 @@ type Node struct {
 	Fragments FragPool
 	// TraceRate: packet tracer records each CPU emits per second (0: off).
 	TraceRate uint32
+	// GUEPort is the destination UDP port of EncapGUE.
+	GUEPort uint16
+	// NAT: some real uses EncapNAT, so the forwarder looks up replies.
+	NAT bool
 }
 
 // Equal reports whether n and o are the same settings.
@@ -141,7 +154,8 @@ func (n *Node) Equal(o *Node) bool {
 		n.Timeouts == o.Timeouts && n.FloodSynRate == o.FloodSynRate &&
 		n.FloodNewFlowRate == o.FloodNewFlowRate && n.ICMPEchoRate == o.ICMPEchoRate &&
 		n.ICMPTooBigRate == o.ICMPTooBigRate &&
-		n.TraceRate == o.TraceRate && n.Fragments.Equal(&o.Fragments)
+		n.TraceRate == o.TraceRate && n.Fragments.Equal(&o.Fragments) &&
+		n.GUEPort == o.GUEPort && n.NAT == o.NAT
 }
 
 // FragPool is the pool of LB nodes fragments are spread over by their

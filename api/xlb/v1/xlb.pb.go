@@ -1786,13 +1786,18 @@ type Backend struct {
 	InDataPlane bool `protobuf:"varint,8,opt,name=in_data_plane,json=inDataPlane,proto3" json:"in_data_plane,omitempty"`
 	// Entries of the service's Maglev table that point to it: its share of
 	// new flows is table_entries / table_size.
-	TableEntries uint32    `protobuf:"varint,9,opt,name=table_entries,json=tableEntries,proto3" json:"table_entries,omitempty"`
-	RealId       uint32    `protobuf:"varint,10,opt,name=real_id,json=realId,proto3" json:"real_id,omitempty"`
-	Encap        string    `protobuf:"bytes,11,opt,name=encap,proto3" json:"encap,omitempty"` // the backend's own, or the service's
-	Counters     *Counters `protobuf:"bytes,12,opt,name=counters,proto3" json:"counters,omitempty"`
-	Rates        *Rates    `protobuf:"bytes,13,opt,name=rates,proto3" json:"rates,omitempty"`
+	TableEntries uint32 `protobuf:"varint,9,opt,name=table_entries,json=tableEntries,proto3" json:"table_entries,omitempty"`
+	RealId       uint32 `protobuf:"varint,10,opt,name=real_id,json=realId,proto3" json:"real_id,omitempty"`
+	// The forwarding method (gre, ipip, gue, dr, nat): the backend's own,
+	// or the service's.
+	Encap    string    `protobuf:"bytes,11,opt,name=encap,proto3" json:"encap,omitempty"`
+	Counters *Counters `protobuf:"bytes,12,opt,name=counters,proto3" json:"counters,omitempty"`
+	Rates    *Rates    `protobuf:"bytes,13,opt,name=rates,proto3" json:"rates,omitempty"`
 	// Connection table entries pointing to it; unset when not counted.
-	TrackedFlows  *uint64 `protobuf:"varint,14,opt,name=tracked_flows,json=trackedFlows,proto3,oneof" json:"tracked_flows,omitempty"`
+	TrackedFlows *uint64 `protobuf:"varint,14,opt,name=tracked_flows,json=trackedFlows,proto3,oneof" json:"tracked_flows,omitempty"`
+	// The backend's address is one of the node's: its packets go up the
+	// node's own stack (after the NAT rewrite for nat).
+	Local         bool `protobuf:"varint,15,opt,name=local,proto3" json:"local,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1923,6 +1928,13 @@ func (x *Backend) GetTrackedFlows() uint64 {
 		return *x.TrackedFlows
 	}
 	return 0
+}
+
+func (x *Backend) GetLocal() bool {
+	if x != nil {
+		return x.Local
+	}
+	return false
 }
 
 // Override is a runtime change to a backend (SetBackend).
@@ -3851,7 +3863,7 @@ const file_xlb_v1_xlb_proto_rawDesc = "" +
 	"\x05rates\x18\v \x01(\v2\r.xlb.v1.RatesR\x05rates\x12+\n" +
 	"\bbackends\x18\f \x03(\v2\x0f.xlb.v1.BackendR\bbackends\x12\x0e\n" +
 	"\x02id\x18\r \x01(\rR\x02id\x12#\n" +
-	"\x05probe\x18\x14 \x01(\v2\r.xlb.v1.ProbeR\x05probe\"\xf2\x03\n" +
+	"\x05probe\x18\x14 \x01(\v2\r.xlb.v1.ProbeR\x05probe\"\x88\x04\n" +
 	"\aBackend\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x12\n" +
@@ -3867,7 +3879,8 @@ const file_xlb_v1_xlb_proto_rawDesc = "" +
 	"\x05encap\x18\v \x01(\tR\x05encap\x12,\n" +
 	"\bcounters\x18\f \x01(\v2\x10.xlb.v1.CountersR\bcounters\x12#\n" +
 	"\x05rates\x18\r \x01(\v2\r.xlb.v1.RatesR\x05rates\x12(\n" +
-	"\rtracked_flows\x18\x0e \x01(\x04H\x00R\ftrackedFlows\x88\x01\x01B\x10\n" +
+	"\rtracked_flows\x18\x0e \x01(\x04H\x00R\ftrackedFlows\x88\x01\x01\x12\x14\n" +
+	"\x05local\x18\x0f \x01(\bR\x05localB\x10\n" +
 	"\x0e_tracked_flows\"\x89\x01\n" +
 	"\bOverride\x12\x1b\n" +
 	"\x06weight\x18\x01 \x01(\rH\x00R\x06weight\x88\x01\x01\x12\x19\n" +

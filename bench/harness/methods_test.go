@@ -1,0 +1,34 @@
+package harness
+
+import (
+	"testing"
+
+	"github.com/xlbproject/xlb/internal/datapath"
+	"github.com/xlbproject/xlb/internal/state"
+	"github.com/xlbproject/xlb/internal/testenv"
+)
+
+// TestMethods measures the forwarder with every service on each
+// forwarding method that leaves the client's datagram in place (NAT
+// rewrites it, and bench_wrap restores only the varied field): every
+// run's verdicts, counters and output frame are checked for the method
+// (checkOutput).
+func TestMethods(t *testing.T) {
+	testenv.RequireRoot(t)
+	if err := datapath.EnsureBPFFS(); err != nil {
+		testenv.Unavailable(t, "bpffs: %v", err)
+	}
+	for _, m := range []state.Encap{state.EncapGRE, state.EncapGUE, state.EncapDR} {
+		o := SmokeOptions()
+		o.Method = m
+		o.Scenarios = []Scenario{TCPHit4, TCPHit6, NewFlow}
+		r, err := Measure(TableXLB, o)
+		if err != nil {
+			t.Fatalf("%s: %v", methodName(m), err)
+		}
+		checkResults(t, r, o)
+		for _, f := range r.Figures {
+			t.Logf("%s %s: %.0f ns/packet", methodName(m), f.Scenario, f.Ns)
+		}
+	}
+}
