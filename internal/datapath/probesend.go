@@ -27,7 +27,11 @@ func (d *Datapath) SendProbe(f packet.Flow) (uint32, error) {
 	frame := f.Frame()
 	// A live run reports no verdict: a test run first tells it (and
 	// gives generic mode its output frame).
-	verdict, out, err := d.testRun(frame)
+	run := d.testRun // generic mode transmits the run's output
+	if d.mode != ModeGeneric {
+		run = d.dryRun // the live run below sends, the test run does not
+	}
+	verdict, out, err := run(frame)
 	if err != nil {
 		return 0, fmt.Errorf("probe run: %w", err)
 	}
@@ -37,7 +41,6 @@ func (d *Datapath) SendProbe(f packet.Flow) (uint32, error) {
 	if d.mode == ModeGeneric {
 		return verdict, d.transmit(out)
 	}
-	d.tx.dryTX.Add(1) // the test run counted in forward_tx, sent nothing
 	_, err = progrun.Run(progrun.XDP{Prog: d.objs.XlbForward, Data: frame, Ifindex: d.ifindex,
 		Repeat: 1, Flags: progrun.FlagLiveFrames, Retry: true})
 	if err != nil {

@@ -37,11 +37,7 @@ var ErrSelfCheck = errors.New("forwarder self-check failed")
 // packet to a VIP is tracked and counted like any other). It returns the
 // verdict and the frame as the program left it.
 func (d *Datapath) RunPacket(frame []byte) (uint32, []byte, error) {
-	ret, out, err := d.testRun(frame)
-	if err == nil && ret == XDPTX {
-		d.tx.dryTX.Add(1) // counted in forward_tx, never sent
-	}
-	return ret, out, err
+	return d.dryRun(frame)
 }
 
 // testRun runs frame through the program (BPF_PROG_TEST_RUN) with the

@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -109,6 +110,59 @@ func TestTXCounterCheckJudges(t *testing.T) {
 		attachPassXDP(t, peer)
 		if p := judge(ModeNative); p != "" {
 			t.Fatalf("native, peer with XDP: the counter check says %q", p)
+		}
+	})
+}
+
+// TestTXCounterCheckDryRunsRace: test runs that return XDP_TX (the
+// self-check's probes, traces) count in forward_tx but send nothing; run
+// concurrently with the transmit check, none of them may make the check
+// count a frame that was never sent (a read of the counters between a
+// run and its dry-run note once made the difference wrap to 2^64-1 and
+// the check report a black hole on a healthy node).
+func TestTXCounterCheckDryRunsRace(t *testing.T) {
+	newTestDatapath(t, Options{}) // root and bpffs checks
+	inNewNetns(t, func() {
+		addVeth(t)
+		peer, _ := netlink.LinkByName("xlbt1")
+		attachPassXDP(t, peer)
+		dp, o := openOnTestPins(t, "xlbt0", ModeNative)
+		defer func() { dp.Close(); Cleanup(o.PinDir) }()
+		if _, err := dp.Apply(fixtureState()); err != nil {
+			t.Fatal(err)
+		}
+		f := packet.Flow{Src: client4, Dst: vip4, SrcPort: 40000, DstPort: 80, Proto: packet.ProtoTCP, TCPFlags: packet.ACK,
+			SrcMAC: [6]byte{2, 0, 0, 0, 0, 0x12}, DstMAC: [6]byte{2, 0, 0, 0, 0, 0x11}}
+		done := make(chan error, 1)
+		const runs = 20000
+		go func() {
+			for i := range runs {
+				f.SrcPort = uint16(1024 + i%60000)
+				if v, _, err := dp.RunPacket(f.Frame()); err != nil || v != XDPTX {
+					done <- fmt.Errorf("run %d: verdict %d, %v", i, v, err)
+					return
+				}
+			}
+			done <- nil
+		}()
+		checks := 0
+		for {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st := dp.CheckTX(); !st.OK {
+					t.Fatalf("after %d dry runs: %s", runs, st.Detail)
+				}
+				t.Logf("%d dry runs, %d checks among them, no frame counted as sent", runs, checks)
+				return
+			default:
+			}
+			checks++
+			if st := dp.CheckTX(); !st.OK {
+				t.Fatalf("check %d, with dry runs going on: %s", checks, st.Detail)
+			}
 		}
 	})
 }

@@ -9,6 +9,7 @@ package datapath
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/vishvananda/netlink"
@@ -37,7 +38,11 @@ type txState struct {
 	last              TXStatus
 	// dryTX counts test runs (self-check probes, traces) that returned
 	// XDP_TX: the forwarder counts them in forward_tx, nothing is sent.
+	// A run and its note hold dryMu for reading, the check's read of
+	// dryTX and forward_tx holds it for writing: the check never sees a
+	// run in forward_tx and not in dryTX, or the other way round.
 	dryTX atomic.Uint64
+	dryMu sync.RWMutex
 }
 
 // TX returns the transmit check's last result.
@@ -69,7 +74,10 @@ func (d *Datapath) CheckTX() TXStatus {
 // since the last call with the packets the interface transmitted. Without
 // enough new frames it repeats its last verdict.
 func (d *Datapath) txCounterProblem() string {
+	d.tx.dryMu.Lock()
+	dry := d.tx.dryTX.Load()
 	stats, err := readStats(d.objs.XlbStats)
+	d.tx.dryMu.Unlock()
 	if err != nil {
 		return ""
 	}
@@ -78,7 +86,11 @@ func (d *Datapath) txCounterProblem() string {
 		return ""
 	}
 	ls := l.Attrs().Statistics
-	fwd, dev, dropped := stats["forward_tx"]-d.tx.dryTX.Load(), ls.TxPackets, ls.TxDropped
+	fwd, dev, dropped := stats["forward_tx"], ls.TxPackets, ls.TxDropped
+	if fwd < dry {
+		return d.tx.counterProblem // the counters were reset under the runs
+	}
+	fwd -= dry
 	prevFwd, prevDev, prevDropped, had := d.tx.fwd, d.tx.dev, d.tx.dropped, d.tx.have
 	d.tx.fwd, d.tx.dev, d.tx.dropped, d.tx.have = fwd, dev, dropped, true
 	if !had || fwd < prevFwd || dev < prevDev || dropped < prevDropped {
@@ -105,4 +117,16 @@ func (d *Datapath) txError() error {
 		return fmt.Errorf("%w: %w: %s", ErrSelfCheck, ErrNoTransmit, st.Detail)
 	}
 	return nil
+}
+
+// dryRun is testRun for a run whose XDP_TX sends nothing: it is noted in
+// dryTX together with its count in forward_tx (see txState.dryMu).
+func (d *Datapath) dryRun(frame []byte) (uint32, []byte, error) {
+	d.tx.dryMu.RLock()
+	defer d.tx.dryMu.RUnlock()
+	ret, out, err := d.testRun(frame)
+	if err == nil && ret == XDPTX {
+		d.tx.dryTX.Add(1)
+	}
+	return ret, out, err
 }
