@@ -109,6 +109,7 @@ func TestTooBigICMP(t *testing.T) {
 		{"v4 quote shorter than 548", 100, tcp(client4, vip4, 80, 100, 0), 76},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			pinCPU(t) // the small packet must hit the entry on the CPU that made it
 			if _, err := d.Apply(tooBigState(c.egress, 1<<20)); err != nil {
 				t.Fatal(err)
 			}
