@@ -59,6 +59,12 @@ type Source struct {
 	mu  sync.Mutex
 	st  Status
 	doc []byte // the committed cluster document
+	// pubMu orders the status writes; published is the Updated time of
+	// the status last written (a write that failed is retried by the
+	// probe every second, so a node never stays absent from the cluster's
+	// view because etcd was slow once).
+	pubMu     sync.Mutex
+	published time.Time
 }
 
 // Open connects to etcd (lazily: an unreachable etcd is found by Load).
@@ -162,16 +168,20 @@ func (s *Source) set(fn func(*Status)) {
 
 // publish writes this node's status under the status prefix.
 func (s *Source) publish(ctx context.Context) {
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock()
 	st := s.Status()
-	if st.Node == "" {
+	if st.Node == "" || st.Updated.Equal(s.published) {
 		return
 	}
 	b, _ := json.Marshal(st)
 	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 	defer cancel()
 	if _, err := s.cli.Put(ctx, s.o.Location.StatusPrefix()+st.Node, string(b)); err != nil {
-		s.o.Log.Warn("node status not written to etcd", "error", err)
+		s.o.Log.Warn("node status not written to etcd; retried every second", "error", err)
+		return
 	}
+	s.published = st.Updated
 }
 
 // cache file: a comment line with the revision, then the document.

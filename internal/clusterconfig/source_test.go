@@ -299,3 +299,23 @@ func TestClusterConfigFromEtcd(t *testing.T) {
 		t.Fatalf("an invalid document reached the nodes")
 	}
 }
+
+// TestStatusWriteRetried: a status write that fails (here its context is
+// already cancelled, as a slow etcd's timeout would end it) is written
+// again by the node within a few seconds, without any new event: a node
+// never stays absent or stale in the cluster's view because etcd was
+// slow once.
+func TestStatusWriteRetried(t *testing.T) {
+	e := startEtcd(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e.put(t, "/xlb/config", cluster6Doc())
+	n := startNode(t, ctx, e, "r1", true, "")
+	waitStatuses(t, e, "first status", func(m map[string]Status) bool { return m["r1"].State == StateRunning })
+	dead, kill := context.WithCancel(ctx)
+	kill()
+	PublishChange(n.src, dead)
+	want := n.src.Status().Updated
+	st := waitStatuses(t, e, "status written again", func(m map[string]Status) bool { return m["r1"].Updated.Equal(want) })
+	t.Logf("the failed write was retried: etcd has r1 %s at revision %d, updated %v", st["r1"].State, st["r1"].Revision, want)
+}

@@ -68,7 +68,8 @@ func (s *Source) watch(ctx context.Context, c Committer) {
 }
 
 // probe cancels the watch when etcd stops answering (a watch alone waits
-// for a dead server forever).
+// for a dead server forever); while it answers, probe writes the node's
+// status again if its last write failed.
 func (s *Source) probe(ctx context.Context, cancel func()) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -85,6 +86,7 @@ func (s *Source) probe(ctx context.Context, cancel func()) {
 			cancel()
 			return
 		}
+		s.publish(ctx) // a status whose write failed (nothing when written)
 	}
 }
 
