@@ -121,15 +121,15 @@ __attribute__((noinline)) int xlb_persist_use(const struct pkt *p, __u32 svc_id,
 
 		w = *slot;
 		if (w && (w >> XLB_PERSIST_TAG_SHIFT) == tag &&
-		    ((now - w) & XLB_CT_TIME_MASK) <= s->persist_timeout &&
+		    ct_idle(now, w) <= s->persist_timeout &&
 		    (got = persist_usable(s, persist_real(w)))) {
-			if (((now - w) & XLB_CT_TIME_MASK) != 0)
+			if (ct_idle(now, w) != 0)
 				__sync_val_compare_and_swap(slot, w, (w & ~(__u64)XLB_CT_TIME_MASK) |
 									 (now & XLB_CT_TIME_MASK));
 			return got;
 		}
 		if (w && (w >> XLB_PERSIST_TAG_SHIFT) != tag &&
-		    ((now - w) & XLB_CT_TIME_MASK) <= s->persist_timeout)
+		    ct_idle(now, w) <= s->persist_timeout)
 			return rid; /* the slot is another client's: no template */
 		ne = tag << XLB_PERSIST_TAG_SHIFT | (__u64)rid << XLB_PERSIST_REAL_SHIFT |
 		     (now & XLB_CT_TIME_MASK);
@@ -157,7 +157,7 @@ __attribute__((noinline)) int xlb_persist_touch(const struct pkt *p, __u32 svc_i
 		return 0;
 	w = *slot;
 	if ((w >> XLB_PERSIST_TAG_SHIFT) != h >> XLB_PERSIST_TAG_SHIFT || persist_real(w) != rid ||
-	    ((now - w) & XLB_CT_TIME_MASK) == 0)
+	    ct_idle(now, w) == 0)
 		return 0;
 	__sync_val_compare_and_swap(slot, w, (w & ~(__u64)XLB_CT_TIME_MASK) | (now & XLB_CT_TIME_MASK));
 	return 1;

@@ -147,7 +147,7 @@ static __always_inline struct real_info *ct_usable(__u64 e, __u64 tag, __u64 now
 
 	if ((e >> XLB_CT_TAG_SHIFT) != tag || state == XLB_CT_FREE)
 		return NULL;
-	if (((now - e) & XLB_CT_TIME_MASK) > ct_timeout(n, p, state))
+	if (ct_idle(now, e) > ct_timeout(n, p, state))
 		return NULL;
 	/* A SYN (no ACK) on a flow past its handshake starts a new connection
 	 * on a reused 5-tuple: choose afresh, so it follows the table (a
@@ -179,7 +179,7 @@ static __always_inline __u32 ct_victim(struct ct_bucket *b, __u64 tag, __u64 now
 #pragma clang loop unroll(disable) /* the stack: xlb_frag -> xlb_ct_store */
 	for (int i = 0; i < XLB_CT_WAYS; i++) {
 		__u64 x = b->way[i];
-		__u64 age = (now - x) & XLB_CT_TIME_MASK;
+		__u64 age = ct_idle(now, x);
 
 		if ((x >> XLB_CT_TAG_SHIFT) == tag || conns_way_state(x) == XLB_CT_FREE) {
 			*w = x;

@@ -57,7 +57,7 @@ static __always_inline int sweep_expired(const struct node_info *n, __u64 w, __u
 		timeout = n->timeout_tcp;
 	else /* not known: the longer */
 		timeout = n->timeout_tcp > n->timeout_udp ? n->timeout_tcp : n->timeout_udp;
-	return ((now - w) & XLB_CT_TIME_MASK) > timeout;
+	return ct_idle(now, w) > timeout;
 }
 
 static long sweep_bucket(__u64 i, void *arg)

@@ -174,7 +174,7 @@ static __always_inline int sync_live(const struct node_info *n, __u64 e, __u8 pr
 		  state == XLB_CT_CLOSING ? n->timeout_tcp_fin :
 					    n->timeout_tcp;
 
-	return ((now - e) & XLB_CT_TIME_MASK) <= t;
+	return ct_idle(now, e) <= t;
 }
 
 /* sync_write_way writes ne over way of bucket idx, which held e, with
@@ -219,7 +219,7 @@ static __always_inline void sync_install_one(const struct node_info *n,
 			sync_count(XLB_SYNC_STAT_KEPT);
 			return;
 		}
-		if (((now - e) & XLB_CT_TIME_MASK) < in->age)
+		if (ct_idle(now, e) < in->age)
 			seen = e & XLB_CT_TIME_MASK;
 		if (sync_write_way(idx, way, e, ct_make(tag, in->rid, in->state, seen))) {
 			sync_count(XLB_SYNC_STAT_APPLIED);

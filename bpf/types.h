@@ -398,6 +398,10 @@ enum xlb_ct_layout {
 	XLB_CT_STATE_MASK = 0x3,
 	XLB_CT_TIME_MASK = 0xffff,
 	XLB_TICK_SHIFT = 28, /* one tick = 2^28 ns ~ 0.268 s */
+	/* A last-seen time up to this many ticks after the reader's clock is
+	 * "now" (ct_idle): far above any clock skew, far below the wrap
+	 * less the longest timeout (2 h, 26,844 ticks). */
+	XLB_CT_AHEAD = 64,
 	/* One more than the largest real id a way can hold. */
 	XLB_MAX_REALS = 1 << XLB_CT_REAL_BITS,
 };
@@ -405,6 +409,18 @@ enum xlb_ct_layout {
 struct ct_bucket {
 	__u64 way[XLB_CT_WAYS];
 };
+
+/* ct_idle: the ticks way (or template) w has been idle at now. A time
+ * written after now was read (by another CPU, or by the forwarder while
+ * the sweep runs on a clock xlbd read before) is at most XLB_CT_AHEAD
+ * ticks ahead: idle 0, where modulo 2^16 it would look hours old and
+ * expired. */
+static __always_inline __u64 ct_idle(__u64 now, __u64 w)
+{
+	__u64 d = (now - w) & XLB_CT_TIME_MASK;
+
+	return d > XLB_CT_TIME_MASK - XLB_CT_AHEAD ? 0 : d;
+}
 
 /* The forwarder's VIP match (select.h): xlb_vip_index is an ARRAY of
  * buckets, two candidate buckets per key (vip_hash); a bucket holds up to

@@ -143,3 +143,74 @@ func slicesIndexOf(a netip.Addr) int {
 	}
 	return -1
 }
+
+// TestSweepKeepsEntriesWrittenAhead: a way whose last-seen time is a tick
+// after the sweep's clock (the forwarder refreshed it while the sweep ran
+// on a clock xlbd read before the run; or another CPU wrote it after this
+// one read its clock) is live: neither the sweep nor the forwarder takes
+// it for an entry idle for hours (the 16-bit time wrapped) and frees or
+// replaces it.
+func TestSweepKeepsEntriesWrittenAhead(t *testing.T) {
+	d := newTestDatapath(t, Options{})
+	st, _ := schedState(state.Sched{Kind: state.SchedLC, Proto: 6, List: ents(1, 1, 1)})
+	if _, err := d.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	pinCPU(t) // the flows' packets hit their entries on this CPU
+	backend := map[uint16]netip.Addr{}
+	for i := range 12 {
+		port := uint16(3000 + i)
+		backend[port] = sendTCP(t, d, port, packet.SYN)
+		sendTCP(t, d, port, packet.ACK)
+	}
+	// Every used way one tick ahead of the clock.
+	now, err := ctNow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		idx   uint32
+		b     xlbCtBucket
+		moved int
+	)
+	it := d.objs.XlbCt.Iterate()
+	for it.Next(&idx, &b) {
+		changed := false
+		for w, e := range b.Way {
+			if e>>ctStateShift&3 == 0 {
+				continue
+			}
+			b.Way[w] = e&^ctTimeMask | (now+1)&ctTimeMask
+			changed = true
+			moved++
+		}
+		if changed {
+			if err := d.objs.XlbCt.Update(idx, &b, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if moved != 12 {
+		t.Fatalf("%d used ways, want 12", moved)
+	}
+	freed, live, err := d.SweepConntrack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if freed != 0 || live != 12 {
+		t.Fatalf("sweep over ways a tick ahead: freed %d, left %d live; want 0, 12", freed, live)
+	}
+	before, _ := d.Stats()
+	for port, b := range backend {
+		if got := sendTCP(t, d, port, packet.ACK); got != b {
+			t.Fatalf("port %d: went to %s, its entry says %s", port, got, b)
+		}
+	}
+	after, _ := d.Stats()
+	if hits := after["ct_hit"] - before["ct_hit"]; hits != 12 {
+		t.Fatalf("%d conntrack hits of 12 packets of flows tracked a tick ahead (misses %d)", hits, after["ct_miss"]-before["ct_miss"])
+	}
+	for rid := uint32(1); rid <= 3; rid++ {
+		wantConns(t, d, rid, 4, 0)
+	}
+}

@@ -278,6 +278,7 @@ const (
 	xlbXlbCtLayoutXLB_CT_STATE_MASK  xlbXlbCtLayout = 3
 	xlbXlbCtLayoutXLB_CT_TIME_MASK   xlbXlbCtLayout = 65535
 	xlbXlbCtLayoutXLB_TICK_SHIFT     xlbXlbCtLayout = 28
+	xlbXlbCtLayoutXLB_CT_AHEAD       xlbXlbCtLayout = 64
 	xlbXlbCtLayoutXLB_MAX_REALS      xlbXlbCtLayout = 262144
 )
 
