@@ -95,18 +95,13 @@ static long lblc_step(__u64 i, void *arg)
 	const struct svc_sched *s = la->s;
 	struct lblc_walk *wk = la->wk;
 	__u32 rid, k = (__u32)i & (XLB_SCHED_LIST_MAX - 1);
-	__u64 w, oh, a = 0, in = 0;
-	struct real_conns *c;
+	__u64 w, oh, a, in;
 
 	if (!s || !wk)
 		return 1;
 	rid = s->ent[k].rid;
 	w = s->ent[k].weight;
-	c = bpf_map_lookup_elem(&xlb_real_conns, &rid);
-	if (c) {
-		a = c->active > 0 ? c->active : 0;
-		in = c->inactive > 0 ? c->inactive : 0;
-	}
+	a = conns_get(rid, &in);
 	oh = (a << 8) + in;
 	if (!wk->best || oh * wk->best_w < wk->best_oh * w) {
 		wk->best = rid;
