@@ -19,7 +19,8 @@ import (
 // until it holds 3 active (overloaded: 3 > 2 while the others hold
 // fewer than half their weight), then the second is recorded and keeps
 // the destination until it holds 3, then the third, which keeps it
-// once no backend is under half its weight. Then `xlbctl services
+// once no backend is under half its weight. A backend set to weight 0
+// is never chosen again. Then `xlbctl services
 // --ipvsadm` against the running xlbd shows the scheduler and the
 // connection counts of the echo service and the persistence of a UDP
 // service, line by line.
@@ -52,8 +53,27 @@ func TestSchedLBLC(t *testing.T) {
 		t.Fatalf("lblc sent the connections to %v, want %v", got, want)
 	}
 
+	// The third backend's weight set to 0 at run time: never chosen
+	// again; wlc picks the first of the two others (3 active each), which
+	// keeps the destination (none is under half its weight).
+	third := l.Backends[idx[2]].Addr4.String()
+	if out, err := e.ctl(t, "weight", third, "0", "--service", "echo"); err != nil {
+		t.Fatalf("xlbctl weight %s 0: %v\n%s", third, err, out)
+	}
+	for i := range 2 {
+		c := openEcho(t, l.Client.NS, e.echo4())
+		defer c.c.Close()
+		if c.backend != name(0) {
+			t.Fatalf("connection %d after the weight 0: %s, want %s", i, c.backend, name(0))
+		}
+	}
+
 	be := func(i int, port uint16, active int) string {
-		return fmt.Sprintf("  -> %-28s %-7s %-6d %-10d %-10d", netip.AddrPortFrom(l.Backends[idx[i]].Addr4, port), "Tunnel", 2, active, 0)
+		w := 2
+		if i == 2 && port == lab.DefaultPorts.TCP {
+			w = 0
+		}
+		return fmt.Sprintf("  -> %-28s %-7s %-6d %-10d %-10d", netip.AddrPortFrom(l.Backends[idx[i]].Addr4, port), "Tunnel", w, active, 0)
 	}
 	head := []string{
 		"xlb services (1, the layout of ipvsadm -Ln)",
@@ -65,7 +85,7 @@ func TestSchedLBLC(t *testing.T) {
 		service string
 		lines   []string
 	}{
-		{"echo", []string{fmt.Sprintf("TCP  %s lblc", e.echo4()), be(0, echo, 3), be(1, echo, 3), be(2, echo, 5)}},
+		{"echo", []string{fmt.Sprintf("TCP  %s lblc", e.echo4()), be(0, echo, 5), be(1, echo, 3), be(2, echo, 5)}},
 		{"dns", []string{fmt.Sprintf("UDP  %s wlc persistent 300 mask 255.255.255.0", netip.AddrPortFrom(l.VIP4(), dns)),
 			be(0, dns, 0), be(1, dns, 0), be(2, dns, 0)}},
 	} {
