@@ -176,3 +176,57 @@ func lblcrShrunk(set []uint32, conns map[uint32]int64) []uint32 {
 	}
 	return slices.Delete(slices.Clone(set), most, most+1)
 }
+
+// An lblcr set holds at most 8 backends: over ten backends of weight 1
+// behind an IPv6 VIP (keyed by the IPv6 destination), each member takes
+// two connections before overload adds the next; once 8 are members, the
+// choices of wlc under overload serve without joining the full set.
+func TestLBLCRFullSet(t *testing.T) {
+	d := newTestDatapath(t, Options{})
+	st := &State{Node: testNode(), Services: map[VIPKey]*Service{}}
+	sc := state.Sched{Kind: state.SchedLBLCR, Proto: 6, Expire: time.Hour}
+	var tbl []uint32
+	for i := range 10 {
+		rid := uint32(i + 1)
+		st.Reals.Set(rid, Real{Addr: netip.AddrFrom4([4]byte{10, 0, 2, byte(i + 1)}), SvcID: 1, Active: true})
+		sc.List = append(sc.List, state.SchedEnt{RealID: rid, Weight: 1})
+		tbl = append(tbl, rid)
+	}
+	st.Services[VIPKey{Addr: vip6, Port: 443, Proto: 6}] = &Service{SvcID: 1, Encap: EncapGRE, Table: tbl, Sched: sc}
+	if _, err := d.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	conn := func(sport uint16) int {
+		var b netip.Addr
+		for _, flags := range []uint8{packet.SYN, packet.ACK} {
+			f := packet.Flow{Src: client6, Dst: vip6, SrcPort: sport, DstPort: 443, Proto: packet.ProtoTCP, TCPFlags: flags}
+			verdict, out := run(t, d.Program(), f.Frame())
+			if verdict != xdpTX || len(out) < 34 {
+				t.Fatalf("port %d flags %#x: verdict %d", sport, flags, verdict)
+			}
+			b = netip.AddrFrom4([4]byte(out[30:34]))
+		}
+		return int(b.As4()[3])
+	}
+	var got, want []int
+	for i := range 20 {
+		got = append(got, conn(uint16(5000+i)))
+		if i < 16 {
+			want = append(want, i/2+1)
+		}
+	}
+	// 9 and 10 serve without joining; then no backend is under half its
+	// weight, nothing is overloaded, and the set's least loaded members
+	// serve again (1, then 2: the first of equals).
+	want = append(want, 9, 10, 1, 2)
+	if !slices.Equal(got, want) {
+		t.Fatalf("connections went to backends %v, want %v", got, want)
+	}
+	e, found, err := d.LBLC(1, vip6)
+	if err != nil || !found || !slices.Equal(e.Reals, []uint32{1, 2, 3, 4, 5, 6, 7, 8}) {
+		t.Fatalf("set of %s: %+v (found %v, %v), want reals 1..8", vip6, e, found, err)
+	}
+	if _, found, err := d.LBLC(1, vip4); err != nil || found {
+		t.Fatalf("an IPv4 destination has an entry: %v, %v", found, err)
+	}
+}
