@@ -70,3 +70,16 @@ static __always_inline __u64 conns_way_state(__u64 w)
 {
 	return (w >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
 }
+
+/* conns_get: real rid's active connections, its inactive ones in *in,
+ * both clamped at 0 (a reader may see another CPU's decrement first). */
+static __always_inline __u64 conns_get(__u32 rid, __u64 *in)
+{
+	struct real_conns *c = bpf_map_lookup_elem(&xlb_real_conns, &rid);
+
+	*in = 0;
+	if (!c)
+		return 0;
+	*in = c->inactive > 0 ? c->inactive : 0;
+	return c->active > 0 ? c->active : 0;
+}

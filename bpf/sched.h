@@ -29,6 +29,8 @@ enum xlb_sched {
 	XLB_SCHED_WLC = 6,           /* the same relative to the weight */
 	XLB_SCHED_SED = 7,           /* least (active + 1) / weight */
 	XLB_SCHED_NQ = 8,            /* the first without an active connection, else as SED */
+	XLB_SCHED_LBLC = 9,          /* the destination's backend, wlc when overloaded (lblc.h) */
+	XLB_SCHED_LBLCR = 10,        /* the destination's set of backends (lblc.h) */
 	XLB_SCHED_LIST_MAX = 256,    /* entries of ent[], a power of two */
 };
 
@@ -48,7 +50,8 @@ struct svc_sched {
 	__u32 n;       /* entries in ent, 0..XLB_SCHED_LIST_MAX */
 	__u32 total;   /* WRR: the sum of the weights */
 	__u32 stride;  /* WRR: coprime with total, so consecutive new flows
-			* walk the weight line in strides, not in blocks */
+			* walk the weight line in strides, not in blocks;
+			* LBLC, LBLCR: an entry's expiration, ticks */
 	/* Persistence (persist.h): templates of (client under pplen4 /
 	 * pplen6, persist_id) live persist_timeout ticks after their last
 	 * use; 0: none. persist_id names the service, or its group. With

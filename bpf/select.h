@@ -11,6 +11,7 @@
 #include "conns.h"
 #include "sched.h"
 #include "persist.h"
+#include "lblc.h"
 #include "stats.h"
 
 /* vip_hash: the two candidate buckets of a VIP key are its low and high
@@ -461,7 +462,8 @@ static __always_inline int select_maglev_real(const struct vip_info *v, __u64 h,
 
 /* select_new: the real of a flow no connection table entry answers for,
  * by the service's scheduler: Maglev on the flow hash inline, list
- * schedulers (sched.h) only when stateful (the flow is being tracked),
+ * schedulers (sched.h) and lblc, lblcr (lblc.h) only when stateful (the
+ * flow is being tracked),
  * else the Maglev table in xlb_sched_new: a read-only selection or an
  * untracked flow (flood) reads it at the flow's slot, the same for every
  * packet of the flow, hash schedulers at their own hash's. */
@@ -473,6 +475,8 @@ static __always_inline int select_sched(const struct pkt *p, const struct vip_in
 
 	if (!s || s->kind == XLB_SCHED_MAGLEV)
 		return select_maglev_real(v, h, sel);
+	if (stateful && s->kind >= XLB_SCHED_LBLC && !select_real(v, xlb_sched_lblc(p, id), sel))
+		return 0;
 	if (stateful && s->kind >= XLB_SCHED_RR && !select_real(v, xlb_sched_list(id), sel))
 		return 0;
 	return select_real(v, xlb_sched_new(p, id, (__u64)v->table_id << 32 | v->table_size, h), sel);

@@ -57,6 +57,35 @@ type benchIcmpRlState struct {
 	Credit uint64
 }
 
+type benchLblcEnt struct {
+	_    structs.HostLayout
+	Used uint64
+	Mod  uint64
+	Rid  [8]uint64
+}
+
+type benchLblcKey struct {
+	_      structs.HostLayout
+	SvcId  uint32
+	Family uint8
+	Pad    [3]uint8
+	Addr   [16]uint8
+}
+
+type benchLblcWalk struct {
+	_      structs.HostLayout
+	Key    benchLblcKey
+	Ne     benchLblcEnt
+	BestOh uint64
+	BestW  uint64
+	Best   uint32
+	Under  uint32
+	Rid    [8]uint32
+	W      [8]uint32
+	Oh     [8]uint64
+	Act    [8]uint64
+}
+
 type benchLruKey struct {
 	_      structs.HostLayout
 	Src    [16]uint8
@@ -246,6 +275,8 @@ const (
 	benchMapXlbCt               = "xlb_ct"
 	benchMapXlbFlood            = "xlb_flood"
 	benchMapXlbIcmpRl           = "xlb_icmp_rl"
+	benchMapXlbLblc             = "xlb_lblc"
+	benchMapXlbLblcWalk         = "xlb_lblc_walk"
 	benchMapXlbNode             = "xlb_node"
 	benchMapXlbPersist          = "xlb_persist"
 	benchMapXlbRealConns        = "xlb_real_conns"
@@ -341,6 +372,8 @@ type benchMapSpecs struct {
 	XlbCt          *ebpf.MapSpec `ebpf:"xlb_ct"`
 	XlbFlood       *ebpf.MapSpec `ebpf:"xlb_flood"`
 	XlbIcmpRl      *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
+	XlbLblc        *ebpf.MapSpec `ebpf:"xlb_lblc"`
+	XlbLblcWalk    *ebpf.MapSpec `ebpf:"xlb_lblc_walk"`
 	XlbNode        *ebpf.MapSpec `ebpf:"xlb_node"`
 	XlbPersist     *ebpf.MapSpec `ebpf:"xlb_persist"`
 	XlbRealConns   *ebpf.MapSpec `ebpf:"xlb_real_conns"`
@@ -408,6 +441,8 @@ type benchMaps struct {
 	XlbCt          *ebpf.Map `ebpf:"xlb_ct"`
 	XlbFlood       *ebpf.Map `ebpf:"xlb_flood"`
 	XlbIcmpRl      *ebpf.Map `ebpf:"xlb_icmp_rl"`
+	XlbLblc        *ebpf.Map `ebpf:"xlb_lblc"`
+	XlbLblcWalk    *ebpf.Map `ebpf:"xlb_lblc_walk"`
 	XlbNode        *ebpf.Map `ebpf:"xlb_node"`
 	XlbPersist     *ebpf.Map `ebpf:"xlb_persist"`
 	XlbRealConns   *ebpf.Map `ebpf:"xlb_real_conns"`
@@ -434,6 +469,8 @@ func (m *benchMaps) Close() error {
 		m.XlbCt,
 		m.XlbFlood,
 		m.XlbIcmpRl,
+		m.XlbLblc,
+		m.XlbLblcWalk,
 		m.XlbNode,
 		m.XlbPersist,
 		m.XlbRealConns,

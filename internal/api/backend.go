@@ -228,6 +228,17 @@ type ServiceInfo struct {
 	Counters   Counters
 	Backends   []BackendInfo
 	Probe      *Probe // the prober's last probe of the VIP; nil: prober off, or not probed yet
+	// Persistence is the service's; nil without.
+	Persistence *Persistence
+}
+
+// Persistence is a service's persistence: the client's address under
+// Netmask (IPv4) or Netmask6 (IPv6) keeps its backend for Timeout after
+// its last use; Group names the services sharing templates.
+type Persistence struct {
+	Timeout           time.Duration
+	Netmask, Netmask6 uint8
+	Group             string
 }
 
 // BackendInfo is one backend of one service. Weight and Drain are the values

@@ -92,6 +92,10 @@ func serviceToPB(s *ServiceInfo) *pb.Service {
 		Scheduler: s.Scheduler, TableSize: s.TableSize, Encap: s.Encap, ActivePool: s.ActivePool,
 		Pools: s.Pools, Counters: countersToPB(s.Counters), Probe: probeToPB(s.Probe),
 	}
+	if p := s.Persistence; p != nil {
+		r.Persistence = &pb.Persistence{Timeout: durationpb.New(p.Timeout), Netmask: uint32(p.Netmask),
+			Netmask6: uint32(p.Netmask6), Group: p.Group}
+	}
 	for i := range s.Backends {
 		r.Backends = append(r.Backends, backendToPB(s.Name, &s.Backends[i]))
 	}

@@ -36,10 +36,12 @@ const (
 	// SchedulerDH is destination hashing (IPVS dh) on the destination
 	// address.
 	SchedulerDH
-	// SchedulerLBLC is locality-based least connections (IPVS lblc).
+	// SchedulerLBLC is locality-based least connections (IPVS lblc): a
+	// destination address keeps its backend until that is overloaded.
 	SchedulerLBLC
 	// SchedulerLBLCR is locality-based least connections with
-	// replication (IPVS lblcr).
+	// replication (IPVS lblcr): a destination address has a set of
+	// backends, grown under overload and shrunk when unchanged.
 	SchedulerLBLCR
 )
 
@@ -66,16 +68,6 @@ func ParseScheduler(name string) (Scheduler, bool) {
 // HashesSource reports whether the scheduler hashes the client address
 // under SourceNetmask(6).
 func (s Scheduler) HashesSource() bool { return s == SchedulerMaglevSource || s == SchedulerSH }
-
-// schedulerMissing names the schedulers the forwarder of this version
-// does not run yet; a service asking for one is refused, never served by
-// another.
-var schedulerMissing = map[Scheduler]bool{SchedulerLBLC: true, SchedulerLBLCR: true}
-
-// SchedulerSupported reports whether this version's forwarder runs s.
-func SchedulerSupported(s Scheduler) bool {
-	return enumValid(schedulerNames, s) && !schedulerMissing[s]
-}
 
 // Persistence keeps clients on one backend (IPVS persistent services, -p
 // and -M): a template (client address under the netmask, service or
@@ -161,11 +153,8 @@ func Prefix(v uint8, bits int) int {
 // persistence.
 func validateSched(s *Service, path string, c *collector) {
 	sp := join(path, "scheduler")
-	switch {
-	case !enumValid(schedulerNames, s.Scheduler):
+	if !enumValid(schedulerNames, s.Scheduler) {
 		c.errf(sp, ErrInvalid, "%s is not one of %s", s.Scheduler, enumList(schedulerNames))
-	case schedulerMissing[s.Scheduler]:
-		c.errf(sp, ErrInvalid, "%s is not supported by this version's forwarder yet (supported: maglev, maglev-source, rr, wrr, lc, wlc, sed, nq, sh, dh)", s.Scheduler)
 	}
 	netmask(c, join(path, "source_netmask"), s.SourceNetmask, 32)
 	netmask(c, join(path, "source_netmask6"), s.SourceNetmask6, 128)

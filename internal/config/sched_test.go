@@ -23,8 +23,6 @@ func TestRejectSched(t *testing.T) {
 	}{
 		{"unknown scheduler", line("scheduler: wcl"), ErrInvalid,
 			`c.yaml:6: services[0].scheduler: "wcl" is not one of maglev, maglev-source, rr, wrr, lc, wlc, sed, nq, sh, dh, lblc, lblcr`},
-		{"scheduler not in this forwarder", line("scheduler: lblcr"), ErrInvalid,
-			`c.yaml:6: services[0].scheduler: lblcr is not supported by this version's forwarder yet`},
 		{"source netmask too long", line("scheduler: sh, source_netmask: 33"), ErrInvalid,
 			`c.yaml:6: services[0].source_netmask: 33 is out of range 0..32`},
 		{"source netmask zero", line("scheduler: sh, source_netmask: 0"), ErrInvalid,
@@ -101,7 +99,7 @@ const persistenceServices = "  - {name: http, vip: 10.200.0.2, port: 80, protoco
 	"  - {name: dns, vip: 10.200.0.3, port: 53, protocol: udp, pools: [p], scheduler: rr, persistence: {timeout: 30s, netmask6: 48}}\n"
 
 func TestAcceptSchedulers(t *testing.T) {
-	for _, name := range []string{"maglev", "maglev-source", "rr", "wrr", "lc", "wlc", "sed", "nq", "sh", "dh"} {
+	for _, name := range []string{"maglev", "maglev-source", "rr", "wrr", "lc", "wlc", "sed", "nq", "sh", "dh", "lblc", "lblcr"} {
 		txt := strings.Replace(svc, "pools: [p]}", "pools: [p], scheduler: "+name+"}", 1)
 		if _, err := Parse([]byte(head+txt), "c.yaml"); err != nil {
 			t.Errorf("scheduler %s: %v", name, err)

@@ -250,6 +250,10 @@ func (a *API) Services(ctx context.Context) ([]api.ServiceInfo, error) {
 			if p, ok := s.ActivePoolWith(snap.Healthy); ok {
 				si.ActivePool = p.Name
 			}
+			if p := s.Persistence; p.Timeout != 0 {
+				si.Persistence = &api.Persistence{Timeout: p.Timeout, Group: p.Group,
+					Netmask: uint8(config.Prefix(p.Netmask, 32)), Netmask6: uint8(config.Prefix(p.Netmask6, 128))}
+			}
 			for _, p := range s.Pools {
 				si.Pools = append(si.Pools, p.Name)
 			}

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/xlbproject/xlb/internal/config"
 	"github.com/xlbproject/xlb/internal/state"
@@ -23,6 +24,10 @@ func schedOf(s *config.DesiredService, usable []config.Backend, ids map[netip.Ad
 	case config.SchedulerRR, config.SchedulerWRR, config.SchedulerLC, config.SchedulerWLC,
 		config.SchedulerSED, config.SchedulerNQ:
 		return schedList(s, usable, ids)
+	case config.SchedulerLBLC, config.SchedulerLBLCR:
+		sc, err := schedList(s, usable, ids)
+		sc.Expire = LBLCExpiration
+		return sc, err
 	case config.SchedulerMaglev, 0: // 0: a DesiredService built without one
 		return state.Sched{}, nil
 	}
@@ -33,11 +38,20 @@ func schedOf(s *config.DesiredService, usable []config.Backend, ids map[netip.Ad
 var listKinds = map[config.Scheduler]state.SchedKind{
 	config.SchedulerRR: state.SchedRR, config.SchedulerWRR: state.SchedWRR, config.SchedulerLC: state.SchedLC,
 	config.SchedulerWLC: state.SchedWLC, config.SchedulerSED: state.SchedSED, config.SchedulerNQ: state.SchedNQ,
+	config.SchedulerLBLC: state.SchedLBLC, config.SchedulerLBLCR: state.SchedLBLCR,
 }
+
+// LBLCExpiration is how long an lblc or lblcr destination's entry lives
+// unused, and how long an lblcr set stays unchanged before its most loaded
+// backend leaves it: IPVS's default (its sysctls lblc_expiration and
+// lblcr_expiration).
+const LBLCExpiration = 24 * time.Hour
 
 // schedList is the list of a list scheduler: the usable backends by
 // address (the same list for the same backends, whatever the config
-// order), the weights divided by their greatest common divisor (rr: 1).
+// order), the weights divided by their greatest common divisor (rr: 1;
+// lblc and lblcr: as configured, since their overload test compares
+// connection counts with the weights themselves).
 func schedList(s *config.DesiredService, usable []config.Backend, ids map[netip.Addr]uint32) (state.Sched, error) {
 	if len(usable) > state.SchedListMax {
 		return state.Sched{}, fmt.Errorf("scheduler %s takes at most %d usable backends, the active pool has %d (use a hash scheduler, or fewer backends per pool)",
@@ -49,6 +63,9 @@ func schedList(s *config.DesiredService, usable []config.Backend, ids map[netip.
 	var g uint32
 	for _, b := range bs {
 		g = gcd(g, b.Weight)
+	}
+	if s.Scheduler == config.SchedulerLBLC || s.Scheduler == config.SchedulerLBLCR {
+		g = 1
 	}
 	for _, b := range bs {
 		w := uint32(1)

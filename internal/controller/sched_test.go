@@ -33,6 +33,16 @@ func TestSchedOf(t *testing.T) {
 	if want := (state.Sched{Kind: state.SchedMaglevSource, Plen4: 24, Plen6: 128}); !src.Equal(&want) {
 		t.Errorf("sh: %+v", src)
 	}
+	// lblc, lblcr: the weights as configured (the overload test compares
+	// active connections with them), IPVS's expiration.
+	for _, k := range []config.Scheduler{config.SchedulerLBLC, config.SchedulerLBLCR} {
+		lb, err := schedOf(&config.DesiredService{Scheduler: k}, usable, ids)
+		want := []state.SchedEnt{{RealID: 8, Weight: 100}, {RealID: 7, Weight: 300}, {RealID: 9, Weight: 200}}
+		if err != nil || lb.Kind != listKinds[k] || lb.Expire != 24*time.Hour || len(lb.List) != 3 ||
+			lb.List[0] != want[0] || lb.List[1] != want[1] || lb.List[2] != want[2] {
+			t.Errorf("%s: %+v, %v", k, lb, err)
+		}
+	}
 	for total := uint32(1); total < 2000; total++ {
 		if s := wrrStride(total); gcd(s, total) != 1 || s == 0 {
 			t.Fatalf("stride %d for total %d", s, total)

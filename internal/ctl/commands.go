@@ -63,13 +63,22 @@ func rateInterval(rate bool) *durationpb.Duration {
 func (c *CLI) services(ctx context.Context, args []string) error {
 	fs := c.flags("services")
 	svc := fs.String("service", "", "only this service")
+	ipvsadm := fs.Bool("ipvsadm", false, "print in the layout of 'ipvsadm -Ln' (scheduler, persistence, weights, connections)")
 	var rate bool
 	rateFlag(fs, &rate)
 	if err := parseNoArgs(fs, "services", args); err != nil {
 		return err
 	}
+	if *ipvsadm && rate {
+		return usagef("services: --ipvsadm and --rate do not go together (ipvsadm -Ln has no rates): drop one")
+	}
 	return run(ctx, c, (*api.Client).ListServices, &pb.ListServicesRequest{Service: *svc, RateInterval: rateInterval(rate)},
-		func(r *pb.ListServicesResponse) error { return c.printServices(r, rate) })
+		func(r *pb.ListServicesResponse) error {
+			if *ipvsadm {
+				return c.printIPVSAdm(r)
+			}
+			return c.printServices(r, rate)
+		})
 }
 
 func (c *CLI) backends(ctx context.Context, args []string) error {

@@ -29,6 +29,7 @@ socket in /run/xlb when exactly one xlbd runs.
 commands:
   status                                 node, forwarder, self-check, BGP sessions, config
   services [--service NAME] [--rate]     VIPs with their backends (ipvsadm -L style)
+  services --ipvsadm [--service NAME]    the same in ipvsadm -Ln's layout: scheduler, persistence, weights, connections
   backends [--service NAME] [--rate]     every (service, backend), flat, with health
   stats [--watch [--interval 1s]]        global, per-service and per-backend counters; --watch: rates
   apply -f FILE [--dry-run] [--reset-overrides]

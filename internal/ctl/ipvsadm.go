@@ -245,12 +245,8 @@ func (s *ipvsService) schedLine() (key string, notes []string) {
 	if name == "mh" {
 		name = "maglev-source" // IPVS mh: Maglev on the source address
 	}
-	sch, ok := config.ParseScheduler(name)
-	switch {
-	case !ok:
+	if _, ok := config.ParseScheduler(name); !ok {
 		return "maglev", []string{"ipvsadm -s " + s.sched + ": no xlb equivalent; maglev instead"}
-	case !config.SchedulerSupported(sch):
-		return "maglev", []string{"ipvsadm -s " + s.sched + ": not supported by this version's forwarder yet; maglev instead"}
 	}
 	return name, nil
 }

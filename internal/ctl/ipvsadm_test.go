@@ -51,7 +51,8 @@ func TestImportIPVSadm(t *testing.T) {
 		"    scheduler: maglev-source\n" + pers("persistence: {timeout: 120s}"),
 		"  # ipvsadm -s twos: no xlb equivalent; maglev instead\n  # ipvsadm -o (one-packet scheduling)",
 		"    scheduler: dh\n" + pers("persistence: {timeout: 300s}"),
-		"  # ipvsadm -s lblc: not supported by this version's forwarder yet; maglev instead\n  - name: tcp_10.10.0.6_25\n",
+		// lblc is IPVS's lblc.
+		"  - name: tcp_10.10.0.6_25\n    vip: 10.10.0.6\n    port: 25\n    protocol: tcp\n    pools: [tcp_10.10.0.6_25]\n    scheduler: lblc\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks\n%s", want)

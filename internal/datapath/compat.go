@@ -57,6 +57,8 @@ var pinnedMapPolicy = map[string]struct {
 	"xlb_svc_sched":    {policyRefuse, "the committed schedulers"},
 	"xlb_sched_cursor": {policyRecreate, "the list schedulers' cursors"},
 	"xlb_persist":      {policyRecreate, "the persistence templates (their clients choose again)"},
+	"xlb_lblc":         {policyRecreate, "the lblc and lblcr schedulers' destinations (they choose again)"},
+	"xlb_lblc_walk":    {policyRecreate, "per-CPU scratch space of the lblc and lblcr schedulers"},
 	"xlb_real_conns":   {policyRecreate, "the connection counts per backend (rebuilt from the connection table)"},
 	"xlb_node":         {policyMigrate, "the node settings"},
 	"xlb_stats":        {policyRecreate, "the global counters"},

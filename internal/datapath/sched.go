@@ -15,6 +15,9 @@ func schedInfo(sc *state.Sched) xlbSvcSched {
 	v := xlbSvcSched{Kind: uint8(sc.Kind), Proto: sc.Proto, Plen4: sc.Plen4, Plen6: sc.Plen6,
 		N: uint32(len(sc.List)), Total: sc.Total(), Stride: sc.Stride,
 		PersistId: sc.Persist.ID, PersistTimeout: Ticks(sc.Persist.Timeout), Pplen4: sc.Persist.Plen4, Pplen6: sc.Persist.Plen6}
+	if sc.Kind == state.SchedLBLC || sc.Kind == state.SchedLBLCR {
+		v.Stride = lblcTicks(sc.Expire)
+	}
 	for i, e := range sc.List {
 		if i < len(v.Ent) {
 			v.Ent[i] = xlbSchedEnt{Rid: e.RealID, Weight: e.Weight}
@@ -29,6 +32,9 @@ func schedFromInfo(v *xlbSvcSched) state.Sched {
 	if v.PersistTimeout != 0 {
 		sc.Persist = state.Persist{ID: v.PersistId, Timeout: time.Duration(v.PersistTimeout) << ctTickShift,
 			Plen4: v.Pplen4, Plen6: v.Pplen6}
+	}
+	if sc.Kind == state.SchedLBLC || sc.Kind == state.SchedLBLCR {
+		sc.Stride, sc.Expire = 0, time.Duration(v.Stride)<<ctTickShift
 	}
 	for i := uint32(0); i < v.N && int(i) < len(v.Ent); i++ {
 		sc.List = append(sc.List, state.SchedEnt{RealID: v.Ent[i].Rid, Weight: v.Ent[i].Weight})

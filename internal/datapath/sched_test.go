@@ -3,6 +3,7 @@ package datapath
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/xlbproject/xlb/internal/maglev"
 	"github.com/xlbproject/xlb/internal/packet"
@@ -19,7 +20,8 @@ func TestSchedABI(t *testing.T) {
 		{state.SchedDH, xlbXlbSchedXLB_SCHED_DH}, {state.SchedRR, xlbXlbSchedXLB_SCHED_RR},
 		{state.SchedWRR, xlbXlbSchedXLB_SCHED_WRR}, {state.SchedLC, xlbXlbSchedXLB_SCHED_LC},
 		{state.SchedWLC, xlbXlbSchedXLB_SCHED_WLC}, {state.SchedSED, xlbXlbSchedXLB_SCHED_SED},
-		{state.SchedNQ, xlbXlbSchedXLB_SCHED_NQ},
+		{state.SchedNQ, xlbXlbSchedXLB_SCHED_NQ}, {state.SchedLBLC, xlbXlbSchedXLB_SCHED_LBLC},
+		{state.SchedLBLCR, xlbXlbSchedXLB_SCHED_LBLCR},
 	} {
 		if uint32(c.g) != uint32(c.c) {
 			t.Errorf("state kind %d, C %d", c.g, c.c)
@@ -159,13 +161,21 @@ func TestSchedHash(t *testing.T) {
 		})
 	}
 	// The scheduler read back from the maps is the one written.
-	sc := state.Sched{Kind: state.SchedWRR, List: ents(3, 1), Stride: 3}
-	st, _ := schedState(sc)
-	if _, err := d.Apply(st); err != nil {
-		t.Fatal(err)
-	}
-	got, err := d.readSched(1)
-	if err != nil || !got.Equal(&sc) {
-		t.Fatalf("read back %+v (%v), wrote %+v", got, err, sc)
+	for _, sc := range []state.Sched{
+		{Kind: state.SchedWRR, List: ents(3, 1), Stride: 3},
+		{Kind: state.SchedLBLCR, List: ents(300, 100), Expire: 24 * time.Hour},
+	} {
+		st, _ := schedState(sc)
+		if _, err := d.Apply(st); err != nil {
+			t.Fatal(err)
+		}
+		got, err := d.readSched(1)
+		// the expiration is kept in ticks, rounded up
+		if err == nil && got.Expire >= sc.Expire && got.Expire < sc.Expire+time.Second {
+			got.Expire = sc.Expire
+		}
+		if err != nil || !got.Equal(&sc) {
+			t.Fatalf("read back %+v (%v), wrote %+v", got, err, sc)
+		}
 	}
 }

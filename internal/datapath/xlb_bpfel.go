@@ -75,6 +75,35 @@ type xlbIcmpRlState struct {
 	Credit uint64
 }
 
+type xlbLblcEnt struct {
+	_    structs.HostLayout
+	Used uint64
+	Mod  uint64
+	Rid  [8]uint64
+}
+
+type xlbLblcKey struct {
+	_      structs.HostLayout
+	SvcId  uint32
+	Family uint8
+	Pad    [3]uint8
+	Addr   [16]uint8
+}
+
+type xlbLblcWalk struct {
+	_      structs.HostLayout
+	Key    xlbLblcKey
+	Ne     xlbLblcEnt
+	BestOh uint64
+	BestW  uint64
+	Best   uint32
+	Under  uint32
+	Rid    [8]uint32
+	W      [8]uint32
+	Oh     [8]uint64
+	Act    [8]uint64
+}
+
 type xlbNatKey struct {
 	_       structs.HostLayout
 	Backend [16]uint8
@@ -387,6 +416,8 @@ const (
 	xlbXlbSchedXLB_SCHED_WLC           xlbXlbSched = 6
 	xlbXlbSchedXLB_SCHED_SED           xlbXlbSched = 7
 	xlbXlbSchedXLB_SCHED_NQ            xlbXlbSched = 8
+	xlbXlbSchedXLB_SCHED_LBLC          xlbXlbSched = 9
+	xlbXlbSchedXLB_SCHED_LBLCR         xlbXlbSched = 10
 	xlbXlbSchedXLB_SCHED_LIST_MAX      xlbXlbSched = 256
 )
 
@@ -517,6 +548,8 @@ const (
 	xlbMapXlbFragRing            = "xlb_frag_ring"
 	xlbMapXlbFrags               = "xlb_frags"
 	xlbMapXlbIcmpRl              = "xlb_icmp_rl"
+	xlbMapXlbLblc                = "xlb_lblc"
+	xlbMapXlbLblcWalk            = "xlb_lblc_walk"
 	xlbMapXlbNat                 = "xlb_nat"
 	xlbMapXlbNode                = "xlb_node"
 	xlbMapXlbPersist             = "xlb_persist"
@@ -636,6 +669,8 @@ type xlbMapSpecs struct {
 	XlbFragRing    *ebpf.MapSpec `ebpf:"xlb_frag_ring"`
 	XlbFrags       *ebpf.MapSpec `ebpf:"xlb_frags"`
 	XlbIcmpRl      *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
+	XlbLblc        *ebpf.MapSpec `ebpf:"xlb_lblc"`
+	XlbLblcWalk    *ebpf.MapSpec `ebpf:"xlb_lblc_walk"`
 	XlbNat         *ebpf.MapSpec `ebpf:"xlb_nat"`
 	XlbNode        *ebpf.MapSpec `ebpf:"xlb_node"`
 	XlbPersist     *ebpf.MapSpec `ebpf:"xlb_persist"`
@@ -727,6 +762,8 @@ type xlbMaps struct {
 	XlbFragRing    *ebpf.Map `ebpf:"xlb_frag_ring"`
 	XlbFrags       *ebpf.Map `ebpf:"xlb_frags"`
 	XlbIcmpRl      *ebpf.Map `ebpf:"xlb_icmp_rl"`
+	XlbLblc        *ebpf.Map `ebpf:"xlb_lblc"`
+	XlbLblcWalk    *ebpf.Map `ebpf:"xlb_lblc_walk"`
 	XlbNat         *ebpf.Map `ebpf:"xlb_nat"`
 	XlbNode        *ebpf.Map `ebpf:"xlb_node"`
 	XlbPersist     *ebpf.Map `ebpf:"xlb_persist"`
@@ -761,6 +798,8 @@ func (m *xlbMaps) Close() error {
 		m.XlbFragRing,
 		m.XlbFrags,
 		m.XlbIcmpRl,
+		m.XlbLblc,
+		m.XlbLblcWalk,
 		m.XlbNat,
 		m.XlbNode,
 		m.XlbPersist,

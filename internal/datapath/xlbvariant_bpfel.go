@@ -25,6 +25,8 @@ const (
 	xlbvariantMapXlbFragRing            = "xlb_frag_ring"
 	xlbvariantMapXlbFrags               = "xlb_frags"
 	xlbvariantMapXlbIcmpRl              = "xlb_icmp_rl"
+	xlbvariantMapXlbLblc                = "xlb_lblc"
+	xlbvariantMapXlbLblcWalk            = "xlb_lblc_walk"
 	xlbvariantMapXlbNat                 = "xlb_nat"
 	xlbvariantMapXlbNode                = "xlb_node"
 	xlbvariantMapXlbPersist             = "xlb_persist"
@@ -145,6 +147,8 @@ type xlbvariantMapSpecs struct {
 	XlbFragRing    *ebpf.MapSpec `ebpf:"xlb_frag_ring"`
 	XlbFrags       *ebpf.MapSpec `ebpf:"xlb_frags"`
 	XlbIcmpRl      *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
+	XlbLblc        *ebpf.MapSpec `ebpf:"xlb_lblc"`
+	XlbLblcWalk    *ebpf.MapSpec `ebpf:"xlb_lblc_walk"`
 	XlbNat         *ebpf.MapSpec `ebpf:"xlb_nat"`
 	XlbNode        *ebpf.MapSpec `ebpf:"xlb_node"`
 	XlbPersist     *ebpf.MapSpec `ebpf:"xlb_persist"`
@@ -237,6 +241,8 @@ type xlbvariantMaps struct {
 	XlbFragRing    *ebpf.Map `ebpf:"xlb_frag_ring"`
 	XlbFrags       *ebpf.Map `ebpf:"xlb_frags"`
 	XlbIcmpRl      *ebpf.Map `ebpf:"xlb_icmp_rl"`
+	XlbLblc        *ebpf.Map `ebpf:"xlb_lblc"`
+	XlbLblcWalk    *ebpf.Map `ebpf:"xlb_lblc_walk"`
 	XlbNat         *ebpf.Map `ebpf:"xlb_nat"`
 	XlbNode        *ebpf.Map `ebpf:"xlb_node"`
 	XlbPersist     *ebpf.Map `ebpf:"xlb_persist"`
@@ -271,6 +277,8 @@ func (m *xlbvariantMaps) Close() error {
 		m.XlbFragRing,
 		m.XlbFrags,
 		m.XlbIcmpRl,
+		m.XlbLblc,
+		m.XlbLblcWalk,
 		m.XlbNat,
 		m.XlbNode,
 		m.XlbPersist,

@@ -20,6 +20,8 @@ const (
 	SchedWLC                           // the same relative to the weight
 	SchedSED                           // least (active + 1) / weight
 	SchedNQ                            // the first without active connections, else as SED
+	SchedLBLC                          // the destination's backend, wlc when it is overloaded
+	SchedLBLCR                         // the destination's set of backends, grown by wlc under overload
 )
 
 // SchedListMax is the most entries a list scheduler's List may hold.
@@ -35,10 +37,14 @@ type Sched struct {
 	// (1..32, 1..128); 0 otherwise.
 	Plen4, Plen6 uint8
 	// List is the usable backends of the list schedulers (rr, wrr, lc,
-	// wlc, sed, nq), in a fixed order; nil otherwise.
+	// wlc, sed, nq, lblc, lblcr), in a fixed order; nil otherwise.
 	List []SchedEnt
 	// Stride (SchedWRR) is coprime with the sum of the List's weights.
 	Stride uint32
+	// Expire (SchedLBLC, SchedLBLCR) is how long a destination's entry
+	// lives unused, and how long an lblcr set stays unchanged before its
+	// most loaded backend leaves it.
+	Expire time.Duration
 	// Persist is the service's persistence; the zero value: none.
 	Persist Persist
 }
@@ -56,13 +62,13 @@ type Persist struct {
 // SchedEnt is one backend of a list scheduler.
 type SchedEnt struct {
 	RealID uint32
-	Weight uint32 // > 0, reduced by the weights' gcd; SchedRR: 1
+	Weight uint32 // > 0, reduced by the weights' gcd (not for lblc, lblcr); SchedRR: 1
 }
 
 // Equal reports whether s and o are the same scheduler.
 func (s *Sched) Equal(o *Sched) bool {
 	return s.Kind == o.Kind && s.Proto == o.Proto && s.Persist == o.Persist && s.Plen4 == o.Plen4 && s.Plen6 == o.Plen6 && s.Stride == o.Stride &&
-		slices.Equal(s.List, o.List)
+		s.Expire == o.Expire && slices.Equal(s.List, o.List)
 }
 
 // Total is the sum of the List's weights.

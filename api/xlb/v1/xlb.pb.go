@@ -1647,7 +1647,9 @@ type Service struct {
 	Id         uint32     `protobuf:"varint,13,opt,name=id,proto3" json:"id,omitempty"` // data plane service id
 	// The blackbox prober's last probe of this VIP; unset while the prober is
 	// off or has not probed it yet.
-	Probe         *Probe `protobuf:"bytes,20,opt,name=probe,proto3" json:"probe,omitempty"`
+	Probe *Probe `protobuf:"bytes,20,opt,name=probe,proto3" json:"probe,omitempty"`
+	// The service's persistence (IPVS persistent service); unset without.
+	Persistence   *Persistence `protobuf:"bytes,50,opt,name=persistence,proto3" json:"persistence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1780,6 +1782,83 @@ func (x *Service) GetProbe() *Probe {
 	return nil
 }
 
+func (x *Service) GetPersistence() *Persistence {
+	if x != nil {
+		return x.Persistence
+	}
+	return nil
+}
+
+// Persistence keeps a client (its address under the netmask) on one
+// backend across connections, for timeout after its last use.
+type Persistence struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Timeout       *durationpb.Duration   `protobuf:"bytes,1,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	Netmask       uint32                 `protobuf:"varint,2,opt,name=netmask,proto3" json:"netmask,omitempty"`   // IPv4 prefix length, 1..32
+	Netmask6      uint32                 `protobuf:"varint,3,opt,name=netmask6,proto3" json:"netmask6,omitempty"` // IPv6 prefix length, 1..128
+	Group         string                 `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`        // the services sharing templates; "" for this one alone
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Persistence) Reset() {
+	*x = Persistence{}
+	mi := &file_xlb_v1_xlb_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Persistence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Persistence) ProtoMessage() {}
+
+func (x *Persistence) ProtoReflect() protoreflect.Message {
+	mi := &file_xlb_v1_xlb_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Persistence.ProtoReflect.Descriptor instead.
+func (*Persistence) Descriptor() ([]byte, []int) {
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *Persistence) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+func (x *Persistence) GetNetmask() uint32 {
+	if x != nil {
+		return x.Netmask
+	}
+	return 0
+}
+
+func (x *Persistence) GetNetmask6() uint32 {
+	if x != nil {
+		return x.Netmask6
+	}
+	return 0
+}
+
+func (x *Persistence) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
 // Backend is one backend of one service. weight and state are the values in
 // effect: the config's, or the override's when there is one.
 type Backend struct {
@@ -1817,7 +1896,7 @@ type Backend struct {
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[20]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1829,7 +1908,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[20]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1842,7 +1921,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{20}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Backend) GetAddress() string {
@@ -1976,7 +2055,7 @@ type Override struct {
 
 func (x *Override) Reset() {
 	*x = Override{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[21]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1988,7 +2067,7 @@ func (x *Override) String() string {
 func (*Override) ProtoMessage() {}
 
 func (x *Override) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[21]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2001,7 +2080,7 @@ func (x *Override) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Override.ProtoReflect.Descriptor instead.
 func (*Override) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{21}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Override) GetWeight() uint32 {
@@ -2039,7 +2118,7 @@ type Health struct {
 
 func (x *Health) Reset() {
 	*x = Health{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[22]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2051,7 +2130,7 @@ func (x *Health) String() string {
 func (*Health) ProtoMessage() {}
 
 func (x *Health) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[22]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2064,7 +2143,7 @@ func (x *Health) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Health.ProtoReflect.Descriptor instead.
 func (*Health) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{22}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Health) GetCheck() string {
@@ -2120,7 +2199,7 @@ type ListBackendsRequest struct {
 
 func (x *ListBackendsRequest) Reset() {
 	*x = ListBackendsRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[23]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2132,7 +2211,7 @@ func (x *ListBackendsRequest) String() string {
 func (*ListBackendsRequest) ProtoMessage() {}
 
 func (x *ListBackendsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[23]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2145,7 +2224,7 @@ func (x *ListBackendsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackendsRequest.ProtoReflect.Descriptor instead.
 func (*ListBackendsRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{23}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListBackendsRequest) GetRateInterval() *durationpb.Duration {
@@ -2179,7 +2258,7 @@ type ListBackendsResponse struct {
 
 func (x *ListBackendsResponse) Reset() {
 	*x = ListBackendsResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[24]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2191,7 +2270,7 @@ func (x *ListBackendsResponse) String() string {
 func (*ListBackendsResponse) ProtoMessage() {}
 
 func (x *ListBackendsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[24]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2204,7 +2283,7 @@ func (x *ListBackendsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackendsResponse.ProtoReflect.Descriptor instead.
 func (*ListBackendsResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{24}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListBackendsResponse) GetBackends() []*Backend {
@@ -2236,7 +2315,7 @@ type ApplyConfigRequest struct {
 
 func (x *ApplyConfigRequest) Reset() {
 	*x = ApplyConfigRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[25]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2248,7 +2327,7 @@ func (x *ApplyConfigRequest) String() string {
 func (*ApplyConfigRequest) ProtoMessage() {}
 
 func (x *ApplyConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[25]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2261,7 +2340,7 @@ func (x *ApplyConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyConfigRequest.ProtoReflect.Descriptor instead.
 func (*ApplyConfigRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{25}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ApplyConfigRequest) GetYaml() []byte {
@@ -2303,7 +2382,7 @@ type ApplyConfigResponse struct {
 
 func (x *ApplyConfigResponse) Reset() {
 	*x = ApplyConfigResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[26]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2315,7 +2394,7 @@ func (x *ApplyConfigResponse) String() string {
 func (*ApplyConfigResponse) ProtoMessage() {}
 
 func (x *ApplyConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[26]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2328,7 +2407,7 @@ func (x *ApplyConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyConfigResponse.ProtoReflect.Descriptor instead.
 func (*ApplyConfigResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{26}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ApplyConfigResponse) GetDiff() *Diff {
@@ -2371,7 +2450,7 @@ type Diff struct {
 
 func (x *Diff) Reset() {
 	*x = Diff{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[27]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2383,7 +2462,7 @@ func (x *Diff) String() string {
 func (*Diff) ProtoMessage() {}
 
 func (x *Diff) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[27]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2396,7 +2475,7 @@ func (x *Diff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Diff.ProtoReflect.Descriptor instead.
 func (*Diff) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{27}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Diff) GetServicesAdded() []string {
@@ -2472,7 +2551,7 @@ type BackendRef struct {
 
 func (x *BackendRef) Reset() {
 	*x = BackendRef{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[28]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2484,7 +2563,7 @@ func (x *BackendRef) String() string {
 func (*BackendRef) ProtoMessage() {}
 
 func (x *BackendRef) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[28]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2497,7 +2576,7 @@ func (x *BackendRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackendRef.ProtoReflect.Descriptor instead.
 func (*BackendRef) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{28}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *BackendRef) GetService() string {
@@ -2530,7 +2609,7 @@ type ConfigError struct {
 
 func (x *ConfigError) Reset() {
 	*x = ConfigError{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[29]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2542,7 +2621,7 @@ func (x *ConfigError) String() string {
 func (*ConfigError) ProtoMessage() {}
 
 func (x *ConfigError) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[29]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2555,7 +2634,7 @@ func (x *ConfigError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigError.ProtoReflect.Descriptor instead.
 func (*ConfigError) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{29}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ConfigError) GetField() string {
@@ -2609,7 +2688,7 @@ type ConfigErrors struct {
 
 func (x *ConfigErrors) Reset() {
 	*x = ConfigErrors{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[30]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2621,7 +2700,7 @@ func (x *ConfigErrors) String() string {
 func (*ConfigErrors) ProtoMessage() {}
 
 func (x *ConfigErrors) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[30]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2634,7 +2713,7 @@ func (x *ConfigErrors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigErrors.ProtoReflect.Descriptor instead.
 func (*ConfigErrors) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{30}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ConfigErrors) GetErrors() []*ConfigError {
@@ -2667,7 +2746,7 @@ type SetBackendRequest struct {
 
 func (x *SetBackendRequest) Reset() {
 	*x = SetBackendRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[31]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2679,7 +2758,7 @@ func (x *SetBackendRequest) String() string {
 func (*SetBackendRequest) ProtoMessage() {}
 
 func (x *SetBackendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[31]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2692,7 +2771,7 @@ func (x *SetBackendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBackendRequest.ProtoReflect.Descriptor instead.
 func (*SetBackendRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{31}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SetBackendRequest) GetAddress() string {
@@ -2774,7 +2853,7 @@ type SetBackendResponse struct {
 
 func (x *SetBackendResponse) Reset() {
 	*x = SetBackendResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[32]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2786,7 +2865,7 @@ func (x *SetBackendResponse) String() string {
 func (*SetBackendResponse) ProtoMessage() {}
 
 func (x *SetBackendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[32]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2799,7 +2878,7 @@ func (x *SetBackendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBackendResponse.ProtoReflect.Descriptor instead.
 func (*SetBackendResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{32}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SetBackendResponse) GetBackends() []*BackendRef {
@@ -2818,7 +2897,7 @@ type CountersRequest struct {
 
 func (x *CountersRequest) Reset() {
 	*x = CountersRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[33]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2830,7 +2909,7 @@ func (x *CountersRequest) String() string {
 func (*CountersRequest) ProtoMessage() {}
 
 func (x *CountersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[33]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2843,7 +2922,7 @@ func (x *CountersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountersRequest.ProtoReflect.Descriptor instead.
 func (*CountersRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{33}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CountersRequest) GetRateInterval() *durationpb.Duration {
@@ -2865,7 +2944,7 @@ type CountersResponse struct {
 
 func (x *CountersResponse) Reset() {
 	*x = CountersResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[34]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2877,7 +2956,7 @@ func (x *CountersResponse) String() string {
 func (*CountersResponse) ProtoMessage() {}
 
 func (x *CountersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[34]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2890,7 +2969,7 @@ func (x *CountersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountersResponse.ProtoReflect.Descriptor instead.
 func (*CountersResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{34}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CountersResponse) GetGlobal() []*NamedCounter {
@@ -2932,7 +3011,7 @@ type NamedCounter struct {
 
 func (x *NamedCounter) Reset() {
 	*x = NamedCounter{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[35]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2944,7 +3023,7 @@ func (x *NamedCounter) String() string {
 func (*NamedCounter) ProtoMessage() {}
 
 func (x *NamedCounter) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[35]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2957,7 +3036,7 @@ func (x *NamedCounter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamedCounter.ProtoReflect.Descriptor instead.
 func (*NamedCounter) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{35}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *NamedCounter) GetName() string {
@@ -2995,7 +3074,7 @@ type ServiceCounters struct {
 
 func (x *ServiceCounters) Reset() {
 	*x = ServiceCounters{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[36]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3007,7 +3086,7 @@ func (x *ServiceCounters) String() string {
 func (*ServiceCounters) ProtoMessage() {}
 
 func (x *ServiceCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[36]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3020,7 +3099,7 @@ func (x *ServiceCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceCounters.ProtoReflect.Descriptor instead.
 func (*ServiceCounters) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{36}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ServiceCounters) GetName() string {
@@ -3077,7 +3156,7 @@ type BackendCounters struct {
 
 func (x *BackendCounters) Reset() {
 	*x = BackendCounters{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[37]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3089,7 +3168,7 @@ func (x *BackendCounters) String() string {
 func (*BackendCounters) ProtoMessage() {}
 
 func (x *BackendCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[37]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3102,7 +3181,7 @@ func (x *BackendCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackendCounters.ProtoReflect.Descriptor instead.
 func (*BackendCounters) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{37}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *BackendCounters) GetService() string {
@@ -3150,7 +3229,7 @@ type ConntrackDumpRequest struct {
 
 func (x *ConntrackDumpRequest) Reset() {
 	*x = ConntrackDumpRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[38]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3162,7 +3241,7 @@ func (x *ConntrackDumpRequest) String() string {
 func (*ConntrackDumpRequest) ProtoMessage() {}
 
 func (x *ConntrackDumpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[38]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3175,7 +3254,7 @@ func (x *ConntrackDumpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConntrackDumpRequest.ProtoReflect.Descriptor instead.
 func (*ConntrackDumpRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{38}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ConntrackDumpRequest) GetService() string {
@@ -3234,7 +3313,7 @@ type ConntrackDumpResponse struct {
 
 func (x *ConntrackDumpResponse) Reset() {
 	*x = ConntrackDumpResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[39]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3246,7 +3325,7 @@ func (x *ConntrackDumpResponse) String() string {
 func (*ConntrackDumpResponse) ProtoMessage() {}
 
 func (x *ConntrackDumpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[39]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3259,7 +3338,7 @@ func (x *ConntrackDumpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConntrackDumpResponse.ProtoReflect.Descriptor instead.
 func (*ConntrackDumpResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{39}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ConntrackDumpResponse) GetEntries() []*ConntrackEntry {
@@ -3325,7 +3404,7 @@ type ConntrackEntry struct {
 
 func (x *ConntrackEntry) Reset() {
 	*x = ConntrackEntry{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[40]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3337,7 +3416,7 @@ func (x *ConntrackEntry) String() string {
 func (*ConntrackEntry) ProtoMessage() {}
 
 func (x *ConntrackEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[40]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3350,7 +3429,7 @@ func (x *ConntrackEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConntrackEntry.ProtoReflect.Descriptor instead.
 func (*ConntrackEntry) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{40}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ConntrackEntry) GetCpu() uint32 {
@@ -3437,7 +3516,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[41]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3449,7 +3528,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[41]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3462,7 +3541,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{41}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ExplainRequest) GetSrc() string {
@@ -3513,7 +3592,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[42]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3525,7 +3604,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[42]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3538,7 +3617,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{42}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ExplainResponse) GetXdpAction() uint32 {
@@ -3619,7 +3698,7 @@ type NodeDrainRequest struct {
 
 func (x *NodeDrainRequest) Reset() {
 	*x = NodeDrainRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[43]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3631,7 +3710,7 @@ func (x *NodeDrainRequest) String() string {
 func (*NodeDrainRequest) ProtoMessage() {}
 
 func (x *NodeDrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[43]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3644,7 +3723,7 @@ func (x *NodeDrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeDrainRequest.ProtoReflect.Descriptor instead.
 func (*NodeDrainRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{43}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{44}
 }
 
 type NodeDrainResponse struct {
@@ -3656,7 +3735,7 @@ type NodeDrainResponse struct {
 
 func (x *NodeDrainResponse) Reset() {
 	*x = NodeDrainResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[44]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3668,7 +3747,7 @@ func (x *NodeDrainResponse) String() string {
 func (*NodeDrainResponse) ProtoMessage() {}
 
 func (x *NodeDrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[44]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3681,7 +3760,7 @@ func (x *NodeDrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeDrainResponse.ProtoReflect.Descriptor instead.
 func (*NodeDrainResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{44}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *NodeDrainResponse) GetChanged() bool {
@@ -3699,7 +3778,7 @@ type NodeUndrainRequest struct {
 
 func (x *NodeUndrainRequest) Reset() {
 	*x = NodeUndrainRequest{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[45]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3711,7 +3790,7 @@ func (x *NodeUndrainRequest) String() string {
 func (*NodeUndrainRequest) ProtoMessage() {}
 
 func (x *NodeUndrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[45]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3724,7 +3803,7 @@ func (x *NodeUndrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeUndrainRequest.ProtoReflect.Descriptor instead.
 func (*NodeUndrainRequest) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{45}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{46}
 }
 
 type NodeUndrainResponse struct {
@@ -3736,7 +3815,7 @@ type NodeUndrainResponse struct {
 
 func (x *NodeUndrainResponse) Reset() {
 	*x = NodeUndrainResponse{}
-	mi := &file_xlb_v1_xlb_proto_msgTypes[46]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3748,7 +3827,7 @@ func (x *NodeUndrainResponse) String() string {
 func (*NodeUndrainResponse) ProtoMessage() {}
 
 func (x *NodeUndrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xlb_v1_xlb_proto_msgTypes[46]
+	mi := &file_xlb_v1_xlb_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3761,7 +3840,7 @@ func (x *NodeUndrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeUndrainResponse.ProtoReflect.Descriptor instead.
 func (*NodeUndrainResponse) Descriptor() ([]byte, []int) {
-	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{46}
+	return file_xlb_v1_xlb_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *NodeUndrainResponse) GetChanged() bool {
@@ -3894,7 +3973,7 @@ const file_xlb_v1_xlb_proto_rawDesc = "" +
 	"\aservice\x18\x02 \x01(\tR\aservice\"k\n" +
 	"\x14ListServicesResponse\x12+\n" +
 	"\bservices\x18\x01 \x03(\v2\x0f.xlb.v1.ServiceR\bservices\x12&\n" +
-	"\x06sample\x18\x02 \x01(\v2\x0e.xlb.v1.SampleR\x06sample\"\xb0\x03\n" +
+	"\x06sample\x18\x02 \x01(\v2\x0e.xlb.v1.SampleR\x06sample\"\xe7\x03\n" +
 	"\aService\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03vip\x18\x02 \x01(\tR\x03vip\x12\x12\n" +
@@ -3912,7 +3991,13 @@ const file_xlb_v1_xlb_proto_rawDesc = "" +
 	"\x05rates\x18\v \x01(\v2\r.xlb.v1.RatesR\x05rates\x12+\n" +
 	"\bbackends\x18\f \x03(\v2\x0f.xlb.v1.BackendR\bbackends\x12\x0e\n" +
 	"\x02id\x18\r \x01(\rR\x02id\x12#\n" +
-	"\x05probe\x18\x14 \x01(\v2\r.xlb.v1.ProbeR\x05probe\"\xcc\x04\n" +
+	"\x05probe\x18\x14 \x01(\v2\r.xlb.v1.ProbeR\x05probe\x125\n" +
+	"\vpersistence\x182 \x01(\v2\x13.xlb.v1.PersistenceR\vpersistence\"\x8e\x01\n" +
+	"\vPersistence\x123\n" +
+	"\atimeout\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\x18\n" +
+	"\anetmask\x18\x02 \x01(\rR\anetmask\x12\x1a\n" +
+	"\bnetmask6\x18\x03 \x01(\rR\bnetmask6\x12\x14\n" +
+	"\x05group\x18\x04 \x01(\tR\x05group\"\xcc\x04\n" +
 	"\aBackend\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x12\n" +
@@ -4119,7 +4204,7 @@ func file_xlb_v1_xlb_proto_rawDescGZIP() []byte {
 }
 
 var file_xlb_v1_xlb_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_xlb_v1_xlb_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_xlb_v1_xlb_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_xlb_v1_xlb_proto_goTypes = []any{
 	(Protocol)(0),                 // 0: xlb.v1.Protocol
 	(BackendState)(0),             // 1: xlb.v1.BackendState
@@ -4145,40 +4230,41 @@ var file_xlb_v1_xlb_proto_goTypes = []any{
 	(*ListServicesRequest)(nil),   // 21: xlb.v1.ListServicesRequest
 	(*ListServicesResponse)(nil),  // 22: xlb.v1.ListServicesResponse
 	(*Service)(nil),               // 23: xlb.v1.Service
-	(*Backend)(nil),               // 24: xlb.v1.Backend
-	(*Override)(nil),              // 25: xlb.v1.Override
-	(*Health)(nil),                // 26: xlb.v1.Health
-	(*ListBackendsRequest)(nil),   // 27: xlb.v1.ListBackendsRequest
-	(*ListBackendsResponse)(nil),  // 28: xlb.v1.ListBackendsResponse
-	(*ApplyConfigRequest)(nil),    // 29: xlb.v1.ApplyConfigRequest
-	(*ApplyConfigResponse)(nil),   // 30: xlb.v1.ApplyConfigResponse
-	(*Diff)(nil),                  // 31: xlb.v1.Diff
-	(*BackendRef)(nil),            // 32: xlb.v1.BackendRef
-	(*ConfigError)(nil),           // 33: xlb.v1.ConfigError
-	(*ConfigErrors)(nil),          // 34: xlb.v1.ConfigErrors
-	(*SetBackendRequest)(nil),     // 35: xlb.v1.SetBackendRequest
-	(*SetBackendResponse)(nil),    // 36: xlb.v1.SetBackendResponse
-	(*CountersRequest)(nil),       // 37: xlb.v1.CountersRequest
-	(*CountersResponse)(nil),      // 38: xlb.v1.CountersResponse
-	(*NamedCounter)(nil),          // 39: xlb.v1.NamedCounter
-	(*ServiceCounters)(nil),       // 40: xlb.v1.ServiceCounters
-	(*BackendCounters)(nil),       // 41: xlb.v1.BackendCounters
-	(*ConntrackDumpRequest)(nil),  // 42: xlb.v1.ConntrackDumpRequest
-	(*ConntrackDumpResponse)(nil), // 43: xlb.v1.ConntrackDumpResponse
-	(*ConntrackEntry)(nil),        // 44: xlb.v1.ConntrackEntry
-	(*ExplainRequest)(nil),        // 45: xlb.v1.ExplainRequest
-	(*ExplainResponse)(nil),       // 46: xlb.v1.ExplainResponse
-	(*NodeDrainRequest)(nil),      // 47: xlb.v1.NodeDrainRequest
-	(*NodeDrainResponse)(nil),     // 48: xlb.v1.NodeDrainResponse
-	(*NodeUndrainRequest)(nil),    // 49: xlb.v1.NodeUndrainRequest
-	(*NodeUndrainResponse)(nil),   // 50: xlb.v1.NodeUndrainResponse
-	(*timestamppb.Timestamp)(nil), // 51: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 52: google.protobuf.Duration
+	(*Persistence)(nil),           // 24: xlb.v1.Persistence
+	(*Backend)(nil),               // 25: xlb.v1.Backend
+	(*Override)(nil),              // 26: xlb.v1.Override
+	(*Health)(nil),                // 27: xlb.v1.Health
+	(*ListBackendsRequest)(nil),   // 28: xlb.v1.ListBackendsRequest
+	(*ListBackendsResponse)(nil),  // 29: xlb.v1.ListBackendsResponse
+	(*ApplyConfigRequest)(nil),    // 30: xlb.v1.ApplyConfigRequest
+	(*ApplyConfigResponse)(nil),   // 31: xlb.v1.ApplyConfigResponse
+	(*Diff)(nil),                  // 32: xlb.v1.Diff
+	(*BackendRef)(nil),            // 33: xlb.v1.BackendRef
+	(*ConfigError)(nil),           // 34: xlb.v1.ConfigError
+	(*ConfigErrors)(nil),          // 35: xlb.v1.ConfigErrors
+	(*SetBackendRequest)(nil),     // 36: xlb.v1.SetBackendRequest
+	(*SetBackendResponse)(nil),    // 37: xlb.v1.SetBackendResponse
+	(*CountersRequest)(nil),       // 38: xlb.v1.CountersRequest
+	(*CountersResponse)(nil),      // 39: xlb.v1.CountersResponse
+	(*NamedCounter)(nil),          // 40: xlb.v1.NamedCounter
+	(*ServiceCounters)(nil),       // 41: xlb.v1.ServiceCounters
+	(*BackendCounters)(nil),       // 42: xlb.v1.BackendCounters
+	(*ConntrackDumpRequest)(nil),  // 43: xlb.v1.ConntrackDumpRequest
+	(*ConntrackDumpResponse)(nil), // 44: xlb.v1.ConntrackDumpResponse
+	(*ConntrackEntry)(nil),        // 45: xlb.v1.ConntrackEntry
+	(*ExplainRequest)(nil),        // 46: xlb.v1.ExplainRequest
+	(*ExplainResponse)(nil),       // 47: xlb.v1.ExplainResponse
+	(*NodeDrainRequest)(nil),      // 48: xlb.v1.NodeDrainRequest
+	(*NodeDrainResponse)(nil),     // 49: xlb.v1.NodeDrainResponse
+	(*NodeUndrainRequest)(nil),    // 50: xlb.v1.NodeUndrainRequest
+	(*NodeUndrainResponse)(nil),   // 51: xlb.v1.NodeUndrainResponse
+	(*timestamppb.Timestamp)(nil), // 52: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 53: google.protobuf.Duration
 }
 var file_xlb_v1_xlb_proto_depIdxs = []int32{
-	51, // 0: xlb.v1.Sample.at:type_name -> google.protobuf.Timestamp
-	52, // 1: xlb.v1.Sample.interval:type_name -> google.protobuf.Duration
-	51, // 2: xlb.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	52, // 0: xlb.v1.Sample.at:type_name -> google.protobuf.Timestamp
+	53, // 1: xlb.v1.Sample.interval:type_name -> google.protobuf.Duration
+	52, // 2: xlb.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
 	17, // 3: xlb.v1.StatusResponse.self_check:type_name -> xlb.v1.SelfCheck
 	18, // 4: xlb.v1.StatusResponse.bgp_sessions:type_name -> xlb.v1.BGPSession
 	19, // 5: xlb.v1.StatusResponse.config:type_name -> xlb.v1.ConfigInfo
@@ -4190,81 +4276,83 @@ var file_xlb_v1_xlb_proto_depIdxs = []int32{
 	11, // 11: xlb.v1.Cluster.services:type_name -> xlb.v1.ServiceFingerprint
 	12, // 12: xlb.v1.Cluster.peers:type_name -> xlb.v1.SyncPeer
 	13, // 13: xlb.v1.Cluster.counters:type_name -> xlb.v1.SyncCounters
-	51, // 14: xlb.v1.SyncPeer.last_hello:type_name -> google.protobuf.Timestamp
-	52, // 15: xlb.v1.SyncCounters.lag:type_name -> google.protobuf.Duration
+	52, // 14: xlb.v1.SyncPeer.last_hello:type_name -> google.protobuf.Timestamp
+	53, // 15: xlb.v1.SyncCounters.lag:type_name -> google.protobuf.Duration
 	16, // 16: xlb.v1.Prober.probes:type_name -> xlb.v1.Probe
-	52, // 17: xlb.v1.Probe.latency:type_name -> google.protobuf.Duration
-	51, // 18: xlb.v1.Probe.checked_at:type_name -> google.protobuf.Timestamp
-	51, // 19: xlb.v1.SelfCheck.checked_at:type_name -> google.protobuf.Timestamp
-	51, // 20: xlb.v1.SelfCheck.last_failure_at:type_name -> google.protobuf.Timestamp
-	52, // 21: xlb.v1.BGPSession.uptime:type_name -> google.protobuf.Duration
-	51, // 22: xlb.v1.ConfigInfo.committed_at:type_name -> google.protobuf.Timestamp
-	52, // 23: xlb.v1.ListServicesRequest.rate_interval:type_name -> google.protobuf.Duration
+	53, // 17: xlb.v1.Probe.latency:type_name -> google.protobuf.Duration
+	52, // 18: xlb.v1.Probe.checked_at:type_name -> google.protobuf.Timestamp
+	52, // 19: xlb.v1.SelfCheck.checked_at:type_name -> google.protobuf.Timestamp
+	52, // 20: xlb.v1.SelfCheck.last_failure_at:type_name -> google.protobuf.Timestamp
+	53, // 21: xlb.v1.BGPSession.uptime:type_name -> google.protobuf.Duration
+	52, // 22: xlb.v1.ConfigInfo.committed_at:type_name -> google.protobuf.Timestamp
+	53, // 23: xlb.v1.ListServicesRequest.rate_interval:type_name -> google.protobuf.Duration
 	23, // 24: xlb.v1.ListServicesResponse.services:type_name -> xlb.v1.Service
 	6,  // 25: xlb.v1.ListServicesResponse.sample:type_name -> xlb.v1.Sample
 	0,  // 26: xlb.v1.Service.protocol:type_name -> xlb.v1.Protocol
 	4,  // 27: xlb.v1.Service.counters:type_name -> xlb.v1.Counters
 	5,  // 28: xlb.v1.Service.rates:type_name -> xlb.v1.Rates
-	24, // 29: xlb.v1.Service.backends:type_name -> xlb.v1.Backend
+	25, // 29: xlb.v1.Service.backends:type_name -> xlb.v1.Backend
 	16, // 30: xlb.v1.Service.probe:type_name -> xlb.v1.Probe
-	1,  // 31: xlb.v1.Backend.state:type_name -> xlb.v1.BackendState
-	25, // 32: xlb.v1.Backend.override:type_name -> xlb.v1.Override
-	26, // 33: xlb.v1.Backend.health:type_name -> xlb.v1.Health
-	4,  // 34: xlb.v1.Backend.counters:type_name -> xlb.v1.Counters
-	5,  // 35: xlb.v1.Backend.rates:type_name -> xlb.v1.Rates
-	51, // 36: xlb.v1.Override.since:type_name -> google.protobuf.Timestamp
-	51, // 37: xlb.v1.Health.since:type_name -> google.protobuf.Timestamp
-	51, // 38: xlb.v1.Health.last_probe:type_name -> google.protobuf.Timestamp
-	52, // 39: xlb.v1.ListBackendsRequest.rate_interval:type_name -> google.protobuf.Duration
-	24, // 40: xlb.v1.ListBackendsResponse.backends:type_name -> xlb.v1.Backend
-	6,  // 41: xlb.v1.ListBackendsResponse.sample:type_name -> xlb.v1.Sample
-	31, // 42: xlb.v1.ApplyConfigResponse.diff:type_name -> xlb.v1.Diff
-	32, // 43: xlb.v1.Diff.backends_added:type_name -> xlb.v1.BackendRef
-	32, // 44: xlb.v1.Diff.backends_removed:type_name -> xlb.v1.BackendRef
-	32, // 45: xlb.v1.Diff.backends_changed:type_name -> xlb.v1.BackendRef
-	33, // 46: xlb.v1.ConfigErrors.errors:type_name -> xlb.v1.ConfigError
-	32, // 47: xlb.v1.SetBackendResponse.backends:type_name -> xlb.v1.BackendRef
-	52, // 48: xlb.v1.CountersRequest.rate_interval:type_name -> google.protobuf.Duration
-	39, // 49: xlb.v1.CountersResponse.global:type_name -> xlb.v1.NamedCounter
-	40, // 50: xlb.v1.CountersResponse.services:type_name -> xlb.v1.ServiceCounters
-	41, // 51: xlb.v1.CountersResponse.backends:type_name -> xlb.v1.BackendCounters
-	6,  // 52: xlb.v1.CountersResponse.sample:type_name -> xlb.v1.Sample
-	0,  // 53: xlb.v1.ServiceCounters.protocol:type_name -> xlb.v1.Protocol
-	4,  // 54: xlb.v1.ServiceCounters.counters:type_name -> xlb.v1.Counters
-	5,  // 55: xlb.v1.ServiceCounters.rates:type_name -> xlb.v1.Rates
-	4,  // 56: xlb.v1.BackendCounters.counters:type_name -> xlb.v1.Counters
-	5,  // 57: xlb.v1.BackendCounters.rates:type_name -> xlb.v1.Rates
-	2,  // 58: xlb.v1.ConntrackDumpRequest.state:type_name -> xlb.v1.ConntrackState
-	44, // 59: xlb.v1.ConntrackDumpResponse.entries:type_name -> xlb.v1.ConntrackEntry
-	2,  // 60: xlb.v1.ConntrackEntry.state:type_name -> xlb.v1.ConntrackState
-	52, // 61: xlb.v1.ConntrackEntry.age:type_name -> google.protobuf.Duration
-	0,  // 62: xlb.v1.ExplainRequest.protocol:type_name -> xlb.v1.Protocol
-	3,  // 63: xlb.v1.ExplainResponse.conntrack:type_name -> xlb.v1.ConntrackResult
-	7,  // 64: xlb.v1.XLB.Status:input_type -> xlb.v1.StatusRequest
-	21, // 65: xlb.v1.XLB.ListServices:input_type -> xlb.v1.ListServicesRequest
-	27, // 66: xlb.v1.XLB.ListBackends:input_type -> xlb.v1.ListBackendsRequest
-	29, // 67: xlb.v1.XLB.ApplyConfig:input_type -> xlb.v1.ApplyConfigRequest
-	35, // 68: xlb.v1.XLB.SetBackend:input_type -> xlb.v1.SetBackendRequest
-	37, // 69: xlb.v1.XLB.Counters:input_type -> xlb.v1.CountersRequest
-	42, // 70: xlb.v1.XLB.ConntrackDump:input_type -> xlb.v1.ConntrackDumpRequest
-	45, // 71: xlb.v1.XLB.Explain:input_type -> xlb.v1.ExplainRequest
-	47, // 72: xlb.v1.XLB.NodeDrain:input_type -> xlb.v1.NodeDrainRequest
-	49, // 73: xlb.v1.XLB.NodeUndrain:input_type -> xlb.v1.NodeUndrainRequest
-	8,  // 74: xlb.v1.XLB.Status:output_type -> xlb.v1.StatusResponse
-	22, // 75: xlb.v1.XLB.ListServices:output_type -> xlb.v1.ListServicesResponse
-	28, // 76: xlb.v1.XLB.ListBackends:output_type -> xlb.v1.ListBackendsResponse
-	30, // 77: xlb.v1.XLB.ApplyConfig:output_type -> xlb.v1.ApplyConfigResponse
-	36, // 78: xlb.v1.XLB.SetBackend:output_type -> xlb.v1.SetBackendResponse
-	38, // 79: xlb.v1.XLB.Counters:output_type -> xlb.v1.CountersResponse
-	43, // 80: xlb.v1.XLB.ConntrackDump:output_type -> xlb.v1.ConntrackDumpResponse
-	46, // 81: xlb.v1.XLB.Explain:output_type -> xlb.v1.ExplainResponse
-	48, // 82: xlb.v1.XLB.NodeDrain:output_type -> xlb.v1.NodeDrainResponse
-	50, // 83: xlb.v1.XLB.NodeUndrain:output_type -> xlb.v1.NodeUndrainResponse
-	74, // [74:84] is the sub-list for method output_type
-	64, // [64:74] is the sub-list for method input_type
-	64, // [64:64] is the sub-list for extension type_name
-	64, // [64:64] is the sub-list for extension extendee
-	0,  // [0:64] is the sub-list for field type_name
+	24, // 31: xlb.v1.Service.persistence:type_name -> xlb.v1.Persistence
+	53, // 32: xlb.v1.Persistence.timeout:type_name -> google.protobuf.Duration
+	1,  // 33: xlb.v1.Backend.state:type_name -> xlb.v1.BackendState
+	26, // 34: xlb.v1.Backend.override:type_name -> xlb.v1.Override
+	27, // 35: xlb.v1.Backend.health:type_name -> xlb.v1.Health
+	4,  // 36: xlb.v1.Backend.counters:type_name -> xlb.v1.Counters
+	5,  // 37: xlb.v1.Backend.rates:type_name -> xlb.v1.Rates
+	52, // 38: xlb.v1.Override.since:type_name -> google.protobuf.Timestamp
+	52, // 39: xlb.v1.Health.since:type_name -> google.protobuf.Timestamp
+	52, // 40: xlb.v1.Health.last_probe:type_name -> google.protobuf.Timestamp
+	53, // 41: xlb.v1.ListBackendsRequest.rate_interval:type_name -> google.protobuf.Duration
+	25, // 42: xlb.v1.ListBackendsResponse.backends:type_name -> xlb.v1.Backend
+	6,  // 43: xlb.v1.ListBackendsResponse.sample:type_name -> xlb.v1.Sample
+	32, // 44: xlb.v1.ApplyConfigResponse.diff:type_name -> xlb.v1.Diff
+	33, // 45: xlb.v1.Diff.backends_added:type_name -> xlb.v1.BackendRef
+	33, // 46: xlb.v1.Diff.backends_removed:type_name -> xlb.v1.BackendRef
+	33, // 47: xlb.v1.Diff.backends_changed:type_name -> xlb.v1.BackendRef
+	34, // 48: xlb.v1.ConfigErrors.errors:type_name -> xlb.v1.ConfigError
+	33, // 49: xlb.v1.SetBackendResponse.backends:type_name -> xlb.v1.BackendRef
+	53, // 50: xlb.v1.CountersRequest.rate_interval:type_name -> google.protobuf.Duration
+	40, // 51: xlb.v1.CountersResponse.global:type_name -> xlb.v1.NamedCounter
+	41, // 52: xlb.v1.CountersResponse.services:type_name -> xlb.v1.ServiceCounters
+	42, // 53: xlb.v1.CountersResponse.backends:type_name -> xlb.v1.BackendCounters
+	6,  // 54: xlb.v1.CountersResponse.sample:type_name -> xlb.v1.Sample
+	0,  // 55: xlb.v1.ServiceCounters.protocol:type_name -> xlb.v1.Protocol
+	4,  // 56: xlb.v1.ServiceCounters.counters:type_name -> xlb.v1.Counters
+	5,  // 57: xlb.v1.ServiceCounters.rates:type_name -> xlb.v1.Rates
+	4,  // 58: xlb.v1.BackendCounters.counters:type_name -> xlb.v1.Counters
+	5,  // 59: xlb.v1.BackendCounters.rates:type_name -> xlb.v1.Rates
+	2,  // 60: xlb.v1.ConntrackDumpRequest.state:type_name -> xlb.v1.ConntrackState
+	45, // 61: xlb.v1.ConntrackDumpResponse.entries:type_name -> xlb.v1.ConntrackEntry
+	2,  // 62: xlb.v1.ConntrackEntry.state:type_name -> xlb.v1.ConntrackState
+	53, // 63: xlb.v1.ConntrackEntry.age:type_name -> google.protobuf.Duration
+	0,  // 64: xlb.v1.ExplainRequest.protocol:type_name -> xlb.v1.Protocol
+	3,  // 65: xlb.v1.ExplainResponse.conntrack:type_name -> xlb.v1.ConntrackResult
+	7,  // 66: xlb.v1.XLB.Status:input_type -> xlb.v1.StatusRequest
+	21, // 67: xlb.v1.XLB.ListServices:input_type -> xlb.v1.ListServicesRequest
+	28, // 68: xlb.v1.XLB.ListBackends:input_type -> xlb.v1.ListBackendsRequest
+	30, // 69: xlb.v1.XLB.ApplyConfig:input_type -> xlb.v1.ApplyConfigRequest
+	36, // 70: xlb.v1.XLB.SetBackend:input_type -> xlb.v1.SetBackendRequest
+	38, // 71: xlb.v1.XLB.Counters:input_type -> xlb.v1.CountersRequest
+	43, // 72: xlb.v1.XLB.ConntrackDump:input_type -> xlb.v1.ConntrackDumpRequest
+	46, // 73: xlb.v1.XLB.Explain:input_type -> xlb.v1.ExplainRequest
+	48, // 74: xlb.v1.XLB.NodeDrain:input_type -> xlb.v1.NodeDrainRequest
+	50, // 75: xlb.v1.XLB.NodeUndrain:input_type -> xlb.v1.NodeUndrainRequest
+	8,  // 76: xlb.v1.XLB.Status:output_type -> xlb.v1.StatusResponse
+	22, // 77: xlb.v1.XLB.ListServices:output_type -> xlb.v1.ListServicesResponse
+	29, // 78: xlb.v1.XLB.ListBackends:output_type -> xlb.v1.ListBackendsResponse
+	31, // 79: xlb.v1.XLB.ApplyConfig:output_type -> xlb.v1.ApplyConfigResponse
+	37, // 80: xlb.v1.XLB.SetBackend:output_type -> xlb.v1.SetBackendResponse
+	39, // 81: xlb.v1.XLB.Counters:output_type -> xlb.v1.CountersResponse
+	44, // 82: xlb.v1.XLB.ConntrackDump:output_type -> xlb.v1.ConntrackDumpResponse
+	47, // 83: xlb.v1.XLB.Explain:output_type -> xlb.v1.ExplainResponse
+	49, // 84: xlb.v1.XLB.NodeDrain:output_type -> xlb.v1.NodeDrainResponse
+	51, // 85: xlb.v1.XLB.NodeUndrain:output_type -> xlb.v1.NodeUndrainResponse
+	76, // [76:86] is the sub-list for method output_type
+	66, // [66:76] is the sub-list for method input_type
+	66, // [66:66] is the sub-list for extension type_name
+	66, // [66:66] is the sub-list for extension extendee
+	0,  // [0:66] is the sub-list for field type_name
 }
 
 func init() { file_xlb_v1_xlb_proto_init() }
@@ -4273,9 +4361,9 @@ func file_xlb_v1_xlb_proto_init() {
 		return
 	}
 	file_xlb_v1_xlb_proto_msgTypes[16].OneofWrappers = []any{}
-	file_xlb_v1_xlb_proto_msgTypes[20].OneofWrappers = []any{}
 	file_xlb_v1_xlb_proto_msgTypes[21].OneofWrappers = []any{}
-	file_xlb_v1_xlb_proto_msgTypes[31].OneofWrappers = []any{
+	file_xlb_v1_xlb_proto_msgTypes[22].OneofWrappers = []any{}
+	file_xlb_v1_xlb_proto_msgTypes[32].OneofWrappers = []any{
 		(*SetBackendRequest_Weight)(nil),
 		(*SetBackendRequest_Drain)(nil),
 		(*SetBackendRequest_Reset_)(nil),
@@ -4286,7 +4374,7 @@ func file_xlb_v1_xlb_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_xlb_v1_xlb_proto_rawDesc), len(file_xlb_v1_xlb_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   47,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -194,6 +194,10 @@ func (f *Fake) Services(ctx context.Context) ([]api.ServiceInfo, error) {
 				si.Probe = &p
 			}
 		}
+		if p := s.Persistence; p.Timeout != 0 {
+			si.Persistence = &api.Persistence{Timeout: p.Timeout, Group: p.Group,
+				Netmask: uint8(config.Prefix(p.Netmask, 32)), Netmask6: uint8(config.Prefix(p.Netmask6, 128))}
+		}
 		for _, p := range s.Pools {
 			si.Pools = append(si.Pools, p.Name)
 		}
