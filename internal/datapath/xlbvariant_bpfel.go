@@ -32,7 +32,8 @@ const (
 	xlbvariantMapXlbStats               = "xlb_stats"
 	xlbvariantMapXlbSvcStats            = "xlb_svc_stats"
 	xlbvariantMapXlbSyncConf            = "xlb_sync_conf"
-	xlbvariantMapXlbSyncRing            = "xlb_sync_ring"
+	xlbvariantMapXlbSyncCpus            = "xlb_sync_cpus"
+	xlbvariantMapXlbSyncLog             = "xlb_sync_log"
 	xlbvariantMapXlbSyncStats           = "xlb_sync_stats"
 	xlbvariantMapXlbTables              = "xlb_tables"
 	xlbvariantMapXlbTooBigRl            = "xlb_too_big_rl"
@@ -141,7 +142,8 @@ type xlbvariantMapSpecs struct {
 	XlbStats      *ebpf.MapSpec `ebpf:"xlb_stats"`
 	XlbSvcStats   *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
 	XlbSyncConf   *ebpf.MapSpec `ebpf:"xlb_sync_conf"`
-	XlbSyncRing   *ebpf.MapSpec `ebpf:"xlb_sync_ring"`
+	XlbSyncCpus   *ebpf.MapSpec `ebpf:"xlb_sync_cpus"`
+	XlbSyncLog    *ebpf.MapSpec `ebpf:"xlb_sync_log"`
 	XlbSyncStats  *ebpf.MapSpec `ebpf:"xlb_sync_stats"`
 	XlbTables     *ebpf.MapSpec `ebpf:"xlb_tables"`
 	XlbTooBigRl   *ebpf.MapSpec `ebpf:"xlb_too_big_rl"`
@@ -224,7 +226,8 @@ type xlbvariantMaps struct {
 	XlbStats      *ebpf.Map `ebpf:"xlb_stats"`
 	XlbSvcStats   *ebpf.Map `ebpf:"xlb_svc_stats"`
 	XlbSyncConf   *ebpf.Map `ebpf:"xlb_sync_conf"`
-	XlbSyncRing   *ebpf.Map `ebpf:"xlb_sync_ring"`
+	XlbSyncCpus   *ebpf.Map `ebpf:"xlb_sync_cpus"`
+	XlbSyncLog    *ebpf.Map `ebpf:"xlb_sync_log"`
 	XlbSyncStats  *ebpf.Map `ebpf:"xlb_sync_stats"`
 	XlbTables     *ebpf.Map `ebpf:"xlb_tables"`
 	XlbTooBigRl   *ebpf.Map `ebpf:"xlb_too_big_rl"`
@@ -254,7 +257,8 @@ func (m *xlbvariantMaps) Close() error {
 		m.XlbStats,
 		m.XlbSvcStats,
 		m.XlbSyncConf,
-		m.XlbSyncRing,
+		m.XlbSyncCpus,
+		m.XlbSyncLog,
 		m.XlbSyncStats,
 		m.XlbTables,
 		m.XlbTooBigRl,
