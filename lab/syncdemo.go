@@ -49,8 +49,7 @@ type SimultaneousResult struct {
 }
 
 // UDPMoved sums the UDP flows moved over the steps.
-func (res SimultaneousResult) UDPMoved() int {
-	n := 0
+func (res SimultaneousResult) UDPMoved() (n int) {
 	for _, s := range res.UDP {
 		n += s.Moved
 	}

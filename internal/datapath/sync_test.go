@@ -106,19 +106,36 @@ func TestSyncRefreshReported(t *testing.T) {
 	}
 }
 
+// installTestDatapath loads the forwarder with the fixture state and real
+// 7 (other) in service 1 but not in its table, this test on one CPU.
+func installTestDatapath(t *testing.T) (*Datapath, netip.Addr) {
+	t.Helper()
+	d := newTestDatapath(t, Options{})
+	pinCPU(t)
+	st := fixtureState()
+	other := netip.MustParseAddr("10.0.1.99")
+	st.Reals.Set(7, Real{Addr: other, SvcID: 1, Active: true})
+	if _, err := d.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	return d, other
+}
+
+// expectSentTo checks that f's packet goes to backend be in GRE.
+func expectSentTo(t *testing.T, d *Datapath, f packet.Flow, be netip.Addr, what string) {
+	t.Helper()
+	want := expectTunnel(t, f, "gre", be, 0)
+	if ret, out := run(t, d.Program(), f.Frame()); ret != xdpTX || string(out) != string(want) {
+		t.Fatalf("%s: verdict %d, not sent to %s", what, ret, be)
+	}
+}
+
 // TestSyncInstallKeepsBackend: a peer's decision installed here makes a
 // flow this node never saw go to the peer's real, although this node's
 // Maglev table gives another; a flow this node tracks live keeps its own
 // real; an install whose bucket this node cannot derive is skipped.
 func TestSyncInstallKeepsBackend(t *testing.T) {
-	d := newTestDatapath(t, Options{})
-	pinCPU(t)
-	st := fixtureState()
-	other := netip.MustParseAddr("10.0.1.99")
-	st.Reals.Set(7, Real{Addr: other, SvcID: 1, Active: true}) // in service 1, not in its table
-	if _, err := d.Apply(st); err != nil {
-		t.Fatal(err)
-	}
+	d, other := installTestDatapath(t)
 	moved := packet.Flow{Src: client4, Dst: vip4, SrcPort: 41000, DstPort: 80, Proto: packet.ProtoTCP, TCPFlags: packet.ACK}
 	local := moved
 	local.SrcPort = 41001
@@ -138,14 +155,8 @@ func TestSyncInstallKeepsBackend(t *testing.T) {
 	if c.Applied != 1 || c.Kept != 1 || c.Skipped != 1 {
 		t.Fatalf("counters %+v, want 1 applied, 1 kept, 1 skipped", c)
 	}
-	want := expectTunnel(t, moved, "gre", other, 0)
-	if ret, out := run(t, d.Program(), moved.Frame()); ret != xdpTX || string(out) != string(want) {
-		t.Fatalf("moved flow: verdict %d, not sent to the peer's real %s", ret, other)
-	}
-	want = expectTunnel(t, local, "gre", be4, 0)
-	if ret, out := run(t, d.Program(), local.Frame()); ret != xdpTX || string(out) != string(want) {
-		t.Fatalf("local flow: verdict %d, not kept on %s", ret, be4)
-	}
+	expectSentTo(t, d, moved, other, "moved flow (the peer's real)")
+	expectSentTo(t, d, local, be4, "local flow (kept)")
 	stats, _ := d.Stats()
 	if stats["ct_hit"] != 2 {
 		t.Fatalf("ct_hit %d, want 2 (both flows tracked)", stats["ct_hit"])
@@ -157,14 +168,7 @@ func TestSyncInstallKeepsBackend(t *testing.T) {
 // elsewhere while this node was away), takes the peer's real; one this
 // node saw about as recently as the peer keeps its own.
 func TestSyncInstallNewerPeerWins(t *testing.T) {
-	d := newTestDatapath(t, Options{})
-	pinCPU(t)
-	st := fixtureState()
-	other := netip.MustParseAddr("10.0.1.99")
-	st.Reals.Set(7, Real{Addr: other, SvcID: 1, Active: true}) // in service 1, not in its table
-	if _, err := d.Apply(st); err != nil {
-		t.Fatal(err)
-	}
+	d, other := installTestDatapath(t)
 	stale := packet.Flow{Src: client4, Dst: vip4, SrcPort: 41010, DstPort: 80, Proto: packet.ProtoTCP, TCPFlags: packet.ACK}
 	recent := stale
 	recent.SrcPort = 41011
@@ -189,14 +193,8 @@ func TestSyncInstallNewerPeerWins(t *testing.T) {
 	if c.Applied != 3 || c.Kept != 1 {
 		t.Fatalf("counters %+v, want 3 applied (2 own, the newer peer's), 1 kept", c)
 	}
-	want := expectTunnel(t, stale, "gre", other, 0)
-	if ret, out := run(t, d.Program(), stale.Frame()); ret != xdpTX || string(out) != string(want) {
-		t.Fatalf("flow last seen here 40 ticks before the peer: verdict %d, not sent to the peer's real %s", ret, other)
-	}
-	want = expectTunnel(t, recent, "gre", be4, 0)
-	if ret, out := run(t, d.Program(), recent.Frame()); ret != xdpTX || string(out) != string(want) {
-		t.Fatalf("flow seen here 3 ticks before the peer: verdict %d, not kept on %s", ret, be4)
-	}
+	expectSentTo(t, d, stale, other, "flow last seen here 40 ticks before the peer (the peer's real)")
+	expectSentTo(t, d, recent, be4, "flow seen here 3 ticks before the peer (kept)")
 }
 
 // TestSyncLogFullCountsLost: a CPU's records wait in its part of the
