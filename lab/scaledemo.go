@@ -226,7 +226,7 @@ func simultaneousSteps(ctx context.Context, w io.Writer, opts ScaleDemoOptions) 
 	if n := got[0].UDPMoved(); n > 0 {
 		return fmt.Errorf("%d UDP flows on surviving backends moved with connection sync on", n)
 	}
-	fmt.Fprintln(w, "simultaneous change OK: no connection to a surviving backend broke with sync")
+	fmt.Fprintln(w, "simultaneous change OK: with sync no connection to a surviving backend broke and no UDP flow on one moved")
 	return nil
 }
 
