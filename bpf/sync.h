@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* sync.h: connection sync between nodes (docs/ARCHITECTURE.md, Connection
  * sync). The forwarder reports what it decides for a flow, off the packet
- * path: a record in xlb_sync_ring when a tracked flow is created, when its
+ * path: a record in xlb_sync_log when a tracked flow is created, when its
  * state changes, and when its entry's time crosses a refresh boundary (so a
  * live flow is reported every 2^refresh_shift ticks, not per packet).
  * xlbd batches the records to the peers; a peer's xlbd installs them with
@@ -29,7 +29,7 @@ struct sync_conf {
 	__u32 refresh_shift; /* a live flow is reported every 2^shift ticks */
 };
 
-/* xlb_sync_ring record: one decision. rid is this node's real id (xlbd
+/* xlb_sync_log record: one decision. rid is this node's real id (xlbd
  * turns it into the (VIP, backend) pair peers understand). */
 struct sync_event {
 	__u64 hash;  /* the flow hash v1 */
@@ -56,7 +56,7 @@ struct sync_install {
 /* xlb_sync_stats indexes (per CPU). Append only. */
 enum xlb_sync_stat {
 	XLB_SYNC_STAT_UNUSED = 0,  /* (records made: counted by xlbd as it reads them) */
-	XLB_SYNC_STAT_LOST,        /* ring full: record lost (the flow is unprotected) */
+	XLB_SYNC_STAT_LOST,        /* buffer full or busy: record lost (the flow is unprotected) */
 	XLB_SYNC_STAT_APPLIED,     /* installs written into the connection table */
 	XLB_SYNC_STAT_KEPT,        /* installs skipped: this node tracks the flow live to another real */
 	XLB_SYNC_STAT_SKIPPED,     /* installs skipped: bucket unknown (hbits), bad state, or the
@@ -67,6 +67,8 @@ enum xlb_sync_stat {
 enum xlb_sync_const {
 	XLB_SYNC_APPLY_MAX = 128, /* sync_install records per xlb_sync_apply run */
 	XLB_SYNC_REFRESH_SHIFT = 6, /* default: 64 ticks, ~17 s */
+	XLB_SYNC_KEEP_TICKS = 4,    /* ~1 s: see sync_install_one */
+	XLB_SYNC_SLOTS = 1 << 15,   /* records per CPU in xlb_sync_log */
 };
 
 struct {
@@ -76,13 +78,6 @@ struct {
 	__uint(max_entries, 1);
 } xlb_sync_conf SEC(".maps");
 
-/* Decision records for xlbd (struct sync_event, 24 bytes with the ring's
- * header): 4 MiB hold ~175,000, over 20 ms of new flows at 8 M/s. */
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 22);
-} xlb_sync_ring SEC(".maps");
-
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__type(key, __u32);
@@ -90,9 +85,40 @@ struct {
 	__uint(max_entries, XLB_SYNC_STAT__MAX);
 } xlb_sync_stats SEC(".maps");
 
+/* xlb_sync_cpus value: one CPU's position in xlb_sync_log, a cache line
+ * of its own. */
+struct sync_cpu {
+	__u64 head; /* records this CPU wrote: the next goes to slot head % XLB_SYNC_SLOTS */
+	__u64 tail; /* records xlbd took (written by xlbd only) */
+	__u64 busy; /* a run on this CPU is writing a record */
+	__u64 pad[5];
+};
+
+/* Decision records for xlbd, one writer per CPU (sync_put): xlb_sync_log
+ * holds XLB_SYNC_SLOTS records per CPU (CPU c's from c * XLB_SYNC_SLOTS:
+ * 512 KiB, over 10 ms of new flows at the most one CPU forwards), and
+ * xlb_sync_cpus each CPU's head and tail. The loader sizes both by the
+ * possible CPUs; xlbd maps them into its memory. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct sync_event);
+	__uint(max_entries, XLB_SYNC_SLOTS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+} xlb_sync_log SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct sync_cpu);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+} xlb_sync_cpus SEC(".maps");
+
 XLB_ABI_SIZE(sync_conf, 8);
 XLB_ABI_SIZE(sync_event, 16);
 XLB_ABI_SIZE(sync_install, 24);
+XLB_ABI_SIZE(sync_cpu, 64);
 
 static __always_inline void sync_count(__u32 s)
 {
@@ -134,11 +160,50 @@ static __always_inline __u32 sync_shift(__u32 shift, __u64 timeout)
 	return shift;
 }
 
+#define sync_barrier() asm volatile("" ::: "memory")
+
+/* sync_put writes ev into this CPU's part of xlb_sync_log: no lock shared
+ * between CPUs (a ring buffer's spinlock cost 3 to 4 times as much per
+ * record; docs/ARCHITECTURE.md). A run that finds another one on this CPU
+ * writing (a packet's softirq interrupting a BPF_PROG_TEST_RUN run, or
+ * such a run preempted mid-record) counts its record lost rather than tear
+ * one: busy is taken with an atomic exchange. The head is published after
+ * the record's bytes with an exchange (fully ordered on every CPU), so
+ * xlbd never reads a record being written; a slot is written again only
+ * after xlbd's tail passed it (full: the record is lost, and counted). */
+static __always_inline void sync_put(const struct sync_event *ev)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct sync_cpu *c = bpf_map_lookup_elem(&xlb_sync_cpus, &cpu);
+	struct sync_event *slot;
+	__u64 head;
+	__u32 idx;
+
+	if (!c)
+		return;
+	if (__sync_lock_test_and_set(&c->busy, 1)) {
+		sync_count(XLB_SYNC_STAT_LOST);
+		return;
+	}
+	sync_barrier();
+	head = c->head;
+	idx = cpu * XLB_SYNC_SLOTS + (__u32)(head & (XLB_SYNC_SLOTS - 1));
+	slot = bpf_map_lookup_elem(&xlb_sync_log, &idx);
+	if (!slot || head - *(volatile __u64 *)&c->tail >= XLB_SYNC_SLOTS) {
+		sync_count(XLB_SYNC_STAT_LOST);
+	} else {
+		*slot = *ev;
+		sync_barrier();
+		__sync_lock_test_and_set(&c->head, head + 1);
+	}
+	sync_barrier();
+	*(volatile __u64 *)&c->busy = 0;
+}
+
 /* sync_note reports the conntrack write a selection made for p (struct
  * selection's ct_prev / ct_cur), if sync is on and it is worth a record.
- * The record is copied in with one helper call and wakes nobody: xlbd
- * polls the ring every few ms (a wakeup per record would cost more than
- * the record). */
+ * The record wakes nobody: xlbd polls the CPUs' heads every millisecond
+ * (a wakeup per record would cost more than the record). */
 static __always_inline void sync_note(const struct selection *sel, __u64 h,
 				      const struct node_info *n, const struct pkt *p)
 {
@@ -161,8 +226,7 @@ static __always_inline void sync_note(const struct selection *sel, __u64 h,
 	ev.state = state;
 	ev.kind = kind;
 	ev.pad = 0;
-	if (bpf_ringbuf_output(&xlb_sync_ring, &ev, sizeof(ev), BPF_RB_NO_WAKEUP))
-		sync_count(XLB_SYNC_STAT_LOST);
+	sync_put(&ev);
 }
 
 /* sync_live: way e (of a flow of proto) is not idle past its timeout. */
@@ -187,12 +251,15 @@ static __always_inline int sync_write_way(__u32 idx, int way, __u64 e, __u64 ne)
 
 /* sync_install_one writes one peer decision into this CPU's slice. A way
  * of this flow that is live here to another real is kept (this node has
- * forwarded the flow itself); one to the same real takes the younger time
- * and the peer's state. Every write is a compare-and-swap that moves the
- * reals' connection counts (xlb_ct_refresh over the flow's way,
- * xlb_ct_store for a new one: conns.h), so an installed flow counts as a
- * connection of its backend here as soon as it is installed, and the sweep
- * uncounts it when it times out. */
+ * forwarded the flow itself) unless the peer saw the flow more than
+ * XLB_SYNC_KEEP_TICKS later than this node did: then the peer's decision
+ * is the newer one (the flow was placed again elsewhere while this node
+ * was away, and its packets go there now). A way to the same real takes
+ * the younger time and the peer's state. Every write is a compare-and-swap
+ * that moves the reals' connection counts (xlb_ct_refresh over the flow's
+ * way, xlb_ct_store for a new one: conns.h), so an installed flow counts
+ * as a connection of its backend here as soon as it is installed, and the
+ * sweep uncounts it when it times out. */
 static __always_inline void sync_install_one(const struct node_info *n,
 					     const struct sync_install *in, __u64 now)
 {
@@ -215,7 +282,8 @@ static __always_inline void sync_install_one(const struct node_info *n,
 		return;
 	way = ct_find_local(b, tag, &e);
 	if (way >= 0 && way < XLB_CT_WAYS) {
-		if (conns_way_real(e) != in->rid && sync_live(n, e, in->proto, now)) {
+		if (conns_way_real(e) != in->rid && sync_live(n, e, in->proto, now) &&
+		    ct_idle(now, e) <= (__u64)in->age + XLB_SYNC_KEEP_TICKS) {
 			sync_count(XLB_SYNC_STAT_KEPT);
 			return;
 		}

@@ -259,10 +259,12 @@ func metricLabelled(t *testing.T, l *lab.Lab, i int, name, label string) float64
 // TestSyncSimultaneousChange: on the 3-node BIRD/ECMP lab with 200
 // long-lived connections, backend b2 and node n1 die at the same moment,
 // then both come back at the same moment, then n1 joins afresh (pins
-// removed) while b1's weight changes. With connection sync no connection
-// to a surviving backend breaks; the same steps without sync are run
-// beside it and their counts reported (the join with a weight change must
-// break some there, or the test shows nothing).
+// removed) while b1's weight changes. 200 UDP flows run beside them, and
+// each step notes the backend that answers each flow's datagrams. With
+// connection sync no connection to a surviving backend breaks and no UDP
+// flow on one moves; the same steps without sync are run beside it and
+// their counts reported (the join with a weight change must break some
+// connections there and move some UDP flows, or the test shows nothing).
 func TestSyncSimultaneousChange(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.RequireCommands(t, "nsenter", "ip", "bird", "birdc")
@@ -279,17 +281,29 @@ func TestSyncSimultaneousChange(t *testing.T) {
 	}
 	t.Logf("%s", out.String())
 	t.Logf("broken on surviving backends (of %d): kill b2+n1: %d with sync, %d without; restore both: %d with sync, %d without; "+
-		"fresh join + weight change: %d with sync, %d without; on b2 itself: %d / %d; UDP flows moved: %d of %d with sync, %d of %d without",
-		with.Sessions, with.Kill, without.Kill, with.Restore, without.Restore, with.Join, without.Join, with.OnB2, without.OnB2,
-		with.UDPMoved, with.UDPFlows, without.UDPMoved, without.UDPFlows)
+		"fresh join + weight change: %d with sync, %d without; on b2 itself: %d / %d",
+		with.Sessions, with.Kill, without.Kill, with.Restore, without.Restore, with.Join, without.Join, with.OnB2, without.OnB2)
+	for _, name := range []string{"kill", "restore", "join"} {
+		a, b := with.UDPStep(name), without.UDPStep(name)
+		t.Logf("UDP flows on surviving backends moved, step %s: %d of %d with sync, %d of %d without", name, a.Moved, a.Flows, b.Moved, b.Flows)
+	}
+	t.Logf("UDP flows by node (the router's hash): %s with sync, %s without", with.UDPNodes, without.UDPNodes)
 	for _, b := range with.Examples {
 		t.Errorf("with sync: %v", b)
 	}
 	if n := with.Kill + with.Restore + with.Join; n > 0 {
 		t.Fatalf("%d connections to surviving backends broke with sync", n)
 	}
-	if with.UDPMoved > 0 || with.UDPFlows == 0 {
-		t.Fatalf("with sync %d of %d UDP flows on surviving backends moved", with.UDPMoved, with.UDPFlows)
+	if len(with.UDP) != 3 {
+		t.Fatalf("with sync the UDP flows were measured in %d steps, want 3", len(with.UDP))
+	}
+	for _, st := range with.UDP {
+		if st.Moved > 0 || st.Flows == 0 {
+			t.Fatalf("with sync, step %s: %d of %d UDP flows on surviving backends moved: %v", st.Name, st.Moved, st.Flows, st.Examples)
+		}
+	}
+	if without.UDPMoved() == 0 {
+		t.Fatalf("without sync no UDP flow moved in any step: the UDP part shows nothing")
 	}
 	if without.Join == 0 {
 		t.Fatalf("without sync nothing broke when a fresh node joined with a weight change: the test shows nothing")

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
 	"os"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -29,6 +27,7 @@ func webCheck(cfg string) string {
 type SimultaneousOptions struct {
 	Sync        bool // node.sync on every node
 	Connections int  // long-lived TCP connections (default 200)
+	UDPFlows    int  // long-lived UDP flows (default 200)
 	BinDir      string
 	Prefix      string
 }
@@ -39,11 +38,32 @@ type SimultaneousResult struct {
 	Sessions      int
 	Kill, Restore int // broken on surviving backends: kill b2 + n1, restore both
 	Join          int // broken when a fresh node joins and the weights change together
-	// UDPFlows are the UDP flows whose first backend was not b2; UDPMoved
-	// those of them later answered by another backend.
-	UDPFlows, UDPMoved int
-	OnB2               int // broken on b2 (the backend died)
-	Examples           []Break
+	OnB2          int // broken on b2 (the backend died)
+	Examples      []Break
+	// UDP: the UDP flows step by step (kill, restore, join): in each, the
+	// flows on a surviving backend as it began, and those of them answered
+	// by another backend during it. UDPNodes: how the router spread the
+	// flows over the nodes ("n1=67 n2=70 n3=63").
+	UDP      []UDPStep
+	UDPNodes string
+}
+
+// UDPMoved sums the UDP flows moved over the steps.
+func (res SimultaneousResult) UDPMoved() (n int) {
+	for _, s := range res.UDP {
+		n += s.Moved
+	}
+	return n
+}
+
+// UDPStep returns the UDP step named name (zero if none ran).
+func (res SimultaneousResult) UDPStep(name string) UDPStep {
+	for _, s := range res.UDP {
+		if s.Name == name {
+			return s
+		}
+	}
+	return UDPStep{}
 }
 
 // RunSimultaneous is the change Maglev alone cannot survive: on the
@@ -58,6 +78,9 @@ func RunSimultaneous(ctx context.Context, w io.Writer, o SimultaneousOptions) (r
 	if o.Connections == 0 {
 		o.Connections = 200
 	}
+	if o.UDPFlows == 0 {
+		o.UDPFlows = 200
+	}
 	l, err := New(ctx, Config{Prefix: o.Prefix, Nodes: 3, Backends: 4, Routing: RouteNone, BinDir: o.BinDir})
 	if err != nil {
 		return res, err
@@ -67,7 +90,7 @@ func RunSimultaneous(ctx context.Context, w io.Writer, o SimultaneousOptions) (r
 			err = errors.Join(err, fmt.Errorf("teardown: %w", derr))
 		}
 	}()
-	s := &simLab{l: l, sync: o.Sync, conns: o.Connections, vip: netip.PrefixFrom(l.VIP4(), 32)}
+	s := &simLab{l: l, sync: o.Sync, conns: o.Connections, udp: o.UDPFlows, vip: netip.PrefixFrom(l.VIP4(), 32)}
 	if err := s.start(ctx); err != nil {
 		return res, err
 	}
@@ -79,13 +102,20 @@ func RunSimultaneous(ctx context.Context, w io.Writer, o SimultaneousOptions) (r
 		return res, err
 	}
 	defer sess.Stop()
-	udp, err := startUDPFlows(ctx, l.Client.NS, netip.AddrPortFrom(l.VIP4(), DefaultPorts.UDP), 40, 100*time.Millisecond)
+	udpTarget := netip.AddrPortFrom(l.VIP4(), DefaultPorts.UDP)
+	udp, err := StartUDPStepFlows(ctx, l.Client.NS, udpTarget, o.UDPFlows, 100*time.Millisecond)
 	if err != nil {
 		return res, err
 	}
+	defer udp.Stop()
+	if res.UDPNodes, err = l.routerSpread(ctx, udp.Locals(), udpTarget, "udp"); err != nil {
+		return res, err
+	}
+	fmt.Fprintf(w, "sync %v: %d UDP flows, by node (the router's hash): %s; by backend: %s\n", o.Sync, o.UDPFlows, res.UDPNodes, udp.Backends())
 	time.Sleep(time.Second)
 	var marks [2]int // breaks recorded when the kill and the restore steps ended
 	for k, step := range []func(context.Context, io.Writer) error{s.kill, s.restore, s.join} {
+		udp.Mark(simStepNames[k])
 		if err := step(ctx, w); err != nil {
 			return res, err
 		}
@@ -95,11 +125,24 @@ func RunSimultaneous(ctx context.Context, w io.Writer, o SimultaneousOptions) (r
 		}
 	}
 	r := sess.Stop()
-	res.UDPFlows, res.UDPMoved = udp.stop(l.Backends[1].Short)
+	res.UDP = udp.Stop()
 	res.tally(r, marks)
-	fmt.Fprintf(w, "sync %v: broken on surviving backends: %d when b2 and n1 died, %d when they came back, %d when n1 joined afresh with a weight change; on b2 itself: %d; UDP flows on surviving backends moved: %d of %d\n",
-		o.Sync, res.Kill, res.Restore, res.Join, res.OnB2, res.UDPMoved, res.UDPFlows)
+	res.print(w, o.Sync)
 	return res, nil
+}
+
+// The steps of RunSimultaneous, as UDPStep names.
+var simStepNames = []string{"kill", "restore", "join"}
+
+// print writes the counts of one run.
+func (res SimultaneousResult) print(w io.Writer, sync bool) {
+	fmt.Fprintf(w, "sync %v: broken on surviving backends: %d when b2 and n1 died, %d when they came back, %d when n1 joined afresh with a weight change; on b2 itself: %d\n",
+		sync, res.Kill, res.Restore, res.Join, res.OnB2)
+	for _, st := range res.UDP {
+		fmt.Fprintf(w, "sync %v: UDP step %s: %d of %d flows on surviving backends answered by another backend (%d not answered in the step) %v; "+
+			"of the %d flows b2 had answered, %d answered by another backend\n",
+			sync, st.Name, st.Moved, st.Flows, st.Silent, st.Examples, st.GoneFlows, st.GoneMoved)
+	}
 }
 
 // tally sorts the breaks of r into the steps (marks: breaks recorded at
@@ -130,6 +173,7 @@ type simLab struct {
 	l       *Lab
 	sync    bool
 	conns   int
+	udp     int
 	vip     netip.Prefix
 	servers []*Servers
 	daemons []*Daemon
@@ -182,7 +226,7 @@ func (s *simLab) n1Up(ctx context.Context) error {
 
 // kill: backend b2's servers and node n1 go at the same moment.
 func (s *simLab) kill(ctx context.Context, w io.Writer) error {
-	fmt.Fprintf(w, "sync %v: %d connections and 40 UDP flows through 3 nodes; killing backend b2 and node n1 at the same moment\n", s.sync, s.conns)
+	fmt.Fprintf(w, "sync %v: %d connections and %d UDP flows through 3 nodes; killing backend b2 and node n1 at the same moment\n", s.sync, s.conns, s.udp)
 	s.servers[1].Close()
 	if err := s.n1Down(); err != nil {
 		return err
@@ -262,75 +306,4 @@ func writeSyncConfigs(l *Lab, paths []string, sync bool, weights []int) error {
 		}
 	}
 	return nil
-}
-
-// udpFlows is a set of UDP flows through a VIP, each one socket sending a
-// datagram every interval and noting which backend echoes it.
-type udpFlows struct {
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	first  []string // each flow's first backend
-	moved  []bool   // a later reply came from another backend
-}
-
-// startUDPFlows starts n UDP flows from ns to target (the backends' UDP
-// echo, which answers "<backend> <payload>").
-func startUDPFlows(ctx context.Context, ns *NS, target netip.AddrPort, n int, interval time.Duration) (*udpFlows, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	u := &udpFlows{cancel: cancel, first: make([]string, n), moved: make([]bool, n)}
-	for i := range n {
-		c, err := ns.DialContext(ctx, "udp", target.String())
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		u.wg.Add(1)
-		go u.run(ctx, c, i, interval)
-	}
-	return u, nil
-}
-
-func (u *udpFlows) run(ctx context.Context, c net.Conn, i int, interval time.Duration) {
-	defer u.wg.Done()
-	defer c.Close()
-	buf := make([]byte, 512)
-	for seq := 0; ctx.Err() == nil; seq++ {
-		msg := fmt.Sprintf("u%d-%d", i, seq)
-		c.SetDeadline(time.Now().Add(interval))
-		if _, err := c.Write([]byte(msg)); err == nil {
-			if n, err := c.Read(buf); err == nil {
-				name, got, _ := strings.Cut(string(buf[:n]), " ")
-				u.mu.Lock()
-				if got == msg {
-					if u.first[i] == "" {
-						u.first[i] = name
-					} else if name != u.first[i] {
-						u.moved[i] = true
-					}
-				}
-				u.mu.Unlock()
-			}
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(interval / 2):
-		}
-	}
-}
-
-// stop ends the flows and returns how many had a first backend other than
-// gone, and how many of those were later answered by another backend.
-func (u *udpFlows) stop(gone string) (flows, moved int) {
-	u.cancel()
-	u.wg.Wait()
-	for i, f := range u.first {
-		if f != "" && f != gone {
-			flows++
-			if u.moved[i] {
-				moved++
-			}
-		}
-	}
-	return flows, moved
 }

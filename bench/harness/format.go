@@ -65,5 +65,8 @@ func (r Results) label() string {
 	if !r.FIB {
 		l += " (FIB off)"
 	}
+	if r.Sync {
+		l += " (sync on)"
+	}
 	return l
 }

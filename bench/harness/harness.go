@@ -37,6 +37,7 @@ type harness struct {
 	targets []*target
 	fib     bool            // forwarding is on on the ingress device
 	zero    []benchCtBucket // a CPU slice of empty buckets
+	sync    syncState       // sync.go
 }
 
 // target is one program under test and its connection table.
@@ -61,6 +62,7 @@ type targetSpec struct {
 	// object: for TableXLB, the forwarder of this object file (another
 	// build) instead of this build's, on the same maps.
 	object string
+	sync   bool // connection sync's decision records on (MeasureSync)
 }
 
 func newHarness(o Options, specs []targetSpec, ifindex int, fib bool) (h *harness, err error) {
@@ -138,7 +140,7 @@ func newHarness(o Options, specs []targetSpec, ifindex int, fib bool) (h *harnes
 	}
 	for _, s := range specs {
 		t := &target{table: s.table, stop: s.stop, fib: !s.noFIB, res: Results{Table: s.table, Stop: s.stop,
-			CPU: o.CPU, Entries: o.Entries, FIB: !s.noFIB, Build: s.object, Wrapper: map[FlowMode]float64{}}}
+			CPU: o.CPU, Entries: o.Entries, FIB: !s.noFIB, Build: s.object, Sync: s.sync, Wrapper: map[FlowMode]float64{}}}
 		switch {
 		case s.table == TableXLB && s.object != "":
 			if t.coll, err = h.loadBuild(s.object); err != nil {
@@ -157,7 +159,7 @@ func newHarness(o Options, specs []targetSpec, ifindex int, fib bool) (h *harnes
 		}
 		h.targets = append(h.targets, t)
 	}
-	return h, nil
+	return h, h.startSync(specs)
 }
 
 // loadBuild loads the forwarder of the object file path (another build)
@@ -256,6 +258,7 @@ func (h *harness) close() {
 	if h == nil {
 		return
 	}
+	h.stopSync()
 	for _, t := range h.targets {
 		if t.objs != nil {
 			t.objs.Close()
@@ -366,6 +369,9 @@ func (h *harness) measure(t *target, frame []byte, repeat uint32, expect benchXl
 	if err := h.setTarget(t.prog); err != nil {
 		return 0, err
 	}
+	if err := h.syncFor(t); err != nil {
+		return 0, err
+	}
 	if t.fib != h.fib {
 		if err := setForwarding(t.fib, false); err != nil {
 			return 0, err
@@ -373,6 +379,9 @@ func (h *harness) measure(t *target, frame []byte, repeat uint32, expect benchXl
 		h.fib = t.fib
 	}
 	r, out, err := h.run(frame, repeat)
+	if err == nil {
+		err = h.syncCheck(t, r)
+	}
 	if err != nil || t.stop != StopNone {
 		return r.ns, err
 	}

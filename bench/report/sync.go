@@ -4,21 +4,21 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
 	"runtime"
 	"time"
 
+	"github.com/xlbproject/xlb/bench/harness"
+	"github.com/xlbproject/xlb/bench/stats"
 	"github.com/xlbproject/xlb/internal/datapath"
-	"github.com/xlbproject/xlb/internal/packet"
 	"github.com/xlbproject/xlb/internal/peersync"
 	"github.com/xlbproject/xlb/internal/state"
 )
 
 // syncPart measures connection sync: the forwarder's new-flow cost with
-// its decision records on and off (side by side, rounds alternated), the
+// its decision records on and off (side by side, syncNewFlow), the
 // flows one core sends (encode, HMAC, UDP send on loopback) and applies
 // (receive checks, HMAC, xlb_sync_apply), and the bytes per synced flow on
 // the wire.
@@ -37,11 +37,11 @@ func (b *runner) syncPart() error {
 	if _, err := dp.Apply(syncBenchState()); err != nil {
 		return err
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := b.syncNewFlow(dp); err != nil {
+	if err := b.syncNewFlow(); err != nil {
 		return err
 	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	key := bytes.Repeat([]byte{0x42}, 32)
 	if err := b.syncSend(key); err != nil {
 		return err
@@ -71,69 +71,46 @@ func syncBenchState() *state.State {
 	return st
 }
 
-// syncNewFlow: SYNs of distinct tuples, each a new tracked flow, timed in
-// the kernel (BPF_PROG_TEST_RUN, one run per frame), sync off and on in
-// alternating rounds; with sync on a reader drains the ring as xlbd does.
-func (b *runner) syncNewFlow(dp *datapath.Datapath) error {
-	const perRound = 20000
-	rounds := 6
-	if b.o.Smoke {
-		rounds = 2
-	}
-	rd, err := dp.SyncReader()
+// syncNewFlow measures the forwarder's new-flow cost with its decision
+// records off and on as the pkt part measures every per-packet figure
+// (harness.MeasureSync: many distinct new flows per kernel-timed run, the
+// wrapper's cost subtracted, median of the runs, off and on in alternating
+// runs), with a reader taking the records on another CPU as xlbd does. A
+// hit writes no record: its figure is reported beside as the check.
+func (b *runner) syncNewFlow() error {
+	o := b.pktOptions()
+	o.Scenarios = []harness.Scenario{harness.NewFlow, harness.TCPHit4}
+	b.printf("  BPF_PROG_TEST_RUN on CPU %d, %d runs of %d packets per figure, sync off and on side by side\n", o.CPU, o.Runs, o.Repeat)
+	res, err := harness.MeasureSync(o)
 	if err != nil {
 		return err
 	}
-	defer rd.Close()
-	stop := make(chan struct{})
-	drained := make(chan struct{})
-	go func() {
-		defer close(drained)
-		buf := make([]datapath.SyncDecision, 0, 4096)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := rd.Read(buf[:0], 10*time.Millisecond); err != nil {
-				return
-			}
-		}
-	}()
-	defer func() { close(stop); <-drained }()
-	rng := rand.New(rand.NewPCG(7, 9))
-	var sum [2]time.Duration
-	var n [2]int
-	for r := range rounds * 2 {
-		on := r%2 == 1
-		if err := dp.SetSync(on, datapath.SyncRefreshShift); err != nil {
-			return err
-		}
-		for range perRound {
-			a := rng.Uint32()
-			f := packet.Flow{Src: netip.AddrFrom4([4]byte{198, 18 + byte(a>>24&1), byte(a >> 16), byte(a >> 8)}), Dst: syncVIP,
-				SrcPort: uint16(1024 + rng.UintN(60000)), DstPort: 80, Proto: packet.ProtoTCP, TCPFlags: packet.SYN}
-			_, d, err := dp.Program().Benchmark(f.Frame(), 1, nil)
-			if err != nil {
-				return err
-			}
-			sum[r%2] += d
-			n[r%2]++
-		}
+	fig := func(r harness.Results, s harness.Scenario) harness.Figure {
+		f, _ := r.Figure(s)
+		return f
 	}
-	c, err := dp.SyncCounters()
-	if err != nil {
-		return err
-	}
-	if err := dp.SetSync(false, 0); err != nil {
-		return err
-	}
-	off, on := float64(sum[0])/float64(n[0]), float64(sum[1])/float64(n[1])
-	b.put("sync.new_flow_ns_sync_off", off, "ns", fmt.Sprintf("SYN of a new tuple, %d runs, kernel-timed", n[0]))
-	b.put("sync.new_flow_ns_sync_on", on, "ns", fmt.Sprintf("the same with decision records on (%d lost)", c.Lost))
-	b.put("sync.new_flow_overhead_pct", 100*(on-off)/off, "%", "on over off")
+	off, on := fig(res[0], harness.NewFlow), fig(res[1], harness.NewFlow)
+	b.put("sync.new_flow_ns_sync_off", off.Ns, "ns", fmt.Sprintf("a new flow (SYN) every packet, %d packets in %d runs (best %.0f)", off.Packets, len(off.Runs), off.Best))
+	b.put("sync.new_flow_ns_sync_on", on.Ns, "ns", fmt.Sprintf("the same with decision records on, none lost (best %.0f)", on.Best))
+	d := pairedDiff(off, on)
+	b.put("sync.new_flow_record_ns", d, "ns", "on minus off, median of the rounds' differences (each round has one run of each)")
+	b.put("sync.new_flow_overhead_pct", 100*d/off.Ns, "%", fmt.Sprintf("that over the figure off (medians alone: %+.1f%%)", 100*(on.Ns-off.Ns)/off.Ns))
+	hoff, hon := fig(res[0], harness.TCPHit4), fig(res[1], harness.TCPHit4)
+	b.put("sync.hit_ns_sync_off", hoff.Ns, "ns", "a packet of a tracked flow (no record)")
+	b.put("sync.hit_ns_sync_on", hon.Ns, "ns", "the same with decision records on")
 	return nil
+}
+
+// pairedDiff is the median over the rounds of on's figure minus off's:
+// run i of each is paired with its own calibration run and both ran in
+// round i, so drift that moves a whole round cancels.
+func pairedDiff(off, on harness.Figure) float64 {
+	n := min(len(off.Runs), len(on.Runs))
+	d := make([]float64, n)
+	for i := range d {
+		d[i] = (on.Runs[i] - on.Calib[i]) - (off.Runs[i] - off.Calib[i])
+	}
+	return stats.Median(d)
 }
 
 // syncFlows builds n flow records.

@@ -80,7 +80,8 @@ var pinnedMapPolicy = map[string]struct {
 	"xlb_frag_reader": {policyRecreate, "when xlbd last read the fragment ring"},
 	// Connection sync: records on their way to xlbd, its counters, and
 	// the switch xlbd's syncer sets as it starts.
-	"xlb_sync_ring":  {policyRecreate, "sync records on their way to xlbd"},
+	"xlb_sync_log":   {policyRecreate, "sync records on their way to xlbd"},
+	"xlb_sync_cpus":  {policyRecreate, "each CPU's position in the sync records"},
 	"xlb_sync_stats": {policyRecreate, "the connection sync counters"},
 	"xlb_sync_conf":  {policyRecreate, "the connection sync switch (written again by xlbd's syncer)"},
 }

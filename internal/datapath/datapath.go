@@ -179,6 +179,8 @@ func LoadSpec(o Options) (*ebpf.CollectionSpec, error) {
 		return nil, err
 	}
 	spec.Maps["xlb_ct"].MaxEntries = uint32(ncpu) << shift
+	spec.Maps["xlb_sync_log"].MaxEntries = uint32(ncpu) * uint32(syncSlots)
+	spec.Maps["xlb_sync_cpus"].MaxEntries = uint32(ncpu)
 	spec.Maps["xlb_vips"].MaxEntries = o.MaxServices
 	spec.Maps["xlb_vip_addrs"].MaxEntries = o.MaxServices
 	spec.Maps["xlb_vip_index"].MaxEntries = vipBuckets(o.MaxServices)
@@ -286,6 +288,7 @@ func load(o Options) (*Datapath, error) {
 		}
 		return nil, fmt.Errorf("load forwarder: %w", err)
 	}
+	removeRetiredPins(o.PinDir, d.log) // synclog.go
 	if err := d.migrate(); err != nil {
 		d.Close()
 		return nil, err

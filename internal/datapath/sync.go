@@ -4,15 +4,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
+	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/ringbuf"
 )
 
 // Connection sync's side of the data plane (bpf/sync.h): the forwarder's
-// decision records, read from xlb_sync_ring, and the installer of peers'
+// decision records, read from xlb_sync_log (synclog.go), and the installer of peers'
 // decisions, xlb_sync_apply, run through BPF_PROG_TEST_RUN.
 
 // SyncDecision is one decision the forwarder reported (struct sync_event).
@@ -57,52 +56,77 @@ func (d *Datapath) SetSync(enabled bool, refreshShift uint32) error {
 // of a flow hash that place its entry.
 func (d *Datapath) CTShift() uint32 { return CTGeometry(d.opts.ConntrackEntries) }
 
-// SyncReader reads the forwarder's decision records. One per process.
+// SyncReader reads the forwarder's decision records (xlb_sync_log). One
+// per process: it owns the CPUs' tails.
 type SyncReader struct {
-	r   *ringbuf.Reader
-	rec ringbuf.Record
+	mu     sync.Mutex
+	log    *syncLog // nil once closed
+	closed chan struct{}
+	once   sync.Once
 }
 
 // ErrSyncClosed is returned by Read after Close.
 var ErrSyncClosed = errors.New("sync reader closed")
 
-// SyncReader opens the decision ring buffer.
+// syncPoll is how often Read looks at the CPUs' heads while it waits (the
+// forwarder wakes nobody).
+const syncPoll = time.Millisecond
+
+// SyncReader maps the decision records into this process.
 func (d *Datapath) SyncReader() (*SyncReader, error) {
-	r, err := ringbuf.NewReader(d.objs.XlbSyncRing)
+	l, err := openSyncLog(d.objs.XlbSyncLog, d.objs.XlbSyncCpus)
 	if err != nil {
-		return nil, fmt.Errorf("open sync ring buffer: %w", err)
+		return nil, fmt.Errorf("open sync records: %w", err)
 	}
-	return &SyncReader{r: r}, nil
+	return &SyncReader{log: l, closed: make(chan struct{})}, nil
+}
+
+// take appends the records there are; ErrSyncClosed after Close.
+func (s *SyncReader) take(buf []SyncDecision) ([]SyncDecision, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.log == nil {
+		return buf, ErrSyncClosed
+	}
+	return s.log.take(buf), nil
 }
 
 // Read appends to buf the records waiting, up to its capacity, waiting
 // at most wait for the first one. It returns buf unchanged (no error) when
 // none came.
 func (s *SyncReader) Read(buf []SyncDecision, wait time.Duration) ([]SyncDecision, error) {
-	s.r.SetDeadline(time.Now().Add(wait))
-	for len(buf) < cap(buf) {
-		err := s.r.ReadInto(&s.rec)
-		switch {
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			return buf, nil
-		case errors.Is(err, ringbuf.ErrClosed):
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	tick := time.NewTicker(syncPoll)
+	defer tick.Stop()
+	for {
+		n := len(buf)
+		var err error
+		if buf, err = s.take(buf); err != nil || len(buf) > n || len(buf) == cap(buf) {
+			return buf, err
+		}
+		select {
+		case <-s.closed:
 			return buf, ErrSyncClosed
-		case err != nil:
-			return buf, fmt.Errorf("read sync ring buffer: %w", err)
+		case <-t.C:
+			return s.take(buf)
+		case <-tick.C:
 		}
-		if len(s.rec.RawSample) < 16 {
-			continue
-		}
-		b := s.rec.RawSample
-		buf = append(buf, SyncDecision{Hash: binary.LittleEndian.Uint64(b), RealID: binary.LittleEndian.Uint32(b[8:]),
-			State: b[12], Kind: b[13]})
-		s.r.SetDeadline(time.Now()) // the rest: only what is there already
 	}
-	return buf, nil
 }
 
-// Close stops the reader; a blocked Read returns ErrSyncClosed.
-func (s *SyncReader) Close() error { return s.r.Close() }
+// Close stops the reader and unmaps the records; a waiting Read returns
+// ErrSyncClosed.
+func (s *SyncReader) Close() error {
+	s.once.Do(func() { close(s.closed) })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.log != nil {
+		s.log.close()
+		s.log = nil
+	}
+	return nil
+}
 
 // SyncInstall is a peer's decision in this node's terms.
 type SyncInstall struct {

@@ -204,6 +204,14 @@ type xlbSyncConf struct {
 	RefreshShift uint32
 }
 
+type xlbSyncCpu struct {
+	_    structs.HostLayout
+	Head uint64
+	Tail uint64
+	Busy uint64
+	Pad  [5]uint64
+}
+
 type xlbSyncEvent struct {
 	_     structs.HostLayout
 	Hash  uint64
@@ -483,6 +491,8 @@ type xlbXlbSyncConst uint32
 const (
 	xlbXlbSyncConstXLB_SYNC_APPLY_MAX     xlbXlbSyncConst = 128
 	xlbXlbSyncConstXLB_SYNC_REFRESH_SHIFT xlbXlbSyncConst = 6
+	xlbXlbSyncConstXLB_SYNC_KEEP_TICKS    xlbXlbSyncConst = 4
+	xlbXlbSyncConstXLB_SYNC_SLOTS         xlbXlbSyncConst = 32768
 )
 
 type xlbXlbSyncKind uint32
@@ -561,7 +571,8 @@ const (
 	xlbMapXlbSvcSched            = "xlb_svc_sched"
 	xlbMapXlbSvcStats            = "xlb_svc_stats"
 	xlbMapXlbSyncConf            = "xlb_sync_conf"
-	xlbMapXlbSyncRing            = "xlb_sync_ring"
+	xlbMapXlbSyncCpus            = "xlb_sync_cpus"
+	xlbMapXlbSyncLog             = "xlb_sync_log"
 	xlbMapXlbSyncStats           = "xlb_sync_stats"
 	xlbMapXlbTables              = "xlb_tables"
 	xlbMapXlbTooBigRl            = "xlb_too_big_rl"
@@ -682,7 +693,8 @@ type xlbMapSpecs struct {
 	XlbSvcSched    *ebpf.MapSpec `ebpf:"xlb_svc_sched"`
 	XlbSvcStats    *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
 	XlbSyncConf    *ebpf.MapSpec `ebpf:"xlb_sync_conf"`
-	XlbSyncRing    *ebpf.MapSpec `ebpf:"xlb_sync_ring"`
+	XlbSyncCpus    *ebpf.MapSpec `ebpf:"xlb_sync_cpus"`
+	XlbSyncLog     *ebpf.MapSpec `ebpf:"xlb_sync_log"`
 	XlbSyncStats   *ebpf.MapSpec `ebpf:"xlb_sync_stats"`
 	XlbTables      *ebpf.MapSpec `ebpf:"xlb_tables"`
 	XlbTooBigRl    *ebpf.MapSpec `ebpf:"xlb_too_big_rl"`
@@ -775,7 +787,8 @@ type xlbMaps struct {
 	XlbSvcSched    *ebpf.Map `ebpf:"xlb_svc_sched"`
 	XlbSvcStats    *ebpf.Map `ebpf:"xlb_svc_stats"`
 	XlbSyncConf    *ebpf.Map `ebpf:"xlb_sync_conf"`
-	XlbSyncRing    *ebpf.Map `ebpf:"xlb_sync_ring"`
+	XlbSyncCpus    *ebpf.Map `ebpf:"xlb_sync_cpus"`
+	XlbSyncLog     *ebpf.Map `ebpf:"xlb_sync_log"`
 	XlbSyncStats   *ebpf.Map `ebpf:"xlb_sync_stats"`
 	XlbTables      *ebpf.Map `ebpf:"xlb_tables"`
 	XlbTooBigRl    *ebpf.Map `ebpf:"xlb_too_big_rl"`
@@ -811,7 +824,8 @@ func (m *xlbMaps) Close() error {
 		m.XlbSvcSched,
 		m.XlbSvcStats,
 		m.XlbSyncConf,
-		m.XlbSyncRing,
+		m.XlbSyncCpus,
+		m.XlbSyncLog,
 		m.XlbSyncStats,
 		m.XlbTables,
 		m.XlbTooBigRl,

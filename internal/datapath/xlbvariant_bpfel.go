@@ -38,7 +38,8 @@ const (
 	xlbvariantMapXlbSvcSched            = "xlb_svc_sched"
 	xlbvariantMapXlbSvcStats            = "xlb_svc_stats"
 	xlbvariantMapXlbSyncConf            = "xlb_sync_conf"
-	xlbvariantMapXlbSyncRing            = "xlb_sync_ring"
+	xlbvariantMapXlbSyncCpus            = "xlb_sync_cpus"
+	xlbvariantMapXlbSyncLog             = "xlb_sync_log"
 	xlbvariantMapXlbSyncStats           = "xlb_sync_stats"
 	xlbvariantMapXlbTables              = "xlb_tables"
 	xlbvariantMapXlbTooBigRl            = "xlb_too_big_rl"
@@ -160,7 +161,8 @@ type xlbvariantMapSpecs struct {
 	XlbSvcSched    *ebpf.MapSpec `ebpf:"xlb_svc_sched"`
 	XlbSvcStats    *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
 	XlbSyncConf    *ebpf.MapSpec `ebpf:"xlb_sync_conf"`
-	XlbSyncRing    *ebpf.MapSpec `ebpf:"xlb_sync_ring"`
+	XlbSyncCpus    *ebpf.MapSpec `ebpf:"xlb_sync_cpus"`
+	XlbSyncLog     *ebpf.MapSpec `ebpf:"xlb_sync_log"`
 	XlbSyncStats   *ebpf.MapSpec `ebpf:"xlb_sync_stats"`
 	XlbTables      *ebpf.MapSpec `ebpf:"xlb_tables"`
 	XlbTooBigRl    *ebpf.MapSpec `ebpf:"xlb_too_big_rl"`
@@ -254,7 +256,8 @@ type xlbvariantMaps struct {
 	XlbSvcSched    *ebpf.Map `ebpf:"xlb_svc_sched"`
 	XlbSvcStats    *ebpf.Map `ebpf:"xlb_svc_stats"`
 	XlbSyncConf    *ebpf.Map `ebpf:"xlb_sync_conf"`
-	XlbSyncRing    *ebpf.Map `ebpf:"xlb_sync_ring"`
+	XlbSyncCpus    *ebpf.Map `ebpf:"xlb_sync_cpus"`
+	XlbSyncLog     *ebpf.Map `ebpf:"xlb_sync_log"`
 	XlbSyncStats   *ebpf.Map `ebpf:"xlb_sync_stats"`
 	XlbTables      *ebpf.Map `ebpf:"xlb_tables"`
 	XlbTooBigRl    *ebpf.Map `ebpf:"xlb_too_big_rl"`
@@ -290,7 +293,8 @@ func (m *xlbvariantMaps) Close() error {
 		m.XlbSvcSched,
 		m.XlbSvcStats,
 		m.XlbSyncConf,
-		m.XlbSyncRing,
+		m.XlbSyncCpus,
+		m.XlbSyncLog,
 		m.XlbSyncStats,
 		m.XlbTables,
 		m.XlbTooBigRl,

@@ -13,7 +13,7 @@ var (
 	mApplied  = prometheus.NewDesc("xlb_sync_flows_applied_total", "Received decisions written into the connection table.", nil, nil)
 	mKept     = prometheus.NewDesc("xlb_sync_flows_kept_total", "Received decisions not applied: this node tracks the flow live to another backend.", nil, nil)
 	mUnknown  = prometheus.NewDesc("xlb_sync_flows_unknown_total", "Received decisions not applied: a service or backend this node does not have, or a bucket it cannot place.", nil, nil)
-	mLost     = prometheus.NewDesc("xlb_sync_records_lost_total", "Decisions the forwarder could not report (ring buffer full): those flows are not protected.", nil, nil)
+	mLost     = prometheus.NewDesc("xlb_sync_records_lost_total", "Decisions the forwarder could not report (its record buffer full): those flows are not protected.", nil, nil)
 	mRejected = prometheus.NewDesc("xlb_sync_messages_rejected_total", "Sync messages refused, by reason (unknown_sender, oversized, malformed, version, auth, replay).", []string{"reason"}, nil)
 	mLag      = prometheus.NewDesc("xlb_sync_lag_seconds", "Receive time minus send time of the last flow message (includes the clocks' offset).", nil, nil)
 	mPeerUp   = prometheus.NewDesc("xlb_sync_peer_up", "1 when the peer's hello came within three hello intervals.", []string{"peer", "node"}, nil)

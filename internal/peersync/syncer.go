@@ -148,8 +148,8 @@ func (s *Syncer) Run(ctx context.Context) error {
 	return nil
 }
 
-// readRing batches the forwarder's decisions to the peers: what the ring
-// holds is sent at once, at most 5 ms after the first record.
+// readRing batches the forwarder's decisions to the peers: what its record
+// buffer holds is sent at once (the reader looks every millisecond).
 func (s *Syncer) readRing(ctx context.Context, r *datapath.SyncReader) {
 	buf := make([]datapath.SyncDecision, 0, 4096)
 	flows := make([]Flow, 0, FlowsPerMessage)
@@ -158,7 +158,7 @@ func (s *Syncer) readRing(ctx context.Context, r *datapath.SyncReader) {
 		buf, err = r.Read(buf[:0], 5*time.Millisecond)
 		if err != nil {
 			if !errors.Is(err, datapath.ErrSyncClosed) {
-				s.o.Log.Error("sync: ring buffer", "error", err)
+				s.o.Log.Error("sync: decision records", "error", err)
 			}
 			return
 		}
