@@ -94,7 +94,7 @@ struct sync_cpu {
 	__u64 pad[5];
 };
 
-/* Decision records for xlbd, one writer per CPU (sync_put): xlb_sync_log
+/* Decision records for xlbd, one writer per CPU (xlb_sync_put): xlb_sync_log
  * holds XLB_SYNC_SLOTS records per CPU (CPU c's from c * XLB_SYNC_SLOTS:
  * 512 KiB, over 10 ms of new flows at the most one CPU forwards), and
  * xlb_sync_cpus each CPU's head and tail. The loader sizes both by the
@@ -162,16 +162,18 @@ static __always_inline __u32 sync_shift(__u32 shift, __u64 timeout)
 
 #define sync_barrier() asm volatile("" ::: "memory")
 
-/* sync_put writes ev into this CPU's part of xlb_sync_log: no lock shared
- * between CPUs (a ring buffer's spinlock cost 3 to 4 times as much per
- * record; docs/ARCHITECTURE.md). A run that finds another one on this CPU
- * writing (a packet's softirq interrupting a BPF_PROG_TEST_RUN run, or
- * such a run preempted mid-record) counts its record lost rather than tear
- * one: busy is taken with an atomic exchange. The head is published after
- * the record's bytes with an exchange (fully ordered on every CPU), so
- * xlbd never reads a record being written; a slot is written again only
- * after xlbd's tail passed it (full: the record is lost, and counted). */
-static __always_inline void sync_put(const struct sync_event *ev)
+/* xlb_sync_put writes a record into this CPU's part of xlb_sync_log: no
+ * lock shared between CPUs (a ring buffer's spinlock cost 3 to 4 times as
+ * much per record; docs/ARCHITECTURE.md). A run that finds another one on
+ * this CPU writing (a packet's softirq interrupting a BPF_PROG_TEST_RUN
+ * run, or such a run preempted mid-record) counts its record lost rather
+ * than tear one: busy is taken with an atomic exchange. The head is
+ * published after the record's bytes with an exchange (fully ordered on
+ * every CPU), so xlbd never reads a record being written; a slot is
+ * written again only after xlbd's tail passed it (full: the record is
+ * lost, and counted). A global function: verified once, not in every
+ * path of the forwarder that makes a decision. */
+__attribute__((noinline)) int xlb_sync_put(__u64 hash, __u32 rid, __u32 state, __u32 kind)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct sync_cpu *c = bpf_map_lookup_elem(&xlb_sync_cpus, &cpu);
@@ -180,10 +182,10 @@ static __always_inline void sync_put(const struct sync_event *ev)
 	__u32 idx;
 
 	if (!c)
-		return;
+		return 0;
 	if (__sync_lock_test_and_set(&c->busy, 1)) {
 		sync_count(XLB_SYNC_STAT_LOST);
-		return;
+		return 0;
 	}
 	sync_barrier();
 	head = c->head;
@@ -192,54 +194,68 @@ static __always_inline void sync_put(const struct sync_event *ev)
 	if (!slot || head - *(volatile __u64 *)&c->tail >= XLB_SYNC_SLOTS) {
 		sync_count(XLB_SYNC_STAT_LOST);
 	} else {
-		*slot = *ev;
+		slot->hash = hash;
+		slot->rid = rid;
+		slot->state = state;
+		slot->kind = kind;
+		slot->pad = 0;
 		sync_barrier();
 		__sync_lock_test_and_set(&c->head, head + 1);
 	}
 	sync_barrier();
 	*(volatile __u64 *)&c->busy = 0;
+	return 0;
 }
 
-/* sync_note reports the conntrack write a selection made for p (struct
- * selection's ct_prev / ct_cur), if sync is on and it is worth a record.
- * The record wakes nobody: xlbd polls the CPUs' heads every millisecond
- * (a wakeup per record would cost more than the record). */
-static __always_inline void sync_note(const struct selection *sel, __u64 h,
-				      const struct node_info *n, const struct pkt *p)
+/* sync_timeout: the idle timeout of a flow of proto in state. */
+static __always_inline __u64 sync_timeout(const struct node_info *n, __u32 proto, __u64 state)
 {
-	struct sync_event ev;
-	struct sync_conf *c;
-	__u32 zero = 0, kind, state;
-
-	if (!sel->ct_cur)
-		return;
-	c = bpf_map_lookup_elem(&xlb_sync_conf, &zero);
-	if (!c || !c->enabled)
-		return;
-	state = (sel->ct_cur >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
-	kind = sync_kind(sel->ct_prev, sel->ct_cur,
-			 sync_shift(c->refresh_shift & 15, ct_timeout(n, p, state)));
-	if (!kind)
-		return;
-	ev.hash = h;
-	ev.rid = sel->rid;
-	ev.state = state;
-	ev.kind = kind;
-	ev.pad = 0;
-	sync_put(&ev);
+	return proto != IPPROTO_TCP	 ? n->timeout_udp :
+	       state == XLB_CT_SYN	 ? n->timeout_tcp_syn :
+	       state == XLB_CT_CLOSING ? n->timeout_tcp_fin :
+					   n->timeout_tcp;
 }
 
 /* sync_live: way e (of a flow of proto) is not idle past its timeout. */
 static __always_inline int sync_live(const struct node_info *n, __u64 e, __u8 proto, __u64 now)
 {
-	__u64 state = (e >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
-	__u64 t = proto != IPPROTO_TCP	      ? n->timeout_udp :
-		  state == XLB_CT_SYN	      ? n->timeout_tcp_syn :
-		  state == XLB_CT_CLOSING ? n->timeout_tcp_fin :
-					    n->timeout_tcp;
-
-	return ct_idle(now, e) <= t;
+	return ct_idle(now, e) <= sync_timeout(n, proto, (e >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK);
 }
+
+/* xlb_sync_note reports the conntrack write a selection made (struct
+ * selection's ct_prev / ct_cur) for a flow of proto, if sync is on and it
+ * is worth a record. The record wakes nobody: xlbd polls the CPUs' heads
+ * every millisecond (a wakeup per record would cost more than the
+ * record). A global function, like xlb_sync_put: the forwarder's verifier
+ * budget is spent once on it, not on every path to it. */
+__attribute__((noinline)) int xlb_sync_note(__u64 h, __u32 rid, __u32 prev, __u32 cur, __u32 proto)
+{
+	struct node_info *n;
+	struct sync_conf *c;
+	__u32 zero = 0, kind, state;
+
+	if (!cur)
+		return 0;
+	c = bpf_map_lookup_elem(&xlb_sync_conf, &zero);
+	if (!c || !c->enabled)
+		return 0;
+	n = bpf_map_lookup_elem(&xlb_node, &zero);
+	if (!n)
+		return 0;
+	state = (cur >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
+	kind = sync_kind(prev, cur, sync_shift(c->refresh_shift & 15, sync_timeout(n, proto, state)));
+	if (kind)
+		xlb_sync_put(h, rid, state, kind);
+	return 0;
+}
+
+/* sync_note: xlb_sync_note for the selection sel of packet p. */
+static __always_inline void sync_note(const struct selection *sel, __u64 h, const struct pkt *p)
+{
+	if (sel->ct_cur)
+		xlb_sync_note(h, sel->rid, sel->ct_prev, sel->ct_cur, p->proto);
+}
+
 
 /* sync_write_way writes ne over way of bucket idx, which held e, with
  * xlb_ct_refresh (nothing to write when equal). Returns 0 when the swap

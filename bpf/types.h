@@ -419,7 +419,10 @@ static __always_inline __u64 ct_idle(__u64 now, __u64 w)
 {
 	__u64 d = (now - w) & XLB_CT_TIME_MASK;
 
-	return d > XLB_CT_TIME_MASK - XLB_CT_AHEAD ? 0 : d;
+	/* Without a branch (each would double the verifier's states in the
+	 * loops over ways): d + XLB_CT_AHEAD carries into bit 16 exactly when
+	 * d is within XLB_CT_AHEAD of the wrap; the mask is then 0. */
+	return d & (((d + XLB_CT_AHEAD) >> 16) - 1);
 }
 
 /* The forwarder's VIP match (select.h): xlb_vip_index is an ARRAY of

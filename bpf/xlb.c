@@ -379,7 +379,7 @@ __attribute__((noinline)) int xlb_l4(struct xdp_md *ctx, const struct pkt *p)
 			xlb_trace(ctx, p, mark, 0, trace_info(XDP_DROP, rc, &sel));
 		return XDP_DROP;
 	}
-	sync_note(&sel, h, n, p); /* sync.h: the decision, for the peers */
+	sync_note(&sel, h, p); /* sync.h: the decision, for the peers */
 	return xlb_send(ctx, p, v, n, &sel, h, 0, 1, 1);
 }
 
