@@ -143,8 +143,10 @@ __attribute__((noinline)) int xlb_nat_forward(struct xdp_md *ctx, const struct p
 
 	__be16 bport = r->port ? r->port : pkt_dport(p);
 
+	if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6)
+		return 0; /* an error about a flow, rewritten by xlb_icmp (naticmp.h) */
 	if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP)
-		return XLB_STAT_DROP_INTERNAL; /* ICMP: nat_icmp_forward */
+		return XLB_STAT_DROP_INTERNAL;
 	if (track && xlb_nat_track(p, r, rid, bport))
 		stats_count(XLB_STAT_NAT_TRACK_FAIL);
 	return nat_rewrite(ctx, p, 0, r->addr, bport);
@@ -161,10 +163,11 @@ static __always_inline void nat_reply_key(const struct pkt *p, struct nat_key *k
 	k->family = p->family;
 }
 
-/* nat_send_client sends a rewritten reply of tot_len IP bytes to its
- * client by the kernel's FIB; without an answer (a neighbour not resolved
- * yet, a route the FIB cannot give XDP) the kernel forwards it. */
-static __always_inline int nat_send_client(struct xdp_md *ctx, const struct pkt *p, const __u8 *vip)
+/* nat_send_client sends a rewritten reply p to its client by the kernel's
+ * FIB, counted as sent; without an answer (a neighbour not resolved yet, a
+ * route the FIB cannot give XDP) the kernel forwards it. */
+static __always_inline int nat_send_client(struct xdp_md *ctx, const struct pkt *p, const __u8 *vip,
+					   enum xlb_stat sent)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -190,7 +193,7 @@ static __always_inline int nat_send_client(struct xdp_md *ctx, const struct pkt 
 	}
 	__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, fib.smac, ETH_ALEN);
-	stats_count(XLB_STAT_NAT_REPLY);
+	stats_count(sent);
 	if (fib.ifindex == ctx->ingress_ifindex)
 		return XDP_TX;
 	return bpf_redirect(fib.ifindex, 0);
@@ -226,5 +229,5 @@ __attribute__((noinline)) int xlb_nat_reply(struct xdp_md *ctx, const struct pkt
 		stats_count(rc);
 		return XDP_DROP;
 	}
-	return nat_send_client(ctx, p, vip);
+	return nat_send_client(ctx, p, vip, XLB_STAT_NAT_REPLY);
 }

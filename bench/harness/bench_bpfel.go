@@ -151,7 +151,7 @@ type benchXlbCounters struct {
 
 type benchXlbGlobal struct {
 	_     structs.HostLayout
-	Count [51]uint64
+	Count [52]uint64
 }
 
 type benchXlbStat uint32
@@ -208,7 +208,8 @@ const (
 	benchXlbStatXLB_STAT_NAT_REPLY_PASS        benchXlbStat = 48
 	benchXlbStatXLB_STAT_NAT_TRACK_FAIL        benchXlbStat = 49
 	benchXlbStatXLB_STAT_NAT_ICMP              benchXlbStat = 50
-	benchXlbStatXLB_STAT__MAX                  benchXlbStat = 51
+	benchXlbStatXLB_STAT_NAT_ICMP_REPLY        benchXlbStat = 51
+	benchXlbStatXLB_STAT__MAX                  benchXlbStat = 52
 )
 
 // Names of all BPF objects in the ELF.

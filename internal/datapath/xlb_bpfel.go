@@ -298,7 +298,7 @@ const (
 
 type xlbXlbGlobal struct {
 	_     structs.HostLayout
-	Count [51]uint64
+	Count [52]uint64
 }
 
 type xlbXlbNodeFlags uint32
@@ -383,7 +383,8 @@ const (
 	xlbXlbStatXLB_STAT_NAT_REPLY_PASS        xlbXlbStat = 48
 	xlbXlbStatXLB_STAT_NAT_TRACK_FAIL        xlbXlbStat = 49
 	xlbXlbStatXLB_STAT_NAT_ICMP              xlbXlbStat = 50
-	xlbXlbStatXLB_STAT__MAX                  xlbXlbStat = 51
+	xlbXlbStatXLB_STAT_NAT_ICMP_REPLY        xlbXlbStat = 51
+	xlbXlbStatXLB_STAT__MAX                  xlbXlbStat = 52
 )
 
 type xlbXlbSyncConst uint32
