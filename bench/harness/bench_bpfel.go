@@ -250,6 +250,8 @@ const (
 	benchVarBenchMode           = "bench_mode"
 	benchVarBenchPos            = "bench_pos"
 	benchVarBenchStop           = "bench_stop"
+	benchVarBenchTail           = "bench_tail"
+	benchVarBenchTailLen        = "bench_tail_len"
 	benchVarBenchVarOff         = "bench_var_off"
 	benchVarCtShift             = "ct_shift"
 	benchVarNrCpus              = "nr_cpus"
@@ -344,6 +346,8 @@ type benchVariableSpecs struct {
 	BenchMode           *ebpf.VariableSpec `ebpf:"bench_mode"`
 	BenchPos            *ebpf.VariableSpec `ebpf:"bench_pos"`
 	BenchStop           *ebpf.VariableSpec `ebpf:"bench_stop"`
+	BenchTail           *ebpf.VariableSpec `ebpf:"bench_tail"`
+	BenchTailLen        *ebpf.VariableSpec `ebpf:"bench_tail_len"`
 	BenchVarOff         *ebpf.VariableSpec `ebpf:"bench_var_off"`
 	CtShift             *ebpf.VariableSpec `ebpf:"ct_shift"`
 	NrCpus              *ebpf.VariableSpec `ebpf:"nr_cpus"`
@@ -430,6 +434,8 @@ type benchVariables struct {
 	BenchMode           *ebpf.Variable `ebpf:"bench_mode"`
 	BenchPos            *ebpf.Variable `ebpf:"bench_pos"`
 	BenchStop           *ebpf.Variable `ebpf:"bench_stop"`
+	BenchTail           *ebpf.Variable `ebpf:"bench_tail"`
+	BenchTailLen        *ebpf.Variable `ebpf:"bench_tail_len"`
 	BenchVarOff         *ebpf.Variable `ebpf:"bench_var_off"`
 	CtShift             *ebpf.Variable `ebpf:"ct_shift"`
 	NrCpus              *ebpf.Variable `ebpf:"nr_cpus"`

@@ -80,6 +80,13 @@ func (h *harness) scenario(sc scenario) ([]float64, error) {
 			return nil, fmt.Errorf("%s: %w", t, err)
 		}
 	}
+	h.sent = benchXlbStatXLB_STAT_FORWARD_TX
+	if sc.expect == benchXlbStatXLB_STAT_NAT_REPLY { // natreply.go
+		if err := h.trackNAT(sc.flow); err != nil {
+			return nil, err
+		}
+		h.sent = benchXlbStatXLB_STAT_NAT_REPLY
+	}
 	for i, t := range h.targets {
 		if sc.fill == fillFull {
 			fill, err := h.prefill(t, frame, sc, uint32(i))
