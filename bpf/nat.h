@@ -21,6 +21,7 @@
 #include "consts.h"
 #include "csum.h"
 #include "maps.h"
+#include "nathop.h"
 #include "parse.h"
 #include "stats.h"
 #include "types.h"
@@ -163,19 +164,15 @@ static __always_inline void nat_reply_key(const struct pkt *p, struct nat_key *k
 	k->family = p->family;
 }
 
-/* nat_send_client sends a rewritten reply p to its client by the kernel's
- * FIB, counted as sent; without an answer (a neighbour not resolved yet, a
- * route the FIB cannot give XDP) the kernel forwards it. */
-static __always_inline int nat_send_client(struct xdp_md *ctx, const struct pkt *p, const __u8 *vip,
-					   enum xlb_stat sent)
+/* nat_fib asks the kernel's FIB for the next hop of the rewritten reply
+ * p from vip and keeps the answer in slot h (nathop.h). Returns 0, or -1
+ * without an answer. */
+static __always_inline int nat_fib(struct xdp_md *ctx, const struct pkt *p, const __u8 *vip,
+				   struct nat_hop *h, __u64 now)
 {
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
 	struct bpf_fib_lookup fib = {};
-	struct ethhdr *eth = data;
+	int same;
 
-	if ((void *)(eth + 1) > data_end)
-		return XDP_DROP;
 	fib.ifindex = ctx->ingress_ifindex;
 	fib.tot_len = p->l3_len;
 	if (p->family == XLB_AF_INET) {
@@ -187,16 +184,61 @@ static __always_inline int nat_send_client(struct xdp_md *ctx, const struct pkt 
 		__builtin_memcpy(fib.ipv6_src, vip, 16);
 		__builtin_memcpy(fib.ipv6_dst, p->dst, 16);
 	}
-	if (bpf_fib_lookup(ctx, &fib, sizeof(fib), 0) != BPF_FIB_LKUP_RET_SUCCESS) {
-		stats_count(XLB_STAT_NAT_REPLY_PASS);
-		return XDP_PASS;
+	if (bpf_fib_lookup(ctx, &fib, sizeof(fib), 0) != BPF_FIB_LKUP_RET_SUCCESS)
+		return -1;
+	if (!h)
+		return -1;
+	/* the same lookup still fresh: the longest length accepted grows */
+	same = nathop_same(h, p->dst, vip, ctx->ingress_ifindex, p->family) && now - h->ts_ns < NAT_HOP_TTL_NS;
+	if (!same || h->max_len < p->l3_len) {
+		h->max_len = p->l3_len;
 	}
-	__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, fib.smac, ETH_ALEN);
+	if (!same) {
+		__builtin_memcpy(h->client, p->dst, 16);
+		__builtin_memcpy(h->vip, vip, 16);
+		h->iif = ctx->ingress_ifindex;
+		h->family = p->family;
+		h->ts_ns = now;
+	}
+	h->oif = fib.ifindex;
+	__builtin_memcpy(h->dmac, fib.dmac, ETH_ALEN);
+	__builtin_memcpy(h->smac, fib.smac, ETH_ALEN);
+	return 0;
+}
+
+/* nat_send_client sends a rewritten reply p to its client by the kernel's
+ * FIB (its answer cached per CPU, nathop.h), counted as sent; without an
+ * answer (a neighbour not resolved yet, a route the FIB cannot give XDP)
+ * the kernel forwards it. */
+static __always_inline int nat_send_client(struct xdp_md *ctx, const struct pkt *p, const __u8 *vip,
+					   enum xlb_stat sent)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct nat_hop *h = nathop_slot(p->dst);
+	__u64 now = bpf_ktime_get_coarse_ns();
+	struct ethhdr *eth = data;
+
+	if ((void *)(eth + 1) > data_end)
+		return XDP_DROP;
+	if (!h || !nathop_same(h, p->dst, vip, ctx->ingress_ifindex, p->family) ||
+	    now - h->ts_ns >= NAT_HOP_TTL_NS || p->l3_len > h->max_len) {
+		if (nat_fib(ctx, p, vip, h, now)) {
+			stats_count(XLB_STAT_NAT_REPLY_PASS);
+			return XDP_PASS;
+		}
+	}
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	eth = data;
+	if ((void *)(eth + 1) > data_end || !h)
+		return XDP_DROP;
+	__builtin_memcpy(eth->h_dest, h->dmac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, h->smac, ETH_ALEN);
 	stats_count(sent);
-	if (fib.ifindex == ctx->ingress_ifindex)
+	if (h->oif == ctx->ingress_ifindex)
 		return XDP_TX;
-	return bpf_redirect(fib.ifindex, 0);
+	return bpf_redirect(h->oif, 0);
 }
 
 /* xlb_nat_reply: a TCP/UDP packet to no VIP. With NAT in use (node flag)

@@ -75,6 +75,20 @@ type xlbIcmpRlState struct {
 	Credit uint64
 }
 
+type xlbNatHop struct {
+	_      structs.HostLayout
+	Client [2]uint64
+	Vip    [2]uint64
+	TsNs   uint64
+	Iif    uint32
+	Oif    uint32
+	Dmac   [6]uint8
+	Smac   [6]uint8
+	MaxLen uint16
+	Family uint8
+	Pad    uint8
+}
+
 type xlbNatKey struct {
 	_       structs.HostLayout
 	Backend [16]uint8
@@ -458,6 +472,7 @@ const (
 	xlbMapXlbFrags               = "xlb_frags"
 	xlbMapXlbIcmpRl              = "xlb_icmp_rl"
 	xlbMapXlbNat                 = "xlb_nat"
+	xlbMapXlbNatHops             = "xlb_nat_hops"
 	xlbMapXlbNode                = "xlb_node"
 	xlbMapXlbRealStats           = "xlb_real_stats"
 	xlbMapXlbReals               = "xlb_reals"
@@ -566,6 +581,7 @@ type xlbMapSpecs struct {
 	XlbFrags      *ebpf.MapSpec `ebpf:"xlb_frags"`
 	XlbIcmpRl     *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
 	XlbNat        *ebpf.MapSpec `ebpf:"xlb_nat"`
+	XlbNatHops    *ebpf.MapSpec `ebpf:"xlb_nat_hops"`
 	XlbNode       *ebpf.MapSpec `ebpf:"xlb_node"`
 	XlbRealStats  *ebpf.MapSpec `ebpf:"xlb_real_stats"`
 	XlbReals      *ebpf.MapSpec `ebpf:"xlb_reals"`
@@ -648,6 +664,7 @@ type xlbMaps struct {
 	XlbFrags      *ebpf.Map `ebpf:"xlb_frags"`
 	XlbIcmpRl     *ebpf.Map `ebpf:"xlb_icmp_rl"`
 	XlbNat        *ebpf.Map `ebpf:"xlb_nat"`
+	XlbNatHops    *ebpf.Map `ebpf:"xlb_nat_hops"`
 	XlbNode       *ebpf.Map `ebpf:"xlb_node"`
 	XlbRealStats  *ebpf.Map `ebpf:"xlb_real_stats"`
 	XlbReals      *ebpf.Map `ebpf:"xlb_reals"`
@@ -678,6 +695,7 @@ func (m *xlbMaps) Close() error {
 		m.XlbFrags,
 		m.XlbIcmpRl,
 		m.XlbNat,
+		m.XlbNatHops,
 		m.XlbNode,
 		m.XlbRealStats,
 		m.XlbReals,

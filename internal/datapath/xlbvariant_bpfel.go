@@ -26,6 +26,7 @@ const (
 	xlbvariantMapXlbFrags               = "xlb_frags"
 	xlbvariantMapXlbIcmpRl              = "xlb_icmp_rl"
 	xlbvariantMapXlbNat                 = "xlb_nat"
+	xlbvariantMapXlbNatHops             = "xlb_nat_hops"
 	xlbvariantMapXlbNode                = "xlb_node"
 	xlbvariantMapXlbRealStats           = "xlb_real_stats"
 	xlbvariantMapXlbReals               = "xlb_reals"
@@ -135,6 +136,7 @@ type xlbvariantMapSpecs struct {
 	XlbFrags      *ebpf.MapSpec `ebpf:"xlb_frags"`
 	XlbIcmpRl     *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
 	XlbNat        *ebpf.MapSpec `ebpf:"xlb_nat"`
+	XlbNatHops    *ebpf.MapSpec `ebpf:"xlb_nat_hops"`
 	XlbNode       *ebpf.MapSpec `ebpf:"xlb_node"`
 	XlbRealStats  *ebpf.MapSpec `ebpf:"xlb_real_stats"`
 	XlbReals      *ebpf.MapSpec `ebpf:"xlb_reals"`
@@ -218,6 +220,7 @@ type xlbvariantMaps struct {
 	XlbFrags      *ebpf.Map `ebpf:"xlb_frags"`
 	XlbIcmpRl     *ebpf.Map `ebpf:"xlb_icmp_rl"`
 	XlbNat        *ebpf.Map `ebpf:"xlb_nat"`
+	XlbNatHops    *ebpf.Map `ebpf:"xlb_nat_hops"`
 	XlbNode       *ebpf.Map `ebpf:"xlb_node"`
 	XlbRealStats  *ebpf.Map `ebpf:"xlb_real_stats"`
 	XlbReals      *ebpf.Map `ebpf:"xlb_reals"`
@@ -248,6 +251,7 @@ func (m *xlbvariantMaps) Close() error {
 		m.XlbFrags,
 		m.XlbIcmpRl,
 		m.XlbNat,
+		m.XlbNatHops,
 		m.XlbNode,
 		m.XlbRealStats,
 		m.XlbReals,
