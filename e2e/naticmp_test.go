@@ -75,22 +75,8 @@ func checkNATTooBig(t *testing.T, ctx context.Context, e *env, vip netip.Addr) {
 	l := e.lab
 	client := l.Client.Addr(vip)
 	target := netip.AddrPortFrom(vip, lab.DefaultPorts.TCP)
-	c, err := l.Client.DialContext(ctx, "tcp", target.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r := bufio.NewReader(c)
-	name := echoLine(t, c, r, "nat pmtu hello")
-	var backend *lab.Host
-	for _, b := range l.Backends {
-		if b.Short == name {
-			backend = b
-		}
-	}
-	if backend == nil {
-		t.Fatalf("reply from %q, not a backend", name)
-	}
+	c, r, backend := dialEcho(t, ctx, l, target)
+	name := backend.Short
 	baddr := backend.Addr(vip)
 	cport := uint16(c.LocalAddr().(*net.TCPAddr).Port)
 	routeMTU := func() int {
@@ -257,4 +243,25 @@ func udpRefused(target netip.AddrPort, timeout time.Duration) (recvErr, error) {
 		return res, fmt.Errorf("error queue message without an IP(V6)_RECVERR record")
 	}
 	return res, fmt.Errorf("no error queued within %v: the client never matched an ICMP error to its datagram", timeout)
+}
+
+// dialEcho connects the client to the echo service at target and finds
+// the backend that answers (its name in the echo); the connection is
+// closed at the test's end.
+func dialEcho(t *testing.T, ctx context.Context, l *lab.Lab, target netip.AddrPort) (net.Conn, *bufio.Reader, *lab.Host) {
+	t.Helper()
+	c, err := l.Client.DialContext(ctx, "tcp", target.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	r := bufio.NewReader(c)
+	name := echoLine(t, c, r, "echo hello")
+	for _, b := range l.Backends {
+		if b.Short == name {
+			return c, r, b
+		}
+	}
+	t.Fatalf("reply from %q, not a backend", name)
+	return nil, nil, nil
 }

@@ -95,6 +95,11 @@ const (
 	// VIP and sent by the FIB (natreply.go).
 	NATReply4 Scenario = "nat_reply_v4"
 	NATReply6 Scenario = "nat_reply_v6"
+	// The same to Options.CycleFlows clients round robin, each with its
+	// xlb_nat entry: far more clients than next-hop cache slots
+	// (bpf/nathop.h), so every reply asks the FIB, as a flow's first does.
+	NATReplyCycled4 Scenario = "nat_reply_cycled_v4"
+	NATReplyCycled6 Scenario = "nat_reply_cycled_v6"
 )
 
 // Scenarios lists every scenario in the order reports show them.
@@ -443,6 +448,7 @@ const (
 	backendNet4 = "10.0.1.0/24"
 	backendNet6 = "fd00:1::/64"
 	clientNet4  = "198.51.100.0/24" // peer4's
+	cycleNet4   = "172.16.0.0/14"   // the cycled flows' (baseCycle): the clients of cycled NAT replies
 	clientNet6  = "2001:db8::/64"   // peer6's
 )
 
@@ -527,6 +533,9 @@ const (
 const (
 	srcOff4 = 14 + 12
 	srcOff6 = 14 + 8 + 12
+	// the destination's: the client of a NAT reply
+	dstOff4 = 14 + 16
+	dstOff6 = 14 + 24 + 12
 )
 
 func scenarioOf(s Scenario) (scenario, error) {
@@ -560,6 +569,10 @@ func scenarioOf(s Scenario) (scenario, error) {
 		return scenario{s, natReplyOf(tcp4), SameFlow, srcOff4, benchXlbStatXLB_STAT_NAT_REPLY, fillEmpty}, nil
 	case NATReply6:
 		return scenario{s, natReplyOf(tcp6), SameFlow, srcOff6, benchXlbStatXLB_STAT_NAT_REPLY, fillEmpty}, nil
+	case NATReplyCycled4:
+		return scenario{s, natReplyOf(tcp4), CycleFlow, dstOff4, benchXlbStatXLB_STAT_NAT_REPLY, fillEmpty}, nil
+	case NATReplyCycled6:
+		return scenario{s, natReplyOf(tcp6), CycleFlow, dstOff6, benchXlbStatXLB_STAT_NAT_REPLY, fillEmpty}, nil
 	}
 	return scenario{}, fmt.Errorf("bench: unknown scenario %q", s)
 }

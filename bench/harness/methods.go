@@ -50,7 +50,7 @@ func checkOutput(out []byte, m state.Encap) error {
 	case state.EncapDR:
 		ok = dst == vip4 || dst == vip6
 	case state.EncapNAT: // a client's packet, or a reply (natreply.go) back from the VIP
-		ok = backend && dport == natBackendPort || (src == vip4 || src == vip6) && sport == vipTCP4.Port && (dst == peer4 || dst == peer6)
+		ok = backend && dport == natBackendPort || (src == vip4 || src == vip6) && sport == vipTCP4.Port && !backend
 	}
 	if !ok {
 		return fmt.Errorf("%w: %s output to %s proto %d port %d", ErrVerdict, methodName(m), dst, proto, dport)

@@ -21,7 +21,7 @@ func TestMethods(t *testing.T) {
 		o.Method = m
 		o.Scenarios = []Scenario{TCPHit4, TCPHit6, NewFlow}
 		if m == state.EncapNAT {
-			o.Scenarios = append(o.Scenarios, NATReply4, NATReply6)
+			o.Scenarios = append(o.Scenarios, NATReply4, NATReply6, NATReplyCycled4, NATReplyCycled6)
 		}
 		r, err := Measure(TableXLB, o)
 		if err != nil {

@@ -30,11 +30,13 @@ func natReplyOf(f packet.Flow) packet.Flow {
 	return r
 }
 
-// trackNAT writes the xlb_nat entry (bpf/nat.h, struct nat_key and
-// nat_val) of the NAT flow whose reply is reply, as the forward path
-// would have: from the backend to the client, for the VIP of the reply's
-// family on port 80, with benchState's real id of the backend.
-func (h *harness) trackNAT(reply packet.Flow) error {
+// trackNAT writes the xlb_nat entries (bpf/nat.h, struct nat_key and
+// nat_val) of the NAT flows whose replies scenario sc sends, as the
+// forward path would have: from the backend to the client, for the VIP of
+// the reply's family on port 80, with benchState's real id of the
+// backend. flows > 0: one per client whose address ends in base + i (the
+// wrapper's numbering at sc.varOff), else the template's client.
+func (h *harness) trackNAT(sc scenario, base, flows uint32) error {
 	if h.o.Method != state.EncapNAT {
 		return errors.New("bench: NAT reply scenarios need Options.Method nat")
 	}
@@ -43,6 +45,7 @@ func (h *harness) trackNAT(reply packet.Flow) error {
 		return fmt.Errorf("open pinned xlb_nat: %w", err)
 	}
 	defer m.Close()
+	reply := sc.flow
 	key, val := make([]byte, 40), make([]byte, 24)
 	fam, vip, rid := byte(4), vip4, uint32(1)
 	if reply.Src.Is6() {
@@ -57,8 +60,15 @@ func (h *harness) trackNAT(reply packet.Flow) error {
 	copy(val[0:], vip.AsSlice())
 	binary.BigEndian.PutUint16(val[16:], vipTCP4.Port)
 	binary.LittleEndian.PutUint32(val[20:], rid)
-	if err := m.Put(key, val); err != nil {
-		return fmt.Errorf("write the NAT flow of %v: %w", reply, err)
+	// the client's last 4 address bytes in the key, as the wrapper varies them
+	tail := 16 + reply.Dst.BitLen()/8 - 4
+	for i := uint32(0); i < max(flows, 1); i++ {
+		if flows > 0 {
+			binary.BigEndian.PutUint32(key[tail:], base+i)
+		}
+		if err := m.Put(key, val); err != nil {
+			return fmt.Errorf("write the NAT flow of %v: %w", reply, err)
+		}
 	}
 	return nil
 }

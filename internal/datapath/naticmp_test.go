@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/cilium/ebpf"
 	"github.com/xlbproject/xlb/internal/packet"
 )
 
@@ -41,36 +42,49 @@ func replyOf(f packet.Flow, addr netip.Addr, port uint16) packet.Flow {
 	return r
 }
 
+// natICMPCase is an ICMP error about the NAT flow fwd: type, code, rest
+// (the MTU of a too-big), the bytes quoted (0: all), the flow's backend
+// and its port; to the backend: the kind's counter; to the client: whether
+// the flow is tracked (else the error quotes a flow the node never NATed).
+type natICMPCase struct {
+	name      string
+	fwd       packet.Flow
+	typ, code uint8
+	rest      uint32
+	n         int
+	backend   netip.Addr
+	bport     uint16
+	count     string
+	tracked   bool
+}
+
+// methodsDatapath is a test datapath with methodsState applied.
+func methodsDatapath(t *testing.T) (*Datapath, *ebpf.Program) {
+	t.Helper()
+	d := newTestDatapath(t, Options{})
+	if _, err := d.Apply(methodsState()); err != nil {
+		t.Fatal(err)
+	}
+	return d, d.Program()
+}
+
 // TestNATICMPToBackendFixtures: an ICMP error to a NAT VIP about a reply
 // (VIP:vport -> client) reaches the flow's backend as if the backend's own
 // packet (backend:bport -> client) had caused it: outer destination, the
 // quoted source address and port rewritten, every checksum the quote
 // holds valid. The error's MTU passes unchanged.
 func TestNATICMPToBackendFixtures(t *testing.T) {
-	d := newTestDatapath(t, Options{})
-	if _, err := d.Apply(methodsState()); err != nil {
-		t.Fatal(err)
-	}
-	prog := d.Program()
+	d, prog := methodsDatapath(t)
 	tcp, udp := uint8(packet.ProtoTCP), uint8(packet.ProtoUDP)
-	cases := []struct {
-		name      string
-		fwd       packet.Flow // the client's flow the error is about
-		typ, code uint8
-		rest      uint32
-		n         int // bytes quoted, 0: all
-		backend   netip.Addr
-		bport     uint16
-		wantCount string
-	}{
-		{"v4 tcp frag-needed, 28 bytes", methodsFlow(client4, vipNAT4, tcp, 80), packet.ICMPUnreach, packet.ICMPFragNeeded, 1400, 28, be4, 8080, "icmp_frag_needed"},
-		{"v4 tcp frag-needed, whole", methodsFlow(client4, vipNAT4, tcp, 80), packet.ICMPUnreach, packet.ICMPFragNeeded, 1280, 0, be4, 8080, "icmp_frag_needed"},
-		{"v4 tcp port unreachable, quote with options, vlan", withVLAN(withOptions(methodsFlow(client4, vipNAT4, tcp, 80))), packet.ICMPUnreach, 3, 0, 0, be4, 8080, "icmp_unreach"},
-		{"v4 udp port unreachable", methodsFlow(client4, vipNAT4, udp, 53), packet.ICMPUnreach, 3, 0, 0, be4, 53, "icmp_unreach"},
-		{"v4 udp time exceeded, 36 bytes", methodsFlow(client4, vipNAT4, udp, 53), packet.ICMPTimeExceeded, 0, 0, 36, be4, 53, "icmp_time_exceeded"},
-		{"v6 tcp packet-too-big", methodsFlow(client6, vipNAT6, tcp, 80), packet.ICMPv6PacketTooBig, 0, 1280, 0, be6, 8080, "icmp_frag_needed"},
-		{"v6 tcp time exceeded, 48 bytes, vlan", withVLAN(methodsFlow(client6, vipNAT6, tcp, 80)), packet.ICMPv6TimeExceeded, 0, 0, 48, be6, 8080, "icmp_time_exceeded"},
-		{"v6 udp unreachable, 48 bytes", methodsFlow(client6, vipNAT6, udp, 53), packet.ICMPv6Unreach, 4, 0, 48, be6, 53, "icmp_unreach"},
+	cases := []natICMPCase{
+		{"v4 tcp frag-needed, 28 bytes", methodsFlow(client4, vipNAT4, tcp, 80), packet.ICMPUnreach, packet.ICMPFragNeeded, 1400, 28, be4, 8080, "icmp_frag_needed", false},
+		{"v4 tcp frag-needed, whole", methodsFlow(client4, vipNAT4, tcp, 80), packet.ICMPUnreach, packet.ICMPFragNeeded, 1280, 0, be4, 8080, "icmp_frag_needed", false},
+		{"v4 tcp port unreachable, quote with options, vlan", withVLAN(withOptions(methodsFlow(client4, vipNAT4, tcp, 80))), packet.ICMPUnreach, 3, 0, 0, be4, 8080, "icmp_unreach", false},
+		{"v4 udp port unreachable", methodsFlow(client4, vipNAT4, udp, 53), packet.ICMPUnreach, 3, 0, 0, be4, 53, "icmp_unreach", false},
+		{"v4 udp time exceeded, 36 bytes", methodsFlow(client4, vipNAT4, udp, 53), packet.ICMPTimeExceeded, 0, 0, 36, be4, 53, "icmp_time_exceeded", false},
+		{"v6 tcp packet-too-big", methodsFlow(client6, vipNAT6, tcp, 80), packet.ICMPv6PacketTooBig, 0, 1280, 0, be6, 8080, "icmp_frag_needed", false},
+		{"v6 tcp time exceeded, 48 bytes, vlan", withVLAN(methodsFlow(client6, vipNAT6, tcp, 80)), packet.ICMPv6TimeExceeded, 0, 0, 48, be6, 8080, "icmp_time_exceeded", false},
+		{"v6 udp unreachable, 48 bytes", methodsFlow(client6, vipNAT6, udp, 53), packet.ICMPv6Unreach, 4, 0, 48, be6, 53, "icmp_unreach", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -97,7 +111,7 @@ func TestNATICMPToBackendFixtures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, k := range []string{"nat_icmp", c.wantCount} {
+			for _, k := range []string{"nat_icmp", c.count} {
 				if after[k] != before[k]+1 {
 					t.Errorf("%s moved by %d, want 1", k, after[k]-before[k])
 				}
@@ -112,30 +126,17 @@ func TestNATICMPToBackendFixtures(t *testing.T) {
 // Errors about no tracked flow, and ICMP too short to hold the quoted
 // ports, pass untouched.
 func TestNATICMPToClientFixtures(t *testing.T) {
-	d := newTestDatapath(t, Options{})
-	if _, err := d.Apply(methodsState()); err != nil {
-		t.Fatal(err)
-	}
-	prog := d.Program()
+	d, prog := methodsDatapath(t)
 	tcp, udp := uint8(packet.ProtoTCP), uint8(packet.ProtoUDP)
-	cases := []struct {
-		name      string
-		fwd       packet.Flow
-		typ, code uint8
-		rest      uint32
-		n         int
-		backend   netip.Addr
-		bport     uint16
-		tracked   bool
-	}{
-		{"v4 udp port unreachable", methodsFlow(client4, vipNAT4, udp, 53), packet.ICMPUnreach, 3, 0, 0, be4, 53, true},
-		{"v4 tcp frag-needed, 28 bytes, vlan", withVLAN(methodsFlow(client4, vipNAT4, tcp, 80)), packet.ICMPUnreach, packet.ICMPFragNeeded, 1300, 28, be4, 8080, true},
-		{"v4 tcp unreachable, options", withOptions(methodsFlow(client4, vipNAT4, tcp, 80)), packet.ICMPUnreach, 1, 0, 0, be4, 8080, true},
-		{"v6 udp port unreachable", methodsFlow(client6, vipNAT6, udp, 53), packet.ICMPv6Unreach, 4, 0, 0, be6, 53, true},
-		{"v6 tcp packet-too-big, 60 bytes", methodsFlow(client6, vipNAT6, tcp, 80), packet.ICMPv6PacketTooBig, 0, 1280, 60, be6, 8080, true},
-		{"v4 untracked backend port", methodsFlow(client4, vipNAT4, tcp, 80), packet.ICMPUnreach, 3, 0, 0, be4, 9999, false},
-		{"v4 quote too short for the ports", methodsFlow(client4, vipNAT4, tcp, 80), packet.ICMPUnreach, 3, 0, 22, be4, 8080, false},
-		{"v6 untracked", methodsFlow(client6, vipNAT6, udp, 53), packet.ICMPv6Unreach, 4, 0, 0, be6, 54, false},
+	cases := []natICMPCase{
+		{"v4 udp port unreachable", methodsFlow(client4, vipNAT4, udp, 53), packet.ICMPUnreach, 3, 0, 0, be4, 53, "", true},
+		{"v4 tcp frag-needed, 28 bytes, vlan", withVLAN(methodsFlow(client4, vipNAT4, tcp, 80)), packet.ICMPUnreach, packet.ICMPFragNeeded, 1300, 28, be4, 8080, "", true},
+		{"v4 tcp unreachable, options", withOptions(methodsFlow(client4, vipNAT4, tcp, 80)), packet.ICMPUnreach, 1, 0, 0, be4, 8080, "", true},
+		{"v6 udp port unreachable", methodsFlow(client6, vipNAT6, udp, 53), packet.ICMPv6Unreach, 4, 0, 0, be6, 53, "", true},
+		{"v6 tcp packet-too-big, 60 bytes", methodsFlow(client6, vipNAT6, tcp, 80), packet.ICMPv6PacketTooBig, 0, 1280, 60, be6, 8080, "", true},
+		{"v4 untracked backend port", methodsFlow(client4, vipNAT4, tcp, 80), packet.ICMPUnreach, 3, 0, 0, be4, 9999, "", false},
+		{"v4 quote too short for the ports", methodsFlow(client4, vipNAT4, tcp, 80), packet.ICMPUnreach, 3, 0, 22, be4, 8080, "", false},
+		{"v6 untracked", methodsFlow(client6, vipNAT6, udp, 53), packet.ICMPv6Unreach, 4, 0, 0, be6, 54, "", false},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
