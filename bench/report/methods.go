@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/xlbproject/xlb/bench/harness"
+	"github.com/xlbproject/xlb/bench/stats"
 	"github.com/xlbproject/xlb/internal/state"
 )
 
@@ -24,9 +25,9 @@ var methodKeys = map[harness.Scenario]string{
 
 // methodPasses: every method is measured this many times, in turn and in
 // alternating order (gre ... nat, then nat ... gre), and the figure is
-// the mean of its passes' medians, so that drift over the part's minutes
-// weighs on all methods alike.
-const methodPasses = 2
+// the median of its passes' medians, so that drift and neighbours over
+// the part's minutes weigh on all methods alike.
+const methodPasses = 4
 
 // methodRatios are the methods' targets relative to GRE in the same run:
 // key in method_vs_gre, the figure and the GRE figure it is divided by.
@@ -44,7 +45,7 @@ var methodRatios = []struct{ key, fig, gre string }{
 // (IPv4, IPv6) and a new flow; for NAT also a tracked flow's reply
 // (IPv4, IPv6). Then the methods' one-core rates and their ratios to GRE.
 func (b *runner) pktMethods(o harness.Options) error {
-	sums, bests := map[string]float64{}, map[string]float64{}
+	passes, bests := map[string][]float64{}, map[string]float64{}
 	for pass := range methodPasses {
 		for i := range benchMethods {
 			bm := benchMethods[i]
@@ -62,7 +63,7 @@ func (b *runner) pktMethods(o harness.Options) error {
 			}
 			for _, f := range r.Figures {
 				k := bm.name + "." + methodKeys[f.Scenario]
-				sums[k] += f.Ns
+				passes[k] = append(passes[k], f.Ns)
 				if v, ok := bests[k]; !ok || f.Best < v {
 					bests[k] = f.Best
 				}
@@ -73,8 +74,8 @@ func (b *runner) pktMethods(o harness.Options) error {
 		for _, s := range []harness.Scenario{harness.TCPHit4, harness.TCPHit6, harness.NewFlow, harness.NATReply4, harness.NATReply6,
 			harness.NATReplyCycled4, harness.NATReplyCycled6} {
 			k := bm.name + "." + methodKeys[s]
-			if v, ok := sums[k]; ok {
-				b.put("ns_per_pkt_method."+k, v/methodPasses, "ns", fmt.Sprintf("best %.0f", bests[k]))
+			if v, ok := passes[k]; ok {
+				b.put("ns_per_pkt_method."+k, stats.Median(v), "ns", fmt.Sprintf("best %.0f; passes %.0f", bests[k], v))
 			}
 		}
 	}
@@ -115,7 +116,7 @@ func (b *runner) putMethodRates() {
 func (b *runner) methodsMarkdown(cycled uint32) string {
 	var s strings.Builder
 	fmt.Fprintf(&s, "\nForwarding methods (`ns_per_pkt_method`, `mpps_method`): every service on one method, the methods "+
-		"measured in turn in this run, %d passes in alternating order, mean of the passes' medians (ns/packet, the forwarder "+
+		"measured in turn in this run, %d passes in alternating order, median of the passes' medians (ns/packet, the forwarder "+
 		"alone). Mpps: one core doing only the forwarder's work, 1000 / ns (BPF_PROG_TEST_RUN: no driver, no wire). "+
 		"NAT reply: a tracked flow's ACK from its backend, rewritten to the VIP and sent by the FIB's answer (cached per CPU); "+
 		"its new-flow column: replies to %d clients round robin, more than the next-hop cache holds, so each asks the FIB "+
