@@ -189,7 +189,7 @@ static __always_inline int nat_fib(struct xdp_md *ctx, const struct pkt *p, cons
 	if (!h)
 		return -1;
 	/* the same lookup still fresh: the longest length accepted grows */
-	same = nathop_same(h, p->dst, vip, ctx->ingress_ifindex, p->family) && now - h->ts_ns < NAT_HOP_TTL_NS;
+	same = nathop_same(h, p->dst, vip, ctx->ingress_ifindex, p->family) && now - h->ts < NAT_HOP_TTL_JIFFIES;
 	if (!same || h->max_len < p->l3_len) {
 		h->max_len = p->l3_len;
 	}
@@ -198,7 +198,7 @@ static __always_inline int nat_fib(struct xdp_md *ctx, const struct pkt *p, cons
 		__builtin_memcpy(h->vip, vip, 16);
 		h->iif = ctx->ingress_ifindex;
 		h->family = p->family;
-		h->ts_ns = now;
+		h->ts = now;
 	}
 	h->oif = fib.ifindex;
 	__builtin_memcpy(h->dmac, fib.dmac, ETH_ALEN);
@@ -216,13 +216,13 @@ static __always_inline int nat_send_client(struct xdp_md *ctx, const struct pkt 
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	struct nat_hop *h = nathop_slot(p->dst);
-	__u64 now = bpf_ktime_get_coarse_ns();
+	__u64 now = bpf_jiffies64();
 	struct ethhdr *eth = data;
 
 	if ((void *)(eth + 1) > data_end)
 		return XDP_DROP;
 	if (!h || !nathop_same(h, p->dst, vip, ctx->ingress_ifindex, p->family) ||
-	    now - h->ts_ns >= NAT_HOP_TTL_NS || p->l3_len > h->max_len) {
+	    now - h->ts >= NAT_HOP_TTL_JIFFIES || p->l3_len > h->max_len) {
 		if (nat_fib(ctx, p, vip, h, now)) {
 			stats_count(XLB_STAT_NAT_REPLY_PASS);
 			return XDP_PASS;

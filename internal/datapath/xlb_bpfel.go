@@ -79,7 +79,7 @@ type xlbNatHop struct {
 	_      structs.HostLayout
 	Client [2]uint64
 	Vip    [2]uint64
-	TsNs   uint64
+	Ts     uint64
 	Iif    uint32
 	Oif    uint32
 	Dmac   [6]uint8
