@@ -21,6 +21,7 @@
 #include "consts.h"
 #include "csum.h"
 #include "maps.h"
+#include "nathop.h"
 #include "parse.h"
 #include "stats.h"
 #include "types.h"
@@ -143,8 +144,10 @@ __attribute__((noinline)) int xlb_nat_forward(struct xdp_md *ctx, const struct p
 
 	__be16 bport = r->port ? r->port : pkt_dport(p);
 
+	if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6)
+		return 0; /* an error about a flow, rewritten by xlb_icmp (naticmp.h) */
 	if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP)
-		return XLB_STAT_DROP_INTERNAL; /* ICMP: nat_icmp_forward */
+		return XLB_STAT_DROP_INTERNAL;
 	if (track && xlb_nat_track(p, r, rid, bport))
 		stats_count(XLB_STAT_NAT_TRACK_FAIL);
 	return nat_rewrite(ctx, p, 0, r->addr, bport);
@@ -161,18 +164,15 @@ static __always_inline void nat_reply_key(const struct pkt *p, struct nat_key *k
 	k->family = p->family;
 }
 
-/* nat_send_client sends a rewritten reply of tot_len IP bytes to its
- * client by the kernel's FIB; without an answer (a neighbour not resolved
- * yet, a route the FIB cannot give XDP) the kernel forwards it. */
-static __always_inline int nat_send_client(struct xdp_md *ctx, const struct pkt *p, const __u8 *vip)
+/* nat_fib asks the kernel's FIB for the next hop of the rewritten reply
+ * p from vip and keeps the answer in slot h (nathop.h). Returns 0, or -1
+ * without an answer. */
+static __always_inline int nat_fib(struct xdp_md *ctx, const struct pkt *p, const __u8 *vip,
+				   struct nat_hop *h, __u64 now)
 {
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
 	struct bpf_fib_lookup fib = {};
-	struct ethhdr *eth = data;
+	int same;
 
-	if ((void *)(eth + 1) > data_end)
-		return XDP_DROP;
 	fib.ifindex = ctx->ingress_ifindex;
 	fib.tot_len = p->l3_len;
 	if (p->family == XLB_AF_INET) {
@@ -184,16 +184,61 @@ static __always_inline int nat_send_client(struct xdp_md *ctx, const struct pkt 
 		__builtin_memcpy(fib.ipv6_src, vip, 16);
 		__builtin_memcpy(fib.ipv6_dst, p->dst, 16);
 	}
-	if (bpf_fib_lookup(ctx, &fib, sizeof(fib), 0) != BPF_FIB_LKUP_RET_SUCCESS) {
-		stats_count(XLB_STAT_NAT_REPLY_PASS);
-		return XDP_PASS;
+	if (bpf_fib_lookup(ctx, &fib, sizeof(fib), 0) != BPF_FIB_LKUP_RET_SUCCESS)
+		return -1;
+	if (!h)
+		return -1;
+	/* the same lookup still fresh: the longest length accepted grows */
+	same = nathop_same(h, p->dst, vip, ctx->ingress_ifindex, p->family) && now - h->ts < NAT_HOP_TTL_JIFFIES;
+	if (!same || h->max_len < p->l3_len) {
+		h->max_len = p->l3_len;
 	}
-	__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, fib.smac, ETH_ALEN);
-	stats_count(XLB_STAT_NAT_REPLY);
-	if (fib.ifindex == ctx->ingress_ifindex)
+	if (!same) {
+		__builtin_memcpy(h->client, p->dst, 16);
+		__builtin_memcpy(h->vip, vip, 16);
+		h->iif = ctx->ingress_ifindex;
+		h->family = p->family;
+		h->ts = now;
+	}
+	h->oif = fib.ifindex;
+	__builtin_memcpy(h->dmac, fib.dmac, ETH_ALEN);
+	__builtin_memcpy(h->smac, fib.smac, ETH_ALEN);
+	return 0;
+}
+
+/* nat_send_client sends a rewritten reply p to its client by the kernel's
+ * FIB (its answer cached per CPU, nathop.h), counted as sent; without an
+ * answer (a neighbour not resolved yet, a route the FIB cannot give XDP)
+ * the kernel forwards it. */
+static __always_inline int nat_send_client(struct xdp_md *ctx, const struct pkt *p, const __u8 *vip,
+					   enum xlb_stat sent)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct nat_hop *h = nathop_slot(p->dst);
+	__u64 now = bpf_jiffies64();
+	struct ethhdr *eth = data;
+
+	if ((void *)(eth + 1) > data_end)
+		return XDP_DROP;
+	if (!h || !nathop_same(h, p->dst, vip, ctx->ingress_ifindex, p->family) ||
+	    now - h->ts >= NAT_HOP_TTL_JIFFIES || p->l3_len > h->max_len) {
+		if (nat_fib(ctx, p, vip, h, now)) {
+			stats_count(XLB_STAT_NAT_REPLY_PASS);
+			return XDP_PASS;
+		}
+	}
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	eth = data;
+	if ((void *)(eth + 1) > data_end || !h)
+		return XDP_DROP;
+	__builtin_memcpy(eth->h_dest, h->dmac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, h->smac, ETH_ALEN);
+	stats_count(sent);
+	if (h->oif == ctx->ingress_ifindex)
 		return XDP_TX;
-	return bpf_redirect(fib.ifindex, 0);
+	return bpf_redirect(h->oif, 0);
 }
 
 /* xlb_nat_reply: a TCP/UDP packet to no VIP. With NAT in use (node flag)
@@ -226,5 +271,5 @@ __attribute__((noinline)) int xlb_nat_reply(struct xdp_md *ctx, const struct pkt
 		stats_count(rc);
 		return XDP_DROP;
 	}
-	return nat_send_client(ctx, p, vip);
+	return nat_send_client(ctx, p, vip, XLB_STAT_NAT_REPLY);
 }

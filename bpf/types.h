@@ -226,7 +226,8 @@ enum xlb_stat {
 	XLB_STAT_NAT_REPLY,         /* a NAT backend's reply, rewritten to the VIP and sent to the client */
 	XLB_STAT_NAT_REPLY_PASS,    /* the same, rewritten, but no FIB answer: to the kernel to route */
 	XLB_STAT_NAT_TRACK_FAIL,    /* a NAT flow could not be recorded in xlb_nat: its replies will pass untouched */
-	XLB_STAT_NAT_ICMP,          /* an ICMP error about a NAT flow, rewritten (either direction) */
+	XLB_STAT_NAT_ICMP,          /* an ICMP error to a VIP about a NAT flow, rewritten for its backend (bpf/naticmp.h) */
+	XLB_STAT_NAT_ICMP_REPLY,    /* a NAT backend's ICMP error about a tracked flow, rewritten to the VIP and sent to the client */
 	XLB_STAT__MAX,
 };
 

@@ -23,6 +23,7 @@
 #include "trace.h"
 #include "sync.h"
 #include "sweep.h"
+#include "naticmp.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -121,10 +122,12 @@ static __always_inline int xlb_send(struct xdp_md *ctx, const struct pkt *p,
 	return rc;
 }
 
+/* xlb_icmp's answer for ICMP to no VIP address (not an XDP action). */
+#define XLB_ICMP_NOT_VIP 0x300
+
 /* xlb_icmp: ICMP to a VIP address (docs/ARCHITECTURE.md, ICMP). Errors about
- * a VIP flow go
- * to the flow's backend (read-only lookup of the reversed embedded tuple),
- * echo requests are answered within the rate; the rest goes to the kernel.
+ * a VIP flow go to the flow's backend (read-only lookup of the reversed
+ * embedded tuple; NAT backends get it rewritten, naticmp.h), echo requests are answered within the rate; the rest goes to the kernel.
  * The verdicts are in docs/ARCHITECTURE.md. A global (BPF-to-BPF) function:
  * the verifier checks it once, apart from the TCP/UDP path. */
 __attribute__((noinline)) int xlb_icmp(struct xdp_md *ctx, struct pkt *p)
@@ -137,10 +140,12 @@ __attribute__((noinline)) int xlb_icmp(struct xdp_md *ctx, struct pkt *p)
 	__u64 h;
 	int kind, rc;
 
-	if (!p || !select_is_vip_addr(p)) {
-		stats_count(XLB_STAT_PASS_OTHER_PROTO);
-		return XDP_PASS;
+	if (!p) {
+		stats_count(XLB_STAT_DROP_INTERNAL);
+		return XDP_DROP;
 	}
+	if (!select_is_vip_addr(p))
+		return XLB_ICMP_NOT_VIP; /* xlb_unparsed calls xlb_nat_icmp_reply: stack depth */
 	n = bpf_map_lookup_elem(&xlb_node, &zero);
 	if (!n) {
 		stats_count(XLB_STAT_DROP_INTERNAL);
@@ -175,17 +180,18 @@ __attribute__((noinline)) int xlb_icmp(struct xdp_md *ctx, struct pkt *p)
 		stats_count(rc);
 		return XDP_DROP;
 	}
-	if (methods_of(sel.real, v) == XLB_ENCAP_NAT) {
-		/* no rewrite of the quoted packet yet (methods.h): the kernel's */
-		stats_count(XLB_STAT_ICMP_PASS);
-		return XDP_PASS;
-	}
 	stats_count(kind == ICMP_K_FRAG_NEEDED ? XLB_STAT_ICMP_FRAG_NEEDED :
 		    kind == ICMP_K_UNREACH     ? XLB_STAT_ICMP_UNREACH :
 						 XLB_STAT_ICMP_TIME_EXCEEDED);
 	/* too big once encapsulated: cut to fit (icmpfit.h) */
 	/* the same outer length as xlb_send's: the method's (methods_outer) */
 	rc = icmpfit_fit(ctx, p, sel.real, n, methods_outer(sel.real, methods_of(sel.real, v)));
+	if (!rc && methods_of(sel.real, v) == XLB_ENCAP_NAT) {
+		/* naticmp.h: the quote as the backend sent it */
+		rc = nat_icmp_to_backend(ctx, p, &flow, sel.real);
+		if (!rc)
+			stats_count(XLB_STAT_NAT_ICMP);
+	}
 	if (rc) {
 		stats_count(rc);
 		return XDP_DROP;
@@ -317,7 +323,10 @@ static __always_inline int xlb_unparsed(struct xdp_md *ctx, struct pkt *p, int r
 	case PARSE_OTHER_PROTO:
 		if ((p->family == XLB_AF_INET && p->proto == IPPROTO_ICMP) ||
 		    (p->family == XLB_AF_INET6 && p->proto == IPPROTO_ICMPV6)) {
-			return xlb_verdict(xlb_icmp(ctx, p));
+			rc = xlb_icmp(ctx, p);
+			if (rc == XLB_ICMP_NOT_VIP) /* naticmp.h: passes all but NAT backends' errors */
+				rc = xlb_nat_icmp_reply(ctx, p);
+			return xlb_verdict(rc);
 		}
 		if (p->proto == IPPROTO_GRE) {
 			rc = xlb_frag_gre(ctx, p);

@@ -80,22 +80,8 @@ func TestICMPFragNeededLowersBackendPMTU(t *testing.T) {
 func checkPMTU(t *testing.T, ctx context.Context, l *lab.Lab, vip netip.Addr) {
 	client := l.Client.Addr(vip)
 	target := netip.AddrPortFrom(vip, lab.DefaultPorts.TCP)
-	c, err := l.Client.DialContext(ctx, "tcp", target.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r := bufio.NewReader(c)
-	name := echoLine(t, c, r, "pmtu hello")
-	var backend *lab.Host
-	for _, b := range l.Backends {
-		if b.Short == name {
-			backend = b
-		}
-	}
-	if backend == nil {
-		t.Fatalf("reply from %q, not a backend", name)
-	}
+	c, r, backend := dialEcho(t, ctx, l, target) // naticmp_test.go
+	name := backend.Short
 	cport := uint16(c.LocalAddr().(*net.TCPAddr).Port)
 	flow := maglev.Tuple{Src: client, Dst: vip, SrcPort: cport, DstPort: target.Port(), Proto: packet.ProtoTCP}
 

@@ -89,6 +89,17 @@ const (
 	NewFlowUDP  Scenario = "new_flow_udp"  // the same with UDP: a non-SYN miss, the forwarder also reads the other CPUs' slices
 	NewFlowFull Scenario = "new_flow_full" // a new flow (SYN) every packet, every entry of the table in use
 	Cycled      Scenario = "cycled"        // ACKs of Options.CycleFlows established flows, round robin
+	// NAT replies (Options.Method EncapNAT only; not in Scenarios): an
+	// ACK from the first backend's natBackendPort to the client of a
+	// tracked NAT flow (its xlb_nat entry written first), rewritten to the
+	// VIP and sent by the FIB (natreply.go).
+	NATReply4 Scenario = "nat_reply_v4"
+	NATReply6 Scenario = "nat_reply_v6"
+	// The same to Options.CycleFlows clients round robin, each with its
+	// xlb_nat entry: far more clients than next-hop cache slots
+	// (bpf/nathop.h), so every reply asks the FIB, as a flow's first does.
+	NATReplyCycled4 Scenario = "nat_reply_cycled_v4"
+	NATReplyCycled6 Scenario = "nat_reply_cycled_v6"
 )
 
 // Scenarios lists every scenario in the order reports show them.
@@ -444,6 +455,9 @@ var (
 const (
 	backendNet4 = "10.0.1.0/24"
 	backendNet6 = "fd00:1::/64"
+	clientNet4  = "198.51.100.0/24" // peer4's
+	cycleNet4   = "172.16.0.0/14"   // the cycled flows' (baseCycle): the clients of cycled NAT replies
+	clientNet6  = "2001:db8::/64"   // peer6's
 )
 
 // Service keys of the state.
@@ -547,6 +561,9 @@ const (
 const (
 	srcOff4 = 14 + 12
 	srcOff6 = 14 + 8 + 12
+	// the destination's: the client of a NAT reply
+	dstOff4 = 14 + 16
+	dstOff6 = 14 + 24 + 12
 )
 
 func scenarioOf(s Scenario) (scenario, error) {
@@ -576,6 +593,14 @@ func scenarioOf(s Scenario) (scenario, error) {
 		return scenario{s, syn4, NewFlows, srcOff4, miss, fillFull}, nil
 	case Cycled:
 		return scenario{s, tcp4, CycleFlow, srcOff4, hit, fillEmpty}, nil
+	case NATReply4:
+		return scenario{s, natReplyOf(tcp4), SameFlow, srcOff4, benchXlbStatXLB_STAT_NAT_REPLY, fillEmpty}, nil
+	case NATReply6:
+		return scenario{s, natReplyOf(tcp6), SameFlow, srcOff6, benchXlbStatXLB_STAT_NAT_REPLY, fillEmpty}, nil
+	case NATReplyCycled4:
+		return scenario{s, natReplyOf(tcp4), CycleFlow, dstOff4, benchXlbStatXLB_STAT_NAT_REPLY, fillEmpty}, nil
+	case NATReplyCycled6:
+		return scenario{s, natReplyOf(tcp6), CycleFlow, dstOff6, benchXlbStatXLB_STAT_NAT_REPLY, fillEmpty}, nil
 	}
 	return scenario{}, fmt.Errorf("bench: unknown scenario %q", s)
 }

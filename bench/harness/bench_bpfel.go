@@ -206,7 +206,7 @@ type benchXlbCounters struct {
 
 type benchXlbGlobal struct {
 	_     structs.HostLayout
-	Count [51]uint64
+	Count [52]uint64
 }
 
 type benchXlbStat uint32
@@ -263,7 +263,8 @@ const (
 	benchXlbStatXLB_STAT_NAT_REPLY_PASS        benchXlbStat = 48
 	benchXlbStatXLB_STAT_NAT_TRACK_FAIL        benchXlbStat = 49
 	benchXlbStatXLB_STAT_NAT_ICMP              benchXlbStat = 50
-	benchXlbStatXLB_STAT__MAX                  benchXlbStat = 51
+	benchXlbStatXLB_STAT_NAT_ICMP_REPLY        benchXlbStat = 51
+	benchXlbStatXLB_STAT__MAX                  benchXlbStat = 52
 )
 
 // Names of all BPF objects in the ELF.
@@ -310,6 +311,8 @@ const (
 	benchVarBenchMode           = "bench_mode"
 	benchVarBenchPos            = "bench_pos"
 	benchVarBenchStop           = "bench_stop"
+	benchVarBenchTail           = "bench_tail"
+	benchVarBenchTailLen        = "bench_tail_len"
 	benchVarBenchVarOff         = "bench_var_off"
 	benchVarCtShift             = "ct_shift"
 	benchVarNrCpus              = "nr_cpus"
@@ -410,6 +413,8 @@ type benchVariableSpecs struct {
 	BenchMode           *ebpf.VariableSpec `ebpf:"bench_mode"`
 	BenchPos            *ebpf.VariableSpec `ebpf:"bench_pos"`
 	BenchStop           *ebpf.VariableSpec `ebpf:"bench_stop"`
+	BenchTail           *ebpf.VariableSpec `ebpf:"bench_tail"`
+	BenchTailLen        *ebpf.VariableSpec `ebpf:"bench_tail_len"`
 	BenchVarOff         *ebpf.VariableSpec `ebpf:"bench_var_off"`
 	CtShift             *ebpf.VariableSpec `ebpf:"ct_shift"`
 	NrCpus              *ebpf.VariableSpec `ebpf:"nr_cpus"`
@@ -508,6 +513,8 @@ type benchVariables struct {
 	BenchMode           *ebpf.Variable `ebpf:"bench_mode"`
 	BenchPos            *ebpf.Variable `ebpf:"bench_pos"`
 	BenchStop           *ebpf.Variable `ebpf:"bench_stop"`
+	BenchTail           *ebpf.Variable `ebpf:"bench_tail"`
+	BenchTailLen        *ebpf.Variable `ebpf:"bench_tail_len"`
 	BenchVarOff         *ebpf.Variable `ebpf:"bench_var_off"`
 	CtShift             *ebpf.Variable `ebpf:"ct_shift"`
 	NrCpus              *ebpf.Variable `ebpf:"nr_cpus"`

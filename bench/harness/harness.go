@@ -15,6 +15,7 @@ import (
 	"github.com/xlbproject/xlb/internal/datapath"
 	"github.com/xlbproject/xlb/internal/packet"
 	"github.com/xlbproject/xlb/internal/progrun"
+	"github.com/xlbproject/xlb/internal/state"
 	"golang.org/x/sys/unix"
 )
 
@@ -36,6 +37,7 @@ type harness struct {
 	base    *benchObjects
 	targets []*target
 	fib     bool            // forwarding is on on the ingress device
+	sent    benchXlbStat    // the counter of a packet sent: forward_tx, or nat_reply for NAT replies
 	zero    []benchCtBucket // a CPU slice of empty buckets
 	sync    syncState       // sync.go
 }
@@ -75,7 +77,7 @@ func newHarness(o Options, specs []targetSpec, ifindex int, fib bool) (h *harnes
 	}
 	var rnd [4]byte
 	rand.Read(rnd[:])
-	h = &harness{o: o, ifindex: ifindex, ncpu: ncpu, fib: fib, repl: map[string]*ebpf.Map{},
+	h = &harness{o: o, ifindex: ifindex, ncpu: ncpu, fib: fib, repl: map[string]*ebpf.Map{}, sent: benchXlbStatXLB_STAT_FORWARD_TX,
 		pinDir: filepath.Join("/sys/fs/bpf", "xlb-bench-"+hex.EncodeToString(rnd[:]))}
 	self := h // the error returns below set h to nil
 	defer func() {
@@ -328,11 +330,17 @@ func (h *harness) setFlow(frame []byte, mode FlowMode, varOff, base, flows uint3
 		return fmt.Errorf("bench: frame of %d bytes, at least %d needed", len(frame), len(head))
 	}
 	copy(head[:], frame)
+	var tail [64]byte // BENCH_TAIL
+	deep := uint32(0)
+	if h.o.Method == state.EncapNAT { // NAT rewrites the headers in place
+		deep = uint32(min(len(frame)-len(head), len(tail)-1))
+	}
+	copy(tail[:deep], frame[len(head):])
 	for _, set := range []struct {
 		v   *ebpf.Variable
 		val any
 	}{
-		{h.base.BenchHead, head}, {h.base.BenchLen, uint32(len(frame))}, {h.base.BenchMode, uint32(mode)},
+		{h.base.BenchHead, head}, {h.base.BenchTail, tail}, {h.base.BenchTailLen, deep}, {h.base.BenchLen, uint32(len(frame))}, {h.base.BenchMode, uint32(mode)},
 		{h.base.BenchVarOff, varOff}, {h.base.BenchBase, base}, {h.base.BenchFlows, flows},
 		{h.base.BenchPos, uint32(0)},
 	} {
@@ -385,7 +393,7 @@ func (h *harness) measure(t *target, frame []byte, repeat uint32, expect benchXl
 	if err != nil || t.stop != StopNone {
 		return r.ns, err
 	}
-	bad := r.delta[benchXlbStatXLB_STAT_FORWARD_TX] != r.iters
+	bad := r.delta[h.sent] != r.iters
 	// A new flow may falsely hit (bucket and 28-bit tag collision, ~3e-8
 	// per lookup in a full table): allow 1 in 100000.
 	if expect != anyStat {
@@ -395,7 +403,7 @@ func (h *harness) measure(t *target, frame []byte, repeat uint32, expect benchXl
 	}
 	if bad {
 		return 0, fmt.Errorf("%w: %d packets, want every one %s and %s; counters moved: %v",
-			ErrCounters, r.iters, statName(benchXlbStatXLB_STAT_FORWARD_TX), statName(expect), r.moved)
+			ErrCounters, r.iters, statName(h.sent), statName(expect), r.moved)
 	}
 	if err := checkOutput(out, h.o.Method); err != nil {
 		return 0, err

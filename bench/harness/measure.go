@@ -99,6 +99,13 @@ func (h *harness) scenario(sc scenario) ([]float64, error) {
 	if err := h.setFlow(frame, sc.mode, sc.varOff, base, flows); err != nil {
 		return nil, err
 	}
+	h.sent = benchXlbStatXLB_STAT_FORWARD_TX
+	if sc.expect == benchXlbStatXLB_STAT_NAT_REPLY { // natreply.go
+		if err := h.trackNAT(sc, base, flows); err != nil {
+			return nil, err
+		}
+		h.sent = benchXlbStatXLB_STAT_NAT_REPLY
+	}
 	// Prime: the flows of a hit scenario are tracked before the runs (a
 	// cycle of K packets leaves the wrapper at flow 0 again). Two targets
 	// may share a table (the forwarder with the FIB lookup off and on): the

@@ -105,6 +105,8 @@ func setupNetns(fib bool) (int, error) {
 	}
 	for _, r := range []struct{ dst, gw string }{
 		{backendNet4, gwV4.String()}, {backendNet6, gwV6.String()},
+		// the clients, for NAT replies (their FIB lookup)
+		{clientNet4, gwV4.String()}, {clientNet6, gwV6.String()}, {cycleNet4, gwV4.String()},
 	} {
 		_, dst, err := net.ParseCIDR(r.dst)
 		if err != nil {

@@ -42,6 +42,11 @@ type Report struct {
 	// NsPerPktMethod: the forwarder per forwarding method,
 	// "<method>.<scenario>" (methods.go).
 	NsPerPktMethod map[string]float64 `json:"ns_per_pkt_method,omitempty"`
+	// MppsMethod: one core doing the forwarder's work per method, 1000 /
+	// ns_per_pkt_method ("<method>_v4", nat_forward, nat_reply);
+	// MethodVsGRE: method figures over GRE's of the same run (targets).
+	MppsMethod  map[string]float64 `json:"mpps_method,omitempty"`
+	MethodVsGRE map[string]float64 `json:"method_vs_gre,omitempty"`
 	// LoadLatencyNs: one dependent load over random lines of a region,
 	// by region size ("mib1", "mib8", "mib16"), on the pkt part's CPU.
 	LoadLatencyNs map[string]float64 `json:"load_latency_ns,omitempty"`
@@ -214,6 +219,12 @@ var targets = []Target{
 	{Key: "control.apply_3000_services_s", What: "3,000 services × 30 backends, file to data plane", Unit: "s", AtMost: true, Target: 1,
 		Reference: "production XDP LB: 3,000 services"},
 	{Key: "control.one_backend_change_ms", What: "one backend's weight change to data plane", Unit: "ms", AtMost: true, Target: 10},
+	{Key: "method_vs_gre.dr_hit_v4", What: "DR, established flow's ACK, IPv4, over GRE's", Unit: "×", AtMost: true, Target: 1},
+	{Key: "method_vs_gre.dr_hit_v6", What: "DR, established flow's ACK, IPv6, over GRE's", Unit: "×", AtMost: true, Target: 1},
+	{Key: "method_vs_gre.nat_hit_v4", What: "NAT forward, established flow's ACK, IPv4, over GRE's", Unit: "×", AtMost: true, Target: 1},
+	{Key: "method_vs_gre.nat_hit_v6", What: "NAT forward, established flow's ACK, IPv6, over GRE's", Unit: "×", AtMost: true, Target: 1},
+	{Key: "method_vs_gre.nat_reply_v4", What: "NAT reply, tracked flow, IPv4, over GRE's ACK", Unit: "×", AtMost: true, Target: 1.2},
+	{Key: "method_vs_gre.nat_reply_v6", What: "NAT reply, tracked flow, IPv6, over GRE's ACK", Unit: "×", AtMost: true, Target: 1.2},
 	{Key: "sync.new_flow_overhead_pct", What: "new-flow cost with connection sync on, over off", Unit: "%", AtMost: true, Target: 15},
 	{Key: "sync.send_flows_per_s", What: "synced flows one node sends, one core", Unit: "flows/s", Target: 1e6},
 	{Key: "sync.apply_flows_per_s", What: "synced flows one node applies, one core", Unit: "flows/s", Target: 1e6},
@@ -264,6 +275,10 @@ func (r *Report) groupPtr(name string) *map[string]float64 {
 		return &r.NsPerPktCachedTable
 	case "ns_per_pkt_method":
 		return &r.NsPerPktMethod
+	case "mpps_method":
+		return &r.MppsMethod
+	case "method_vs_gre":
+		return &r.MethodVsGRE
 	case "load_latency_ns":
 		return &r.LoadLatencyNs
 	case "pkt_harness":

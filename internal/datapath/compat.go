@@ -48,6 +48,7 @@ var pinnedMapPolicy = map[string]struct {
 }{
 	"xlb_ct":           {policyConntrack, "the tracked connections"},
 	"xlb_nat":          {policyConntrack, "the tracked NAT flows, which their replies are rewritten by"},
+	"xlb_nat_hops":     {policyRecreate, "the NAT replies' next-hop cache (per CPU, refilled from the FIB)"},
 	"xlb_vips":         {policyRefuse, "the committed services"},
 	"xlb_vip_addrs":    {policyRefuse, "the committed VIP addresses"},
 	"xlb_vip_index":    {policyRefuse, "the forwarder's index of the committed services"},

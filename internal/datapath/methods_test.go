@@ -89,11 +89,7 @@ func natted(f packet.Flow, to netip.Addr, port uint16) packet.Flow {
 }
 
 func TestMethodFixtures(t *testing.T) {
-	d := newTestDatapath(t, Options{})
-	if _, err := d.Apply(methodsState()); err != nil {
-		t.Fatal(err)
-	}
-	prog := d.Program()
+	d, prog := methodsDatapath(t) // naticmp_test.go
 	tcp, udp := uint8(packet.ProtoTCP), uint8(packet.ProtoUDP)
 	cases := []struct {
 		name string
@@ -159,11 +155,7 @@ func expectGUE(in packet.Flow, backend netip.Addr, sport uint16, label uint32) [
 }
 
 func TestGUEFixtures(t *testing.T) {
-	d := newTestDatapath(t, Options{})
-	if _, err := d.Apply(methodsState()); err != nil {
-		t.Fatal(err)
-	}
-	prog := d.Program()
+	_, prog := methodsDatapath(t) // naticmp_test.go
 	cases := []struct {
 		name    string
 		in      packet.Flow
@@ -222,11 +214,7 @@ func TestGUEFixtures(t *testing.T) {
 // NAT replies: rewritten back to the VIP wherever they arrive; replies
 // of no tracked flow pass untouched.
 func TestNATReplyFixtures(t *testing.T) {
-	d := newTestDatapath(t, Options{})
-	if _, err := d.Apply(methodsState()); err != nil {
-		t.Fatal(err)
-	}
-	prog := d.Program()
+	d, prog := methodsDatapath(t) // naticmp_test.go
 	tcp, udp := uint8(packet.ProtoTCP), uint8(packet.ProtoUDP)
 	reply := func(fwd packet.Flow, from netip.Addr, port uint16) packet.Flow {
 		r := fwd

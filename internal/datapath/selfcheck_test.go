@@ -56,15 +56,9 @@ func openOnTestPins(t *testing.T, iface string, mode Mode) (*Datapath, Options) 
 func TestOpenSelfCheck(t *testing.T) {
 	newTestDatapath(t, Options{}) // root and bpffs checks
 	inNewNetns(t, func() {
-		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "xlbt0", HardwareAddr: net.HardwareAddr{2, 0, 0, 0, 0, 0x11}}, PeerName: "xlbt1"}
-		if err := netlink.LinkAdd(veth); err != nil {
-			t.Fatal(err)
-		}
-		link, _ := netlink.LinkByName("xlbt0")
-		peer, _ := netlink.LinkByName("xlbt1")
-		netlink.LinkSetUp(link)
-		netlink.LinkSetUp(peer)
-		attachPassXDP(t, peer) // without it native XDP_TX frames are dropped: auto would pick generic
+		link, peer := testVeth(t, net.HardwareAddr{2, 0, 0, 0, 0, 0x11}) // nathop_test.go
+		// without it native XDP_TX frames are dropped: auto would pick generic
+		attachPassXDP(t, peer)
 		addr, _ := netlink.ParseAddr("10.0.0.11/24")
 		netlink.AddrAdd(link, addr)
 		if err := netlink.NeighSet(&netlink.Neigh{LinkIndex: link.Attrs().Index, IP: net.ParseIP("10.0.0.101"),

@@ -104,6 +104,20 @@ type xlbLblcWalk struct {
 	Act    [8]uint64
 }
 
+type xlbNatHop struct {
+	_      structs.HostLayout
+	Client [2]uint64
+	Vip    [2]uint64
+	Ts     uint64
+	Iif    uint32
+	Oif    uint32
+	Dmac   [6]uint8
+	Smac   [6]uint8
+	MaxLen uint16
+	Family uint8
+	Pad    uint8
+}
+
 type xlbNatKey struct {
 	_       structs.HostLayout
 	Backend [16]uint8
@@ -373,7 +387,7 @@ const (
 
 type xlbXlbGlobal struct {
 	_     structs.HostLayout
-	Count [51]uint64
+	Count [52]uint64
 }
 
 type xlbXlbNodeFlags uint32
@@ -483,7 +497,8 @@ const (
 	xlbXlbStatXLB_STAT_NAT_REPLY_PASS        xlbXlbStat = 48
 	xlbXlbStatXLB_STAT_NAT_TRACK_FAIL        xlbXlbStat = 49
 	xlbXlbStatXLB_STAT_NAT_ICMP              xlbXlbStat = 50
-	xlbXlbStatXLB_STAT__MAX                  xlbXlbStat = 51
+	xlbXlbStatXLB_STAT_NAT_ICMP_REPLY        xlbXlbStat = 51
+	xlbXlbStatXLB_STAT__MAX                  xlbXlbStat = 52
 )
 
 type xlbXlbSyncConst uint32
@@ -561,6 +576,7 @@ const (
 	xlbMapXlbLblc                = "xlb_lblc"
 	xlbMapXlbLblcWalk            = "xlb_lblc_walk"
 	xlbMapXlbNat                 = "xlb_nat"
+	xlbMapXlbNatHops             = "xlb_nat_hops"
 	xlbMapXlbNode                = "xlb_node"
 	xlbMapXlbPersist             = "xlb_persist"
 	xlbMapXlbRealConns           = "xlb_real_conns"
@@ -683,6 +699,7 @@ type xlbMapSpecs struct {
 	XlbLblc        *ebpf.MapSpec `ebpf:"xlb_lblc"`
 	XlbLblcWalk    *ebpf.MapSpec `ebpf:"xlb_lblc_walk"`
 	XlbNat         *ebpf.MapSpec `ebpf:"xlb_nat"`
+	XlbNatHops     *ebpf.MapSpec `ebpf:"xlb_nat_hops"`
 	XlbNode        *ebpf.MapSpec `ebpf:"xlb_node"`
 	XlbPersist     *ebpf.MapSpec `ebpf:"xlb_persist"`
 	XlbRealConns   *ebpf.MapSpec `ebpf:"xlb_real_conns"`
@@ -777,6 +794,7 @@ type xlbMaps struct {
 	XlbLblc        *ebpf.Map `ebpf:"xlb_lblc"`
 	XlbLblcWalk    *ebpf.Map `ebpf:"xlb_lblc_walk"`
 	XlbNat         *ebpf.Map `ebpf:"xlb_nat"`
+	XlbNatHops     *ebpf.Map `ebpf:"xlb_nat_hops"`
 	XlbNode        *ebpf.Map `ebpf:"xlb_node"`
 	XlbPersist     *ebpf.Map `ebpf:"xlb_persist"`
 	XlbRealConns   *ebpf.Map `ebpf:"xlb_real_conns"`
@@ -814,6 +832,7 @@ func (m *xlbMaps) Close() error {
 		m.XlbLblc,
 		m.XlbLblcWalk,
 		m.XlbNat,
+		m.XlbNatHops,
 		m.XlbNode,
 		m.XlbPersist,
 		m.XlbRealConns,

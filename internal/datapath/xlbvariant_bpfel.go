@@ -28,6 +28,7 @@ const (
 	xlbvariantMapXlbLblc                = "xlb_lblc"
 	xlbvariantMapXlbLblcWalk            = "xlb_lblc_walk"
 	xlbvariantMapXlbNat                 = "xlb_nat"
+	xlbvariantMapXlbNatHops             = "xlb_nat_hops"
 	xlbvariantMapXlbNode                = "xlb_node"
 	xlbvariantMapXlbPersist             = "xlb_persist"
 	xlbvariantMapXlbRealConns           = "xlb_real_conns"
@@ -151,6 +152,7 @@ type xlbvariantMapSpecs struct {
 	XlbLblc        *ebpf.MapSpec `ebpf:"xlb_lblc"`
 	XlbLblcWalk    *ebpf.MapSpec `ebpf:"xlb_lblc_walk"`
 	XlbNat         *ebpf.MapSpec `ebpf:"xlb_nat"`
+	XlbNatHops     *ebpf.MapSpec `ebpf:"xlb_nat_hops"`
 	XlbNode        *ebpf.MapSpec `ebpf:"xlb_node"`
 	XlbPersist     *ebpf.MapSpec `ebpf:"xlb_persist"`
 	XlbRealConns   *ebpf.MapSpec `ebpf:"xlb_real_conns"`
@@ -246,6 +248,7 @@ type xlbvariantMaps struct {
 	XlbLblc        *ebpf.Map `ebpf:"xlb_lblc"`
 	XlbLblcWalk    *ebpf.Map `ebpf:"xlb_lblc_walk"`
 	XlbNat         *ebpf.Map `ebpf:"xlb_nat"`
+	XlbNatHops     *ebpf.Map `ebpf:"xlb_nat_hops"`
 	XlbNode        *ebpf.Map `ebpf:"xlb_node"`
 	XlbPersist     *ebpf.Map `ebpf:"xlb_persist"`
 	XlbRealConns   *ebpf.Map `ebpf:"xlb_real_conns"`
@@ -283,6 +286,7 @@ func (m *xlbvariantMaps) Close() error {
 		m.XlbLblc,
 		m.XlbLblcWalk,
 		m.XlbNat,
+		m.XlbNatHops,
 		m.XlbNode,
 		m.XlbPersist,
 		m.XlbRealConns,

@@ -15,7 +15,7 @@ var (
 	dMethodPackets  = desc("xlb_method_packets_total", "Packets forwarded to backends, by forwarding method (gre, ipip, gue, dr, nat, local).", "method")
 	dMethodBytes    = desc("xlb_method_bytes_total", "Bytes (IP datagrams as received) forwarded to backends, by forwarding method.", "method")
 	dMethodNewFlows = desc("xlb_method_new_flows_total", "New flows given to backends, by forwarding method.", "method")
-	dNAT            = desc("xlb_nat_packets_total", "NAT reply path events (reply: rewritten and sent from XDP; reply_pass: rewritten, to the kernel to route; track_fail: a flow not recorded; icmp: an ICMP error about a NAT flow rewritten).", "event")
+	dNAT            = desc("xlb_nat_packets_total", "NAT reply path events (reply: rewritten and sent from XDP; reply_pass: rewritten, to the kernel to route; track_fail: a flow not recorded; icmp: an ICMP error to a VIP about a NAT flow rewritten for its backend; icmp_reply: a NAT backend's ICMP error rewritten to the VIP and sent to the client).", "event")
 
 	methodDescs = []*prometheus.Desc{dMethodPackets, dMethodBytes, dMethodNewFlows, dNAT}
 	// methodNames are always reported, so rates per method exist from

@@ -63,6 +63,14 @@ int bench_wrap(struct xdp_md *ctx)
 	if (data + BENCH_HEAD > data_end || (__u32)(data_end - data) != bench_len)
 		return XDP_ABORTED;
 	__builtin_memcpy(data, bench_head, BENCH_HEAD);
+	if (bench_tail_len) {
+		__u32 n = bench_tail_len & (BENCH_TAIL - 1); /* bounded for the verifier */
+
+		if (n && bpf_xdp_store_bytes(ctx, BENCH_HEAD, bench_tail, n))
+			return XDP_ABORTED;
+		data = (void *)(long)ctx->data;
+		data_end = (void *)(long)ctx->data_end;
+	}
 	if (bench_mode != BENCH_SAME) {
 		if (off > BENCH_VAR_OFF_MAX || data + off + 4 > data_end)
 			return XDP_ABORTED;

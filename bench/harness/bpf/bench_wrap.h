@@ -3,8 +3,9 @@
  * repeat > 1 hands every iteration the frame the previous one left (here an
  * encapsulated packet), so before each iteration the wrapper gives the head
  * back, rewrites the template's first BENCH_HEAD bytes (everything an
- * encapsulation overwrites: the L2 header), writes the flow number into the
- * frame, then tail-calls bench_target[0]. bench/harness sets these globals
+ * encapsulation overwrites: the L2 header), and with bench_tail_len the bytes
+ * after them (the IP and L4 headers NAT rewrites), writes the flow number
+ * into the frame, then tail-calls bench_target[0]. bench/harness sets these globals
  * through the object's mmapped .bss; they are plain (not volatile const)
  * because they change between runs without reloading. */
 #pragma once
@@ -15,6 +16,11 @@
 /* Bytes of the template restored each iteration: Ethernet and up to two
  * VLAN tags (22) with room to spare. Templates are at least this long. */
 #define BENCH_HEAD 32
+/* Room for the bytes after BENCH_HEAD restored too (bench_tail_len, at
+ * most BENCH_TAIL - 1): method nat rewrites addresses, ports and checksums
+ * up to the TCP checksum of an IPv6 frame (byte 72; 80 with two VLAN
+ * tags). */
+#define BENCH_TAIL 64
 /* Upper bound of bench_var_off (bounds the packet offset for the verifier). */
 #define BENCH_VAR_OFF_MAX 128
 
@@ -34,6 +40,8 @@ struct {
 } bench_target SEC(".maps");
 
 __u8 bench_head[BENCH_HEAD]; /* the template's first bytes */
+__u8 bench_tail[BENCH_TAIL]; /* the template's next bytes */
+__u32 bench_tail_len;        /* of them to restore: 0 unless the target rewrites headers in place */
 __u32 bench_len;             /* the template's length */
 __u32 bench_mode;            /* enum bench_flow_mode */
 __u32 bench_var_off;         /* frame offset of the 32-bit field (a source address) */
