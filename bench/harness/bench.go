@@ -277,6 +277,9 @@ type Results struct {
 	// Build is the forwarder object file measured (MeasureBuilds); empty
 	// for this build's forwarder and for the other tables.
 	Build string
+	// Sched names the scheduler setting measured (MeasureSchedulers);
+	// empty otherwise.
+	Sched string
 	// Harness is ns/packet of a program that only returns XDP_TX, run
 	// directly: the kernel's test-run loop.
 	Harness float64

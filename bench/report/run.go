@@ -19,7 +19,7 @@ import (
 )
 
 // Parts lists the parts in the order Run runs them ("all").
-var Parts = []string{"pkt", "tput", "tablegen", "balance", "flowhash", "conntrack", "control", "sync"}
+var Parts = []string{"pkt", "sched", "tput", "tablegen", "balance", "flowhash", "conntrack", "control", "sync"}
 
 // Options configure Run. The zero value runs at full size on the last CPU
 // and writes to bench/out.
@@ -172,6 +172,8 @@ func (b *runner) part(ctx context.Context, name string) error {
 	switch name {
 	case "pkt":
 		err = b.pkt()
+	case "sched":
+		err = b.sched() // sched.go
 	case "tput":
 		err = b.tput(ctx)
 	case "tablegen":
