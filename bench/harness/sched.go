@@ -39,12 +39,22 @@ func Schedulers() []SchedSpec {
 // they would on a node). Results are in the order of specs, Results.Sched
 // naming each. o.Sched and o.Persist are ignored.
 func MeasureSchedulers(specs []SchedSpec, o Options) ([]Results, error) {
+	return MeasureSchedulerBuilds(nil, specs, o)
+}
+
+// MeasureSchedulerBuilds is MeasureSchedulers for this build's forwarder
+// and, side by side with it, the forwarder of each object file in objects
+// (as MeasureBuilds): results in the order this build's specs, then each
+// object's; Results.Build names the object. At most 16 targets.
+func MeasureSchedulerBuilds(objects []string, specs []SchedSpec, o Options) ([]Results, error) {
 	if len(specs) == 0 {
 		return nil, errors.New("bench: no scheduler to measure")
 	}
-	out := make([]targetSpec, len(specs))
-	for i := range specs {
-		out[i] = targetSpec{table: TableXLB, noFIB: o.NoFIB, sched: &specs[i]}
+	var out []targetSpec
+	for _, obj := range append([]string{""}, objects...) {
+		for i := range specs {
+			out = append(out, targetSpec{table: TableXLB, noFIB: o.NoFIB, object: obj, sched: &specs[i]})
+		}
 	}
 	return measureSpecs(out, o)
 }

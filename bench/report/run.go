@@ -51,7 +51,9 @@ type Options struct {
 	// PktBuilds are forwarder object files of other builds (an
 	// internal/datapath/xlb_bpfel.o) that the pkt part measures side by
 	// side with this build's forwarder, instead of the tables and the stage
-	// breakdown: an A/B of a data-plane change (harness.MeasureBuilds).
+	// breakdown: an A/B of a data-plane change (harness.MeasureBuilds);
+	// the sched part measures the first one's schedulers beside this
+	// build's (sched.go).
 	PktBuilds []string
 	// Stdout receives the figures as they are measured and progress
 	// (default os.Stdout).

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/xlbproject/xlb/bench/harness"
@@ -17,20 +18,36 @@ func schedKey(name string) string {
 	return strings.NewReplacer("-", "_", "+", "_").Replace(name)
 }
 
+// schedABSpecs are the schedulers an A/B of builds measures (16 targets
+// at most: two builds).
+var schedABSpecs = []string{"maglev", "rr", "wrr", "lc", "wlc", "sed", "nq", "rr+persistence"}
+
 // sched measures the forwarder per packet with every scheduler
 // (harness.Schedulers), side by side in this run: ns_per_pkt_sched
 // <scheduler>.<scenario>, and sched_vs_maglev.<scheduler>_new_flow, a new
 // flow's cost over maglev's: the median over the rounds of the ratio of
-// the two runs of a round (each run minus its calibration).
+// the two runs of a round (each run minus its calibration). With
+// Options.PktBuilds (one object), schedABSpecs of this build and of that
+// one, side by side; the figures are this build's.
 func (b *runner) sched() error {
 	o := b.pktOptions()
 	o.Scenarios = schedScenarios
-	specs := harness.Schedulers()
-	b.printf("  BPF_PROG_TEST_RUN on CPU %d, %d schedulers side by side, %d backends each, %d runs of %d packets per figure\n",
-		o.CPU, len(specs), o.Backends, o.Runs, o.Repeat)
-	res, err := harness.MeasureSchedulers(specs, o)
+	specs, builds := harness.Schedulers(), b.o.PktBuilds
+	if len(builds) > 0 {
+		specs = slices.DeleteFunc(specs, func(s harness.SchedSpec) bool { return !slices.Contains(schedABSpecs, s.Name) })
+		builds = builds[:1]
+	}
+	b.printf("  BPF_PROG_TEST_RUN on CPU %d, %d schedulers side by side, builds: this one %v, %d backends each, %d runs of %d packets per figure\n",
+		o.CPU, len(specs), builds, o.Backends, o.Runs, o.Repeat)
+	all, err := harness.MeasureSchedulerBuilds(builds, specs, o)
 	if err != nil {
 		return err
+	}
+	res := all[:len(specs)]
+	for _, r := range all[len(specs):] {
+		for _, f := range r.Figures {
+			b.printf("  %-40s %-16s %-14s %6.1f ns  best %4.0f\n", r.Build, r.Sched, f.Scenario, f.Ns, f.Best)
+		}
 	}
 	for _, r := range res {
 		for _, f := range r.Figures {
@@ -50,7 +67,7 @@ func (b *runner) sched() error {
 		b.targetNote(key, "%s %.0f ns, maglev %.0f ns (medians)", r.Sched, f.Ns, maglev.Ns)
 		fmt.Fprintf(&rows, "| %s | %.0f | %.0f | %.2f |\n", r.Sched, f.Ns, maglev.Ns, ratio)
 	}
-	b.r.md["sched"] = harness.Markdown(res) + "\nA new flow over maglev's, run by run (each run minus its calibration, " +
+	b.r.md["sched"] = harness.Markdown(all) + "\nA new flow over maglev's, run by run (each run minus its calibration, " +
 		"median over the rounds):\n\n| scheduler | new flow, ns | maglev, ns | × maglev |\n|---|---:|---:|---:|\n" + rows.String()
 	return nil
 }
