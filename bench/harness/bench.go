@@ -289,6 +289,9 @@ type Results struct {
 	// for this build's forwarder and for the other tables.
 	Build string
 	Sync  bool // connection sync's decision records on (MeasureSync)
+	// Sched names the scheduler setting measured (MeasureSchedulers);
+	// empty otherwise.
+	Sched string
 	// Harness is ns/packet of a program that only returns XDP_TX, run
 	// directly: the kernel's test-run loop.
 	Harness float64

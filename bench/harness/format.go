@@ -62,6 +62,9 @@ func (r Results) label() string {
 	if r.Build != "" {
 		l += "@" + r.Build
 	}
+	if r.Sched != "" {
+		l += " " + r.Sched
+	}
 	if !r.FIB {
 		l += " (FIB off)"
 	}

@@ -40,6 +40,7 @@ type harness struct {
 	sent    benchXlbStat    // the counter of a packet sent: forward_tx, or nat_reply for NAT replies
 	zero    []benchCtBucket // a CPU slice of empty buckets
 	sync    syncState       // sync.go
+	schedOf *target         // whose svc_sched the maps hold (sched.go)
 }
 
 // target is one program under test and its connection table.
@@ -50,6 +51,7 @@ type target struct {
 	prog  *ebpf.Program
 	objs  *benchObjects    // bench_lru's collection; nil for TableXLB
 	coll  *ebpf.Collection // another build's forwarder (targetSpec.object)
+	sched schedWrite       // written before each run (targetSpec.sched)
 	res   Results
 }
 
@@ -65,6 +67,9 @@ type targetSpec struct {
 	// build) instead of this build's, on the same maps.
 	object string
 	sync   bool // connection sync's decision records on (MeasureSync)
+	// sched: for TableXLB, every VIP's scheduler during this target's
+	// runs (MeasureSchedulers).
+	sched *SchedSpec
 }
 
 func newHarness(o Options, specs []targetSpec, ifindex int, fib bool) (h *harness, err error) {
@@ -143,6 +148,12 @@ func newHarness(o Options, specs []targetSpec, ifindex int, fib bool) (h *harnes
 	for _, s := range specs {
 		t := &target{table: s.table, stop: s.stop, fib: !s.noFIB, res: Results{Table: s.table, Stop: s.stop,
 			CPU: o.CPU, Entries: o.Entries, FIB: !s.noFIB, Build: s.object, Sync: s.sync, Wrapper: map[FlowMode]float64{}}}
+		if s.sched != nil {
+			t.res.Sched = s.sched.Name
+			if t.sched, err = schedValues(o, s.sched); err != nil {
+				return nil, err
+			}
+		}
 		switch {
 		case s.table == TableXLB && s.object != "":
 			if t.coll, err = h.loadBuild(s.object); err != nil {
@@ -374,6 +385,9 @@ const anyStat = benchXlbStatXLB_STAT__MAX
 // forwarded (XDP_TX) and add to expect (unless anyStat); with a stop, only
 // the verdict is checked.
 func (h *harness) measure(t *target, frame []byte, repeat uint32, expect benchXlbStat) (float64, error) {
+	if err := h.useSched(t); err != nil {
+		return 0, err
+	}
 	if err := h.setTarget(t.prog); err != nil {
 		return 0, err
 	}

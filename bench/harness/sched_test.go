@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/xlbproject/xlb/internal/datapath"
 	"github.com/xlbproject/xlb/internal/state"
@@ -12,9 +11,10 @@ import (
 )
 
 // TestSchedulerCost measures a new flow (SYN every packet) and an
-// established hit per scheduler, beside maglev, one forwarder per
-// scheduler measured in turn. Smoke by default (checks verdicts and
-// counters); XLB_BENCH_FULL=1 for figures:
+// established hit per scheduler, side by side with maglev
+// (MeasureSchedulers). Smoke by default (checks verdicts and counters);
+// XLB_BENCH_FULL=1 for figures (`make bench BENCH_PARTS=sched` reports
+// the same):
 //
 //	XLB_BENCH_FULL=1 go test -run TestSchedulerCost -v -timeout 60m ./bench/harness
 func TestSchedulerCost(t *testing.T) {
@@ -28,35 +28,61 @@ func TestSchedulerCost(t *testing.T) {
 		o.Runs = 11
 	}
 	o.Scenarios = []Scenario{NewFlow, TCPHit4, NewFlowUDP}
-	kinds := []struct {
-		name    string
-		kind    state.SchedKind
-		persist time.Duration
-	}{
-		{"maglev", state.SchedMaglev, 0}, {"maglev-source", state.SchedMaglevSource, 0}, {"rr", state.SchedRR, 0},
-		{"wrr", state.SchedWRR, 0}, {"lc", state.SchedLC, 0}, {"wlc", state.SchedWLC, 0},
-		{"rr, persistence 300s", state.SchedRR, 300 * time.Second},
+	specs := Schedulers()
+	res, err := MeasureSchedulers(specs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != len(specs) {
+		t.Fatalf("%d results, want %d", len(res), len(specs))
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "| ns/packet, median (best) | %s | %s | %s |\n|---|---|---|---|\n", NewFlow, TCPHit4, NewFlowUDP)
-	var maglevNew float64
-	for _, k := range kinds {
-		o.Sched, o.Persist = k.kind, k.persist
-		r, err := MeasureForwarder(o)
-		if err != nil {
-			t.Fatalf("%s: %v", k.name, err)
+	maglev, _ := res[0].Figure(NewFlow)
+	for i, r := range res {
+		if r.Sched != specs[i].Name {
+			t.Errorf("result %d is %q, want %q", i, r.Sched, specs[i].Name)
 		}
 		checkResults(t, r, o)
 		nf, _ := r.Figure(NewFlow)
 		hit, _ := r.Figure(TCPHit4)
 		udp, _ := r.Figure(NewFlowUDP)
-		fmt.Fprintf(&b, "| %s (%d backends) | %.0f (%.0f) | %.0f (%.0f) | %.0f (%.0f) |\n", k.name, o.Backends,
+		fmt.Fprintf(&b, "| %s | %.0f (%.0f) | %.0f (%.0f) | %.0f (%.0f) |\n", r.Sched,
 			nf.Ns, nf.Best, hit.Ns, hit.Best, udp.Ns, udp.Best)
-		if k.kind == state.SchedMaglev {
-			maglevNew = nf.Ns
-		} else if maglevNew > 0 {
-			t.Logf("%s: new flow %.2f x maglev's", k.name, nf.Ns/maglevNew)
+		if i > 0 {
+			t.Logf("%s: new flow %.2f x maglev's", r.Sched, nf.Ns/maglev.Ns)
 		}
 	}
 	t.Logf("\n%s", b.String())
+}
+
+// TestSchedValues checks what MeasureSchedulers writes for each setting:
+// every VIP on the setting's kind, list schedulers and persistence with
+// every backend of the VIP at weight 1, persistence's timeout in ticks.
+func TestSchedValues(t *testing.T) {
+	o := SmokeOptions()
+	for _, spec := range Schedulers() {
+		w, err := schedValues(o, &spec)
+		if err != nil {
+			t.Fatalf("%s: %v", spec.Name, err)
+		}
+		if len(w) != 3 {
+			t.Fatalf("%s: %d services, want 3", spec.Name, len(w))
+		}
+		for id, v := range w {
+			wantN := uint32(0)
+			if spec.Kind >= state.SchedRR || spec.Persist != 0 {
+				wantN = uint32(o.Backends)
+			}
+			if state.SchedKind(v.Kind) != spec.Kind || v.N != wantN || v.PersistTimeout != datapath.Ticks(spec.Persist) {
+				t.Errorf("%s: service %d: kind %d, %d entries, persist %d ticks; want %d, %d, %d",
+					spec.Name, id, v.Kind, v.N, v.PersistTimeout, spec.Kind, wantN, datapath.Ticks(spec.Persist))
+			}
+			for i := range v.N {
+				if e := v.Ent[i]; e.Rid == 0 || e.Weight != 1 {
+					t.Errorf("%s: service %d entry %d: real %d weight %d", spec.Name, id, i, e.Rid, e.Weight)
+				}
+			}
+		}
+	}
 }

@@ -7,6 +7,8 @@
 //
 //	pkt        ns per packet of the forwarder (bench/harness: BPF_PROG_TEST_RUN,
 //	           one pinned CPU, restore-and-tail-call wrapper subtracted), v4 and v6
+//	sched      ns per packet of a new flow and a hit with each scheduler and with
+//	           persistence, side by side with maglev (harness.MeasureSchedulers)
 //	tput       Mpps on one core with live frames (bench/throughput)
 //	tablegen   maglev.Build time (medians, one pinned core) and the entries one
 //	           backend's weight change moves
@@ -25,7 +27,7 @@
 // makes every part short (the whole run in well under two minutes): it
 // proves the parts work, its figures are not for quoting.
 //
-// The privileged parts (pkt, tput, conntrack, control) need root, bpffs and
+// The privileged parts (pkt, sched, tput, conntrack, control) need root, bpffs and
 // veth, as bench/harness and internal/datapath's tests do; each works in a
 // private bpffs pin directory (and network namespace where an interface is
 // needed) that it removes afterwards.

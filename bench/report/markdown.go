@@ -13,6 +13,9 @@ var sections = []struct{ part, title, intro string }{
 			"each packet through the restore-and-tail-call wrapper, whose cost (calibrated before every run) is subtracted. " +
 			"Cells: median over the runs (fastest run minus fastest calibration). `none` is the same job without a " +
 			"connection table (Maglev for every packet): the stateless floor."},
+	{"sched", "Schedulers, per packet (BPF_PROG_TEST_RUN, one pinned CPU)",
+		"`harness.MeasureSchedulers`: the forwarder with every VIP on each scheduler in turn, run by run " +
+			"(each run writes its scheduler's settings first), 10 backends at weight 1; cells as above."},
 	{"tput", "Throughput (live frames)", ""},
 	{"tablegen", "Maglev table generation", ""},
 	{"balance", "Consistent hashing: balance and disruption (Maglev paper, Fig. 11 and 12)", ""},

@@ -47,6 +47,11 @@ type Report struct {
 	// MethodVsGRE: method figures over GRE's of the same run (targets).
 	MppsMethod  map[string]float64 `json:"mpps_method,omitempty"`
 	MethodVsGRE map[string]float64 `json:"method_vs_gre,omitempty"`
+	// NsPerPktSched: the forwarder per scheduler, side by side,
+	// "<scheduler>.<scenario>"; SchedVsMaglev: a new flow's cost over
+	// maglev's, "<scheduler>_new_flow" (sched.go).
+	NsPerPktSched map[string]float64 `json:"ns_per_pkt_sched,omitempty"`
+	SchedVsMaglev map[string]float64 `json:"sched_vs_maglev,omitempty"`
 	// LoadLatencyNs: one dependent load over random lines of a region,
 	// by region size ("mib1", "mib8", "mib16"), on the pkt part's CPU.
 	LoadLatencyNs map[string]float64 `json:"load_latency_ns,omitempty"`
@@ -204,6 +209,8 @@ var targets = []Target{
 		Reference: "well-known XDP L4LB on a similar machine: 858–1016 ns"},
 	{Key: "ns_per_pkt.cycled_100k", What: "100k established flows cycled", Unit: "ns", AtMost: true, Target: 100,
 		Reference: "well-known XDP L4LB on a similar machine: 244–273 ns"},
+	{Key: "sched_vs_maglev.rr_new_flow", What: "new flow (SYN) with rr, over maglev's, side by side", Unit: "×", AtMost: true, Target: 1.3},
+	{Key: "sched_vs_maglev.lc_new_flow", What: "new flow (SYN) with lc, over maglev's, side by side", Unit: "×", AtMost: true, Target: 1.3},
 	{Key: "mpps_one_core.established", What: "established flows, one core, native XDP", Unit: "Mpps", Target: 8,
 		Reference: "paper: ~2 Mpps per packet thread (Fig. 8 analog); production XDP LB: 10+ Mpps per host"},
 	{Key: "mpps_one_core.syn", What: "SYN (new flows), one core, native XDP", Unit: "Mpps", Target: 8},
@@ -279,6 +286,10 @@ func (r *Report) groupPtr(name string) *map[string]float64 {
 		return &r.MppsMethod
 	case "method_vs_gre":
 		return &r.MethodVsGRE
+	case "ns_per_pkt_sched":
+		return &r.NsPerPktSched
+	case "sched_vs_maglev":
+		return &r.SchedVsMaglev
 	case "load_latency_ns":
 		return &r.LoadLatencyNs
 	case "pkt_harness":

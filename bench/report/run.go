@@ -19,7 +19,7 @@ import (
 )
 
 // Parts lists the parts in the order Run runs them ("all").
-var Parts = []string{"pkt", "tput", "tablegen", "balance", "flowhash", "conntrack", "control", "sync"}
+var Parts = []string{"pkt", "sched", "tput", "tablegen", "balance", "flowhash", "conntrack", "control", "sync"}
 
 // Options configure Run. The zero value runs at full size on the last CPU
 // and writes to bench/out.
@@ -51,7 +51,9 @@ type Options struct {
 	// PktBuilds are forwarder object files of other builds (an
 	// internal/datapath/xlb_bpfel.o) that the pkt part measures side by
 	// side with this build's forwarder, instead of the tables and the stage
-	// breakdown: an A/B of a data-plane change (harness.MeasureBuilds).
+	// breakdown: an A/B of a data-plane change (harness.MeasureBuilds);
+	// the sched part measures the first one's schedulers beside this
+	// build's (sched.go).
 	PktBuilds []string
 	// Stdout receives the figures as they are measured and progress
 	// (default os.Stdout).
@@ -172,6 +174,8 @@ func (b *runner) part(ctx context.Context, name string) error {
 	switch name {
 	case "pkt":
 		err = b.pkt()
+	case "sched":
+		err = b.sched() // sched.go
 	case "tput":
 		err = b.tput(ctx)
 	case "tablegen":

@@ -35,7 +35,7 @@ func main() {
 	flag.IntVar(&o.PktRuns, "pkt-runs", 0, "runs per figure of the pkt part (default 21; with -pkt-scenarios, to profile one scenario)")
 	flag.BoolVar(&o.Verbose, "v", false, "print every run of the per-packet harness")
 	var builds string
-	flag.StringVar(&builds, "pkt-builds", "", "comma-separated forwarder objects of other builds (internal/datapath/xlb_bpfel.o) the pkt part measures side by side with this build's (an A/B of a data-plane change)")
+	flag.StringVar(&builds, "pkt-builds", "", "comma-separated forwarder objects of other builds (internal/datapath/xlb_bpfel.o) the pkt part measures side by side with this build's (an A/B of a data-plane change); the sched part, the first one's schedulers")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: xlb-bench [flags] all | %s ...\n", strings.Join(report.Parts, " | "))
 		flag.PrintDefaults()
