@@ -61,6 +61,7 @@ type harness struct {
 	genTid         int // the generator's thread
 	softirqPid     int // ksoftirqd of CPU (PlacementShared)
 	xlb, reflector *ebpf.Program
+	method         Method // the reals' forwarding method now (setMethod)
 }
 
 func newHarness(o Options, sysfs string) (_ *harness, err error) {
@@ -102,12 +103,8 @@ func newHarness(o Options, sysfs string) (_ *harness, err error) {
 		return nil, fmt.Errorf("open the forwarder's link: %w", err)
 	}
 	h.xlb, h.reflector, h.onLink = h.dp.Program(), h.objs.GenReflect, h.dp.Program()
-	st, err := h.state()
-	if err != nil {
+	if err := h.setMethod(GRE); err != nil {
 		return nil, err
-	}
-	if _, err := h.dp.Apply(st); err != nil {
-		return nil, fmt.Errorf("apply state: %w", err)
 	}
 	if o.Placement == PlacementShared {
 		if h.softirqPid, err = kernelThread(fmt.Sprintf("ksoftirqd/%d\n", o.CPU)); err != nil {
@@ -256,12 +253,16 @@ func (h *harness) keepInDispatcher() error {
 	return nil
 }
 
-// state is one TCP VIP with o.Backends GRE backends (10.0.1.1 ...) in a
-// Maglev table of o.TableSize, next hops cached as xlbd does.
-func (h *harness) state() (*state.State, error) {
+// stateFor is one TCP VIP with o.Backends backends (10.0.1.1 ...) on
+// method m in a Maglev table of o.TableSize, next hops cached as xlbd
+// does. DR sends to a backend's own MAC (drMAC: the harness's backends sit
+// behind the generator end, so the cached next hop gets their MAC); NAT
+// rewrites to the backend's natRealPort.
+func (h *harness) stateFor(m Method) (*state.State, error) {
 	st := &state.State{
 		Node: state.Node{Addr4: nodeV4, Timeouts: state.Timeouts{
-			TCPSyn: time.Minute, TCP: 15 * time.Minute, TCPFin: 2 * time.Minute, UDP: 5 * time.Minute}},
+			TCPSyn: time.Minute, TCP: 15 * time.Minute, TCPFin: 2 * time.Minute, UDP: 5 * time.Minute},
+			GUEPort: guePort, NAT: m == NAT},
 		Services: map[state.VIPKey]*state.Service{},
 	}
 	var backends []maglev.Backend
@@ -277,7 +278,14 @@ func (h *harness) state() (*state.State, error) {
 		}
 		backends = append(backends, maglev.Backend{Name: a.String(), Weight: 1})
 		ids[a.String()] = uint32(b)
-		st.Reals.Set(uint32(b), state.Real{Addr: a, SvcID: 1, Active: true, NextHop: nh})
+		r := state.Real{Addr: a, SvcID: 1, Active: true, NextHop: nh}
+		switch m {
+		case DR:
+			r.NextHop.DMAC = drMAC(b)
+		case NAT:
+			r.Port = natRealPort
+		}
+		st.Reals.Set(uint32(b), r)
 	}
 	tbl, err := maglev.Build(backends, h.o.TableSize)
 	if err != nil {
@@ -288,7 +296,7 @@ func (h *harness) state() (*state.State, error) {
 		entries[j] = ids[tbl.Backends[e].Name]
 	}
 	key := state.VIPKey{Addr: vip, Port: vipPort, Proto: packet.ProtoTCP}
-	st.Services[key] = &state.Service{SvcID: 1, Encap: state.EncapGRE, Table: entries}
+	st.Services[key] = &state.Service{SvcID: 1, Encap: methodEncap[m], Table: entries}
 	return st, nil
 }
 

@@ -268,7 +268,7 @@ func (h *harness) check(t Traffic, p *ebpf.Program, r Run, before, after snap) e
 
 func progName(h *harness, p *ebpf.Program) string {
 	if p == h.xlb {
-		return "xlb"
+		return "xlb (" + string(h.method) + ")"
 	}
 	return "reflect"
 }
@@ -468,6 +468,11 @@ func (h *harness) measureAll(ctx context.Context, res *Results) error {
 			res.EstablishedMpps, res.EstablishedForwarderOnlyMpps = fx.CapacityMpps, fx.ForwarderOnlyMpps
 		case Constant:
 			res.ConstantMpps, res.ConstantForwarderOnlyMpps = fx.CapacityMpps, fx.ForwarderOnlyMpps
+		}
+	}
+	if len(o.Methods) > 0 {
+		if err := h.measureMethods(ctx, res); err != nil {
+			return err
 		}
 	}
 	if o.LatencyProbes == 0 {

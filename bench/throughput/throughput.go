@@ -174,6 +174,11 @@ type Options struct {
 	ConntrackEntries uint32 // per CPU (default 1 << 20)
 	Backends         int    // of the one VIP (default 10)
 	TableSize        uint32 // Maglev M, prime (default 65537)
+	// Methods also measures every traffic kind with the VIP's reals on
+	// each of these forwarding methods, in passes of alternating order
+	// (Results.Methods; nil: none). Not with LatencyProbes' unthreaded
+	// probes: those are GRE's.
+	Methods []Method
 	// Logf receives progress lines (nil: none).
 	Logf func(format string, args ...any)
 }
@@ -271,6 +276,11 @@ func (o *Options) defaults() error {
 			return fmt.Errorf("throughput: unknown traffic %q", t)
 		}
 	}
+	for _, m := range o.Methods {
+		if _, ok := methodEncap[m]; !ok {
+			return fmt.Errorf("throughput: unknown method %q: gre, gue, dr or nat", m)
+		}
+	}
 	return nil
 }
 
@@ -294,7 +304,10 @@ type Results struct {
 	SynForwarderOnlyMpps, EstablishedForwarderOnlyMpps, ConstantForwarderOnlyMpps float64
 	Figures                                                                       []Figure // the forwarder, per traffic kind
 	Baseline                                                                      []Figure // gen_reflect in its place (Options.Baseline)
-	Elapsed                                                                       time.Duration
+	// Methods: the forwarder per forwarding method and traffic kind
+	// (Options.Methods), GRE included, measured in the same passes.
+	Methods []Figure
+	Elapsed time.Duration
 }
 
 // Figure returns the forwarder's figure of traffic t.
@@ -311,8 +324,11 @@ func (r Results) Figure(t Traffic) (Figure, bool) {
 // gen_reflect): medians over the runs.
 type Figure struct {
 	Traffic Traffic
-	Program string  // "xlb" or "reflect"
-	Mpps    float64 // received at the receiver per second of the window
+	Program string // "xlb" or "reflect"
+	// Method is the reals' forwarding method of a Results.Methods
+	// figure ("" elsewhere: GRE).
+	Method Method
+	Mpps   float64 // received at the receiver per second of the window
 	// NsPerPacket is 1000 / Mpps (wall clock).
 	NsPerPacket float64
 	// CPUNs is the CPU time per received packet of the measured work:
@@ -446,6 +462,14 @@ func (r Results) Summary() string {
 		}
 		fmt.Fprintf(&s, "| %s | %.2f | %.0f (%.0f) | %.2f | %.0f%% | %s | %s | %s | %s | %s | %s |\n", f.Traffic, f.Mpps, f.CPUNs,
 			f.BestCPUNs, f.CapacityMpps, 100*f.Busy, refl, reflNs, only, onlyMpps, lat, added)
+	}
+	if len(r.Methods) > 0 {
+		fmt.Fprintf(&s, "\nBy forwarding method (the same passes, alternating order):\n\n"+
+			"| method | traffic | Mpps received | CPU ns/packet (%s), median (best) | Mpps per whole CPU | CPU busy |\n|---|---|---:|---:|---:|---:|\n", what)
+		for _, f := range r.Methods {
+			fmt.Fprintf(&s, "| %s | %s | %.2f | %.0f (%.0f) | %.2f | %.0f%% |\n", f.Method, f.Traffic, f.Mpps, f.CPUNs, f.BestCPUNs,
+				f.CapacityMpps, 100*f.Busy)
+		}
 	}
 	return s.String()
 }
