@@ -99,6 +99,16 @@
 // here); gen_tx is therefore kept attached to a spare veth pair for the
 // whole measurement, and each call then costs microseconds.
 //
+// Options.Methods measures the same traffic again with the VIP's reals
+// on each forwarding method in turn (methods.go: GRE, GUE, DR, NAT
+// forward; passes in alternating order, GRE again as the reference of
+// the same passes): gen_count then counts only what that method sends to
+// a backend (GUE: UDP from the node to a backend's GUE port around the
+// generated packet; DR: the generated frame to the backend's own MAC,
+// which the harness caches as the backend's next hop; NAT: the generated
+// packet with its destination rewritten to a backend's address and
+// port), and every run is checked as GRE's are.
+//
 // SYNFlood (flood.go) reuses the generator outside this harness: a spoofed
 // SYN flood with valid checksums into a lab node's receive ring, with the
 // gen_sink program closing the loop (the e2e SYN-flood acceptance test).
