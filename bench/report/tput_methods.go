@@ -8,7 +8,7 @@ import (
 )
 
 // tputMethodKey names a live-frame method figure as mpps_method names
-// the derived one: "nat_forward" for NAT (its replies are not generated).
+// the derived one: "nat_forward" for NAT's client packets.
 func tputMethodKey(m throughput.Method) string {
 	if m == throughput.NAT {
 		return "nat_forward"
@@ -41,9 +41,10 @@ func (b *runner) tputMethodsMarkdown(all []throughput.Results) string {
 			"passes in alternating order, GRE measured again in the same passes; IPv4. Mpps on one core of the whole chain "+
 			"(generator + forwarder + receiver), as `mpps_one_core`; each run checked: the receiver counts only what that "+
 			"method sends to a backend (GUE: UDP to the GUE port; DR: the client's frame to the backend's MAC; NAT: the "+
-			"destination rewritten to the backend) and it matches the forwarder's XDP_TX count. NAT replies are not generated "+
-			"here. `mpps_method` is the pkt part's derived one-core rate of the forwarder alone (established ACK), for "+
-			"comparison.\n\n", r.Mode, r.Placement)
+			"destination rewritten to the backend; NAT reply: from the VIP to the client) and it matches the forwarder's count of "+
+			"what it sent. NAT reply: established flows only, the backends' replies to the %d clients (their `xlb_nat` "+
+			"entries written first as the forward path would), sent by the FIB's answer cached per CPU. `mpps_method` is the pkt part's derived one-core rate of the forwarder alone, for "+
+			"comparison (established ACK; NAT reply: a tracked flow's reply).\n\n", r.Mode, r.Placement, r.Flows)
 		s.WriteString("| method | syn | established | constant | CPU ns/packet, established | mpps_method (derived) |\n|---|---:|---:|---:|---:|---:|\n")
 		for _, m := range throughput.AllMethods() {
 			cells := map[throughput.Traffic]string{}

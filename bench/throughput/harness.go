@@ -37,7 +37,8 @@ var (
 const (
 	vipPort     = 80
 	backendNet  = "10.0.1.0/24"
-	backendBase = 0x0a000100 // 10.0.1.0: backend b is 10.0.1.b
+	clientNet   = "172.16.0.0/12" // Established's clients (baseEst)
+	backendBase = 0x0a000100      // 10.0.1.0: backend b is 10.0.1.b
 	// First source addresses of the generated flows (host order).
 	baseSYN = 0x0b000000 // 11.0.0.0/8: new flows (gen_seq >> 15 above it)
 	baseEst = 0xac100000 // 172.16.0.0/12: established flows
@@ -185,6 +186,14 @@ func (h *harness) setupLinks() error {
 	if err := nl.RouteAdd(&netlink.Route{LinkIndex: node.Attrs().Index, Dst: dst, Gw: gwV4.AsSlice()}); err != nil {
 		return fmt.Errorf("route %s: %w", backendNet, err)
 	}
+	// The clients, for NAT replies (the forwarder asks the FIB).
+	_, clients, err := net.ParseCIDR(clientNet)
+	if err != nil {
+		return err
+	}
+	if err := nl.RouteAdd(&netlink.Route{LinkIndex: node.Attrs().Index, Dst: clients, Gw: gwV4.AsSlice()}); err != nil {
+		return fmt.Errorf("route %s: %w", clientNet, err)
+	}
 	return nil
 }
 
@@ -262,7 +271,7 @@ func (h *harness) stateFor(m Method) (*state.State, error) {
 	st := &state.State{
 		Node: state.Node{Addr4: nodeV4, Timeouts: state.Timeouts{
 			TCPSyn: time.Minute, TCP: 15 * time.Minute, TCPFin: 2 * time.Minute, UDP: 5 * time.Minute},
-			GUEPort: guePort, NAT: m == NAT},
+			GUEPort: guePort, NAT: methodEncap[m] == state.EncapNAT},
 		Services: map[state.VIPKey]*state.Service{},
 	}
 	var backends []maglev.Backend
@@ -282,7 +291,7 @@ func (h *harness) stateFor(m Method) (*state.State, error) {
 		switch m {
 		case DR:
 			r.NextHop.DMAC = drMAC(b)
-		case NAT:
+		case NAT, NATReply:
 			r.Port = natRealPort
 		}
 		st.Reals.Set(uint32(b), r)
@@ -331,6 +340,9 @@ func frame(t Traffic) []byte {
 // setGenerator loads the generator's template and flow numbering for t.
 func (h *harness) setGenerator(t Traffic, stamp bool) error {
 	fr := frame(t)
+	if h.method == NATReply {
+		fr = replyFrame()
+	}
 	if len(fr) != genFrame {
 		return fmt.Errorf("template of %d bytes, want %d", len(fr), genFrame)
 	}

@@ -16,10 +16,11 @@ import (
 type tputGenMethod uint32
 
 const (
-	tputGenMethodGEN_M_GRE tputGenMethod = 0
-	tputGenMethodGEN_M_GUE tputGenMethod = 1
-	tputGenMethodGEN_M_DR  tputGenMethod = 2
-	tputGenMethodGEN_M_NAT tputGenMethod = 3
+	tputGenMethodGEN_M_GRE       tputGenMethod = 0
+	tputGenMethodGEN_M_GUE       tputGenMethod = 1
+	tputGenMethodGEN_M_DR        tputGenMethod = 2
+	tputGenMethodGEN_M_NAT       tputGenMethod = 3
+	tputGenMethodGEN_M_NAT_REPLY tputGenMethod = 4
 )
 
 type tputGenMode uint32
@@ -58,6 +59,7 @@ const (
 	tputVarGenFlows        = "gen_flows"
 	tputVarGenHow          = "gen_how"
 	tputVarGenPos          = "gen_pos"
+	tputVarGenReply        = "gen_reply"
 	tputVarGenSeq          = "gen_seq"
 	tputVarGenStamp        = "gen_stamp"
 	tputVarGenTmpl         = "gen_tmpl"
@@ -145,6 +147,7 @@ type tputVariableSpecs struct {
 	GenFlows        *ebpf.VariableSpec `ebpf:"gen_flows"`
 	GenHow          *ebpf.VariableSpec `ebpf:"gen_how"`
 	GenPos          *ebpf.VariableSpec `ebpf:"gen_pos"`
+	GenReply        *ebpf.VariableSpec `ebpf:"gen_reply"`
 	GenSeq          *ebpf.VariableSpec `ebpf:"gen_seq"`
 	GenStamp        *ebpf.VariableSpec `ebpf:"gen_stamp"`
 	GenTmpl         *ebpf.VariableSpec `ebpf:"gen_tmpl"`
@@ -207,6 +210,7 @@ type tputVariables struct {
 	GenFlows        *ebpf.Variable `ebpf:"gen_flows"`
 	GenHow          *ebpf.Variable `ebpf:"gen_how"`
 	GenPos          *ebpf.Variable `ebpf:"gen_pos"`
+	GenReply        *ebpf.Variable `ebpf:"gen_reply"`
 	GenSeq          *ebpf.Variable `ebpf:"gen_seq"`
 	GenStamp        *ebpf.Variable `ebpf:"gen_stamp"`
 	GenTmpl         *ebpf.Variable `ebpf:"gen_tmpl"`

@@ -39,6 +39,7 @@ __u32 gen_how;            /* enum gen_mode */
 __u32 gen_flows;          /* GEN_CYCLE_FLOWS: number of flows */
 __u32 gen_base;           /* source address of flows 0 .. 32767 (host order) */
 __u32 gen_stamp;          /* nonzero: write bpf_ktime_get_ns() at GEN_OFF_STAMP */
+__u32 gen_reply;          /* nonzero: flow i is the destination (a reply to client i) */
 __u32 gen_csum;           /* nonzero: keep the IPv4 and TCP checksums valid (see csum_fix) */
 __u32 gen_pos;            /* GEN_CYCLE_FLOWS: the next flow */
 __u64 gen_seq;            /* packets generated (all runs); GEN_NEW_FLOWS: the next flow */
@@ -86,6 +87,11 @@ static __always_inline void flow_fields(__u8 *data, __u32 i)
 	__u32 saddr = bpf_htonl(gen_base + (i >> 15));
 	__u16 sport = bpf_htons(0x8000 | (i & 0x7fff));
 
+	if (gen_reply) {
+		__builtin_memcpy(data + GEN_OFF_DADDR, &saddr, 4);
+		__builtin_memcpy(data + GEN_OFF_DPORT, &sport, 2);
+		return;
+	}
 	__builtin_memcpy(data + GEN_OFF_SADDR, &saddr, 4);
 	__builtin_memcpy(data + GEN_OFF_SPORT, &sport, 2);
 }
@@ -222,6 +228,12 @@ static __always_inline int rx_backend(__u8 *data, __u8 *data_end, __u8 **in)
 		    *(__u32 *)(ip + 16) != rx_vip || *(__u16 *)(ip + 22) != rx_port)
 			return -1;
 		return data[5];
+	}
+	if (rx_method == GEN_M_NAT_REPLY) {
+		__builtin_memcpy(&dst, ip + 16, 4);
+		if (*(__u32 *)(ip + 12) != rx_vip || *(__u16 *)(ip + 20) != rx_port || (dst & rx_mask) == rx_net)
+			return -1;
+		return 1; /* the replies all come from backend 1 */
 	}
 	if (rx_method != GEN_M_NAT)
 		return -1;

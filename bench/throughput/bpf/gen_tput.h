@@ -13,6 +13,9 @@
 /* Frame offsets of the varied fields and of the timestamp. */
 #define GEN_OFF_SADDR (14 + 12)
 #define GEN_OFF_SPORT (14 + 20)
+/* The same fields of the other end (gen_reply: the flows are clients). */
+#define GEN_OFF_DADDR (14 + 16)
+#define GEN_OFF_DPORT (14 + 22)
 #define GEN_OFF_STAMP (14 + 20 + 20)
 /* Frame offsets of the IPv4 header checksum and the TCP checksum. */
 #define GEN_OFF_IPCSUM (14 + 10)
@@ -48,6 +51,9 @@ enum gen_method {
 	GEN_M_GUE = 1, /* UDP/IPv4 from the node to a backend's rx_gue_port, inner to the VIP */
 	GEN_M_DR = 2,  /* the frame unchanged from its IP header, to a backend's MAC */
 	GEN_M_NAT = 3, /* TCP/IPv4 with the destination rewritten to a backend:rx_nat_port */
+	/* NAT replies (the generator sends a backend's replies, gen_reply):
+	 * TCP/IPv4 from the VIP:rx_port to a client outside the backends' prefix */
+	GEN_M_NAT_REPLY = 4,
 };
 
 /* Backend 10.0.1.b's MAC for GEN_M_DR: GEN_DR_MAC0..4 then b. */
