@@ -107,7 +107,11 @@
 // generated packet; DR: the generated frame to the backend's own MAC,
 // which the harness caches as the backend's next hop; NAT: the generated
 // packet with its destination rewritten to a backend's address and
-// port), and every run is checked as GRE's are.
+// port), and every run is checked as GRE's are. NATReply (established
+// traffic only) generates the backend's replies of the established flows
+// instead (their xlb_nat entries written first, as the forward path
+// would) and counts the frames from the VIP to the clients against the
+// forwarder's nat_reply count.
 //
 // SYNFlood (flood.go) reuses the generator outside this harness: a spoofed
 // SYN flood with valid checksums into a lab node's receive ring, with the
