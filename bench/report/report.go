@@ -66,6 +66,10 @@ type Report struct {
 	// the measured CPU (throughput.PlacementSplit).
 	MppsOneCoreSplit map[string]float64 `json:"mpps_one_core_split,omitempty"`
 	MppsGenericXDP   map[string]float64 `json:"mpps_generic_xdp,omitempty"`
+	// TputMethod: native XDP, shared placement, Mpps on one core per
+	// forwarding method and traffic kind, live frames
+	// ("<method>_v4_<traffic>", tput_methods.go).
+	TputMethod map[string]float64 `json:"tput_method,omitempty"`
 	// Throughput holds whatever else bench/throughput reports
 	// (latency added per packet, receivers' counts ...).
 	Throughput map[string]float64 `json:"throughput,omitempty"`
@@ -302,6 +306,8 @@ func (r *Report) groupPtr(name string) *map[string]float64 {
 		return &r.MppsOneCoreSplit
 	case "mpps_generic_xdp":
 		return &r.MppsGenericXDP
+	case "tput_method":
+		return &r.TputMethod
 	case "throughput":
 		return &r.Throughput
 	case "table_gen_ms":

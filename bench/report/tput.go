@@ -26,6 +26,7 @@ func (b *runner) tput(ctx context.Context) error {
 	// The forwarder's NAPI thread alone on the measured CPU, generator and
 	// receiver on the other: the other honest reading of "one core".
 	split.Placement, split.Baseline, split.LatencyProbes = throughput.PlacementSplit, false, 0
+	native.Methods = throughput.AllMethods()
 	opts := []*throughput.Options{&native, &generic}
 	if runtime.NumCPU() > 1 {
 		opts = []*throughput.Options{&native, &split, &generic}
@@ -90,6 +91,7 @@ func (b *runner) tput(ctx context.Context) error {
 		for _, f := range res.Baseline {
 			b.r.set("throughput."+string(o.Mode)+"_"+string(f.Traffic)+"_reflect_mpps", f.CapacityMpps)
 		}
+		b.putTputMethods(res)
 		if o.Mode == datapath.ModeNative && o.Placement == throughput.PlacementShared {
 			for _, f := range res.Figures {
 				note := fmt.Sprintf("%.0f ns CPU per packet for generator + forwarder + receiver", f.CPUNs)
@@ -106,7 +108,7 @@ func (b *runner) tput(ctx context.Context) error {
 		}
 	}
 	b.r.Details.Throughput = all
-	b.r.md["tput"] = tputMarkdown(all)
+	b.r.md["tput"] = tputMarkdown(all) + b.tputMethodsMarkdown(all)
 	return nil
 }
 

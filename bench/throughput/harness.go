@@ -37,7 +37,8 @@ var (
 const (
 	vipPort     = 80
 	backendNet  = "10.0.1.0/24"
-	backendBase = 0x0a000100 // 10.0.1.0: backend b is 10.0.1.b
+	clientNet   = "172.16.0.0/12" // Established's clients (baseEst)
+	backendBase = 0x0a000100      // 10.0.1.0: backend b is 10.0.1.b
 	// First source addresses of the generated flows (host order).
 	baseSYN = 0x0b000000 // 11.0.0.0/8: new flows (gen_seq >> 15 above it)
 	baseEst = 0xac100000 // 172.16.0.0/12: established flows
@@ -61,6 +62,7 @@ type harness struct {
 	genTid         int // the generator's thread
 	softirqPid     int // ksoftirqd of CPU (PlacementShared)
 	xlb, reflector *ebpf.Program
+	method         Method // the reals' forwarding method now (setMethod)
 }
 
 func newHarness(o Options, sysfs string) (_ *harness, err error) {
@@ -102,12 +104,8 @@ func newHarness(o Options, sysfs string) (_ *harness, err error) {
 		return nil, fmt.Errorf("open the forwarder's link: %w", err)
 	}
 	h.xlb, h.reflector, h.onLink = h.dp.Program(), h.objs.GenReflect, h.dp.Program()
-	st, err := h.state()
-	if err != nil {
+	if err := h.setMethod(GRE); err != nil {
 		return nil, err
-	}
-	if _, err := h.dp.Apply(st); err != nil {
-		return nil, fmt.Errorf("apply state: %w", err)
 	}
 	if o.Placement == PlacementShared {
 		if h.softirqPid, err = kernelThread(fmt.Sprintf("ksoftirqd/%d\n", o.CPU)); err != nil {
@@ -188,6 +186,14 @@ func (h *harness) setupLinks() error {
 	if err := nl.RouteAdd(&netlink.Route{LinkIndex: node.Attrs().Index, Dst: dst, Gw: gwV4.AsSlice()}); err != nil {
 		return fmt.Errorf("route %s: %w", backendNet, err)
 	}
+	// The clients, for NAT replies (the forwarder asks the FIB).
+	_, clients, err := net.ParseCIDR(clientNet)
+	if err != nil {
+		return err
+	}
+	if err := nl.RouteAdd(&netlink.Route{LinkIndex: node.Attrs().Index, Dst: clients, Gw: gwV4.AsSlice()}); err != nil {
+		return fmt.Errorf("route %s: %w", clientNet, err)
+	}
 	return nil
 }
 
@@ -256,12 +262,16 @@ func (h *harness) keepInDispatcher() error {
 	return nil
 }
 
-// state is one TCP VIP with o.Backends GRE backends (10.0.1.1 ...) in a
-// Maglev table of o.TableSize, next hops cached as xlbd does.
-func (h *harness) state() (*state.State, error) {
+// stateFor is one TCP VIP with o.Backends backends (10.0.1.1 ...) on
+// method m in a Maglev table of o.TableSize, next hops cached as xlbd
+// does. DR sends to a backend's own MAC (drMAC: the harness's backends sit
+// behind the generator end, so the cached next hop gets their MAC); NAT
+// rewrites to the backend's natRealPort.
+func (h *harness) stateFor(m Method) (*state.State, error) {
 	st := &state.State{
 		Node: state.Node{Addr4: nodeV4, Timeouts: state.Timeouts{
-			TCPSyn: time.Minute, TCP: 15 * time.Minute, TCPFin: 2 * time.Minute, UDP: 5 * time.Minute}},
+			TCPSyn: time.Minute, TCP: 15 * time.Minute, TCPFin: 2 * time.Minute, UDP: 5 * time.Minute},
+			GUEPort: guePort, NAT: methodEncap[m] == state.EncapNAT},
 		Services: map[state.VIPKey]*state.Service{},
 	}
 	var backends []maglev.Backend
@@ -277,7 +287,14 @@ func (h *harness) state() (*state.State, error) {
 		}
 		backends = append(backends, maglev.Backend{Name: a.String(), Weight: 1})
 		ids[a.String()] = uint32(b)
-		st.Reals.Set(uint32(b), state.Real{Addr: a, SvcID: 1, Active: true, NextHop: nh})
+		r := state.Real{Addr: a, SvcID: 1, Active: true, NextHop: nh}
+		switch m {
+		case DR:
+			r.NextHop.DMAC = drMAC(b)
+		case NAT, NATReply:
+			r.Port = natRealPort
+		}
+		st.Reals.Set(uint32(b), r)
 	}
 	tbl, err := maglev.Build(backends, h.o.TableSize)
 	if err != nil {
@@ -288,7 +305,7 @@ func (h *harness) state() (*state.State, error) {
 		entries[j] = ids[tbl.Backends[e].Name]
 	}
 	key := state.VIPKey{Addr: vip, Port: vipPort, Proto: packet.ProtoTCP}
-	st.Services[key] = &state.Service{SvcID: 1, Encap: state.EncapGRE, Table: entries}
+	st.Services[key] = &state.Service{SvcID: 1, Encap: methodEncap[m], Table: entries}
 	return st, nil
 }
 
@@ -323,6 +340,9 @@ func frame(t Traffic) []byte {
 // setGenerator loads the generator's template and flow numbering for t.
 func (h *harness) setGenerator(t Traffic, stamp bool) error {
 	fr := frame(t)
+	if h.method == NATReply {
+		fr = replyFrame()
+	}
 	if len(fr) != genFrame {
 		return fmt.Errorf("template of %d bytes, want %d", len(fr), genFrame)
 	}

@@ -199,7 +199,8 @@ func (h *harness) run(ctx context.Context, t Traffic, p *ebpf.Program) (Run, err
 	for i := range bAfter {
 		r.Backends[i] = bAfter[i] - bBefore[i]
 	}
-	if tx, rx := after.fwd["forward_tx"]-before.fwd["forward_tx"], after.rx.Encap-before.rx.Encap; tx > rx {
+	txs := txStat(h.method)
+	if tx, rx := after.fwd[txs]-before.fwd[txs], after.rx.Encap-before.rx.Encap; tx > rx {
 		r.LostAfterForwarder = tx - rx
 	}
 	return r, h.check(t, p, r, before, after)
@@ -238,20 +239,24 @@ func (h *harness) check(t Traffic, p *ebpf.Program, r Run, before, after snap) e
 			return fail("forwarder counted %s=%d", k, v)
 		}
 	}
-	tx := r.Forwarder["forward_tx"]
+	txs := txStat(h.method)
+	tx := r.Forwarder[txs]
 	// The window's ends read the receiver's and the forwarder's counters
 	// one after the other while frames flow (and the reading thread may
 	// be preempted in between): loose here, exact over the whole run.
 	if diff := math.Abs(float64(tx) - float64(r.Received)); diff > 4096+float64(tx)/20 {
 		return fail("forwarder sent %d, receiver got %d", tx, r.Received)
 	}
-	sent, got := after.fwd["forward_tx"]-before.fwd["forward_tx"], after.rx.Encap-before.rx.Encap
+	sent, got := after.fwd[txs]-before.fwd[txs], after.rx.Encap-before.rx.Encap
 	if got > sent || r.LostAfterForwarder > sent/100 {
 		return fail("over the run the forwarder sent %d, the receiver got %d", sent, got)
 	}
 	want := "ct_hit"
 	if t == SYN {
 		want = "ct_miss"
+	}
+	if h.method == NATReply {
+		want = "nat_reply" // a reply matches no VIP: no conntrack lookup
 	}
 	if got := r.Forwarder[want]; float64(got) < 0.99*float64(tx) {
 		return fail("%s=%d of %d forwarded", want, got, tx)
@@ -268,7 +273,7 @@ func (h *harness) check(t Traffic, p *ebpf.Program, r Run, before, after snap) e
 
 func progName(h *harness, p *ebpf.Program) string {
 	if p == h.xlb {
-		return "xlb"
+		return "xlb (" + string(h.method) + ")"
 	}
 	return "reflect"
 }
@@ -468,6 +473,11 @@ func (h *harness) measureAll(ctx context.Context, res *Results) error {
 			res.EstablishedMpps, res.EstablishedForwarderOnlyMpps = fx.CapacityMpps, fx.ForwarderOnlyMpps
 		case Constant:
 			res.ConstantMpps, res.ConstantForwarderOnlyMpps = fx.CapacityMpps, fx.ForwarderOnlyMpps
+		}
+	}
+	if len(o.Methods) > 0 {
+		if err := h.measureMethods(ctx, res); err != nil {
+			return err
 		}
 	}
 	if o.LatencyProbes == 0 {

@@ -99,6 +99,20 @@
 // here); gen_tx is therefore kept attached to a spare veth pair for the
 // whole measurement, and each call then costs microseconds.
 //
+// Options.Methods measures the same traffic again with the VIP's reals
+// on each forwarding method in turn (methods.go: GRE, GUE, DR, NAT
+// forward; passes in alternating order, GRE again as the reference of
+// the same passes): gen_count then counts only what that method sends to
+// a backend (GUE: UDP from the node to a backend's GUE port around the
+// generated packet; DR: the generated frame to the backend's own MAC,
+// which the harness caches as the backend's next hop; NAT: the generated
+// packet with its destination rewritten to a backend's address and
+// port), and every run is checked as GRE's are. NATReply (established
+// traffic only) generates the backend's replies of the established flows
+// instead (their xlb_nat entries written first, as the forward path
+// would) and counts the frames from the VIP to the clients against the
+// forwarder's nat_reply count.
+//
 // SYNFlood (flood.go) reuses the generator outside this harness: a spoofed
 // SYN flood with valid checksums into a lab node's receive ring, with the
 // gen_sink program closing the loop (the e2e SYN-flood acceptance test).
@@ -174,6 +188,11 @@ type Options struct {
 	ConntrackEntries uint32 // per CPU (default 1 << 20)
 	Backends         int    // of the one VIP (default 10)
 	TableSize        uint32 // Maglev M, prime (default 65537)
+	// Methods also measures every traffic kind with the VIP's reals on
+	// each of these forwarding methods, in passes of alternating order
+	// (Results.Methods; nil: none). Not with LatencyProbes' unthreaded
+	// probes: those are GRE's.
+	Methods []Method
 	// Logf receives progress lines (nil: none).
 	Logf func(format string, args ...any)
 }
@@ -271,6 +290,11 @@ func (o *Options) defaults() error {
 			return fmt.Errorf("throughput: unknown traffic %q", t)
 		}
 	}
+	for _, m := range o.Methods {
+		if _, ok := methodEncap[m]; !ok {
+			return fmt.Errorf("throughput: unknown method %q: gre, gue, dr or nat", m)
+		}
+	}
 	return nil
 }
 
@@ -294,7 +318,10 @@ type Results struct {
 	SynForwarderOnlyMpps, EstablishedForwarderOnlyMpps, ConstantForwarderOnlyMpps float64
 	Figures                                                                       []Figure // the forwarder, per traffic kind
 	Baseline                                                                      []Figure // gen_reflect in its place (Options.Baseline)
-	Elapsed                                                                       time.Duration
+	// Methods: the forwarder per forwarding method and traffic kind
+	// (Options.Methods), GRE included, measured in the same passes.
+	Methods []Figure
+	Elapsed time.Duration
 }
 
 // Figure returns the forwarder's figure of traffic t.
@@ -311,8 +338,11 @@ func (r Results) Figure(t Traffic) (Figure, bool) {
 // gen_reflect): medians over the runs.
 type Figure struct {
 	Traffic Traffic
-	Program string  // "xlb" or "reflect"
-	Mpps    float64 // received at the receiver per second of the window
+	Program string // "xlb" or "reflect"
+	// Method is the reals' forwarding method of a Results.Methods
+	// figure ("" elsewhere: GRE).
+	Method Method
+	Mpps   float64 // received at the receiver per second of the window
 	// NsPerPacket is 1000 / Mpps (wall clock).
 	NsPerPacket float64
 	// CPUNs is the CPU time per received packet of the measured work:
@@ -446,6 +476,14 @@ func (r Results) Summary() string {
 		}
 		fmt.Fprintf(&s, "| %s | %.2f | %.0f (%.0f) | %.2f | %.0f%% | %s | %s | %s | %s | %s | %s |\n", f.Traffic, f.Mpps, f.CPUNs,
 			f.BestCPUNs, f.CapacityMpps, 100*f.Busy, refl, reflNs, only, onlyMpps, lat, added)
+	}
+	if len(r.Methods) > 0 {
+		fmt.Fprintf(&s, "\nBy forwarding method (the same passes, alternating order):\n\n"+
+			"| method | traffic | Mpps received | CPU ns/packet (%s), median (best) | Mpps per whole CPU | CPU busy |\n|---|---|---:|---:|---:|---:|\n", what)
+		for _, f := range r.Methods {
+			fmt.Fprintf(&s, "| %s | %s | %.2f | %.0f (%.0f) | %.2f | %.0f%% |\n", f.Method, f.Traffic, f.Mpps, f.CPUNs, f.BestCPUNs,
+				f.CapacityMpps, 100*f.Busy)
+		}
 	}
 	return s.String()
 }

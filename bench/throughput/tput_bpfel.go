@@ -13,6 +13,16 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type tputGenMethod uint32
+
+const (
+	tputGenMethodGEN_M_GRE       tputGenMethod = 0
+	tputGenMethodGEN_M_GUE       tputGenMethod = 1
+	tputGenMethodGEN_M_DR        tputGenMethod = 2
+	tputGenMethodGEN_M_NAT       tputGenMethod = 3
+	tputGenMethodGEN_M_NAT_REPLY tputGenMethod = 4
+)
+
 type tputGenMode uint32
 
 const (
@@ -36,33 +46,38 @@ type tputGenStats struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	tputMapGenBackend    = "gen_backend"
-	tputMapGenRx         = "gen_rx"
-	tputProgGenCount     = "gen_count"
-	tputProgGenReflect   = "gen_reflect"
-	tputProgGenSink      = "gen_sink"
-	tputProgGenTx        = "gen_tx"
-	tputVarGenAnchorMode = "gen_anchor_mode"
-	tputVarGenBase       = "gen_base"
-	tputVarGenCsum       = "gen_csum"
-	tputVarGenFlows      = "gen_flows"
-	tputVarGenHow        = "gen_how"
-	tputVarGenPos        = "gen_pos"
-	tputVarGenSeq        = "gen_seq"
-	tputVarGenStamp      = "gen_stamp"
-	tputVarGenTmpl       = "gen_tmpl"
-	tputVarLatNext       = "lat_next"
-	tputVarLatSamples    = "lat_samples"
-	tputVarRxMask        = "rx_mask"
-	tputVarRxNet         = "rx_net"
-	tputVarRxNode        = "rx_node"
-	tputVarRxPort        = "rx_port"
-	tputVarRxSample      = "rx_sample"
-	tputVarRxVip         = "rx_vip"
-	tputVarRxWant        = "rx_want"
-	tputVarSinkMask      = "sink_mask"
-	tputVarSinkNet       = "sink_net"
-	tputVarSinkOn        = "sink_on"
+	tputMapGenBackend      = "gen_backend"
+	tputMapGenRx           = "gen_rx"
+	tputProgGenCount       = "gen_count"
+	tputProgGenReflect     = "gen_reflect"
+	tputProgGenSink        = "gen_sink"
+	tputProgGenTx          = "gen_tx"
+	tputVarGenAnchorMethod = "gen_anchor_method"
+	tputVarGenAnchorMode   = "gen_anchor_mode"
+	tputVarGenBase         = "gen_base"
+	tputVarGenCsum         = "gen_csum"
+	tputVarGenFlows        = "gen_flows"
+	tputVarGenHow          = "gen_how"
+	tputVarGenPos          = "gen_pos"
+	tputVarGenReply        = "gen_reply"
+	tputVarGenSeq          = "gen_seq"
+	tputVarGenStamp        = "gen_stamp"
+	tputVarGenTmpl         = "gen_tmpl"
+	tputVarLatNext         = "lat_next"
+	tputVarLatSamples      = "lat_samples"
+	tputVarRxGuePort       = "rx_gue_port"
+	tputVarRxMask          = "rx_mask"
+	tputVarRxMethod        = "rx_method"
+	tputVarRxNatPort       = "rx_nat_port"
+	tputVarRxNet           = "rx_net"
+	tputVarRxNode          = "rx_node"
+	tputVarRxPort          = "rx_port"
+	tputVarRxSample        = "rx_sample"
+	tputVarRxVip           = "rx_vip"
+	tputVarRxWant          = "rx_want"
+	tputVarSinkMask        = "sink_mask"
+	tputVarSinkNet         = "sink_net"
+	tputVarSinkOn          = "sink_on"
 )
 
 // loadTput returns the embedded CollectionSpec for tput.
@@ -125,27 +140,32 @@ type tputMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tputVariableSpecs struct {
-	GenAnchorMode *ebpf.VariableSpec `ebpf:"gen_anchor_mode"`
-	GenBase       *ebpf.VariableSpec `ebpf:"gen_base"`
-	GenCsum       *ebpf.VariableSpec `ebpf:"gen_csum"`
-	GenFlows      *ebpf.VariableSpec `ebpf:"gen_flows"`
-	GenHow        *ebpf.VariableSpec `ebpf:"gen_how"`
-	GenPos        *ebpf.VariableSpec `ebpf:"gen_pos"`
-	GenSeq        *ebpf.VariableSpec `ebpf:"gen_seq"`
-	GenStamp      *ebpf.VariableSpec `ebpf:"gen_stamp"`
-	GenTmpl       *ebpf.VariableSpec `ebpf:"gen_tmpl"`
-	LatNext       *ebpf.VariableSpec `ebpf:"lat_next"`
-	LatSamples    *ebpf.VariableSpec `ebpf:"lat_samples"`
-	RxMask        *ebpf.VariableSpec `ebpf:"rx_mask"`
-	RxNet         *ebpf.VariableSpec `ebpf:"rx_net"`
-	RxNode        *ebpf.VariableSpec `ebpf:"rx_node"`
-	RxPort        *ebpf.VariableSpec `ebpf:"rx_port"`
-	RxSample      *ebpf.VariableSpec `ebpf:"rx_sample"`
-	RxVip         *ebpf.VariableSpec `ebpf:"rx_vip"`
-	RxWant        *ebpf.VariableSpec `ebpf:"rx_want"`
-	SinkMask      *ebpf.VariableSpec `ebpf:"sink_mask"`
-	SinkNet       *ebpf.VariableSpec `ebpf:"sink_net"`
-	SinkOn        *ebpf.VariableSpec `ebpf:"sink_on"`
+	GenAnchorMethod *ebpf.VariableSpec `ebpf:"gen_anchor_method"`
+	GenAnchorMode   *ebpf.VariableSpec `ebpf:"gen_anchor_mode"`
+	GenBase         *ebpf.VariableSpec `ebpf:"gen_base"`
+	GenCsum         *ebpf.VariableSpec `ebpf:"gen_csum"`
+	GenFlows        *ebpf.VariableSpec `ebpf:"gen_flows"`
+	GenHow          *ebpf.VariableSpec `ebpf:"gen_how"`
+	GenPos          *ebpf.VariableSpec `ebpf:"gen_pos"`
+	GenReply        *ebpf.VariableSpec `ebpf:"gen_reply"`
+	GenSeq          *ebpf.VariableSpec `ebpf:"gen_seq"`
+	GenStamp        *ebpf.VariableSpec `ebpf:"gen_stamp"`
+	GenTmpl         *ebpf.VariableSpec `ebpf:"gen_tmpl"`
+	LatNext         *ebpf.VariableSpec `ebpf:"lat_next"`
+	LatSamples      *ebpf.VariableSpec `ebpf:"lat_samples"`
+	RxGuePort       *ebpf.VariableSpec `ebpf:"rx_gue_port"`
+	RxMask          *ebpf.VariableSpec `ebpf:"rx_mask"`
+	RxMethod        *ebpf.VariableSpec `ebpf:"rx_method"`
+	RxNatPort       *ebpf.VariableSpec `ebpf:"rx_nat_port"`
+	RxNet           *ebpf.VariableSpec `ebpf:"rx_net"`
+	RxNode          *ebpf.VariableSpec `ebpf:"rx_node"`
+	RxPort          *ebpf.VariableSpec `ebpf:"rx_port"`
+	RxSample        *ebpf.VariableSpec `ebpf:"rx_sample"`
+	RxVip           *ebpf.VariableSpec `ebpf:"rx_vip"`
+	RxWant          *ebpf.VariableSpec `ebpf:"rx_want"`
+	SinkMask        *ebpf.VariableSpec `ebpf:"sink_mask"`
+	SinkNet         *ebpf.VariableSpec `ebpf:"sink_net"`
+	SinkOn          *ebpf.VariableSpec `ebpf:"sink_on"`
 }
 
 // tputObjects contains all objects after they have been loaded into the kernel.
@@ -183,27 +203,32 @@ func (m *tputMaps) Close() error {
 //
 // It can be passed to loadTputObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tputVariables struct {
-	GenAnchorMode *ebpf.Variable `ebpf:"gen_anchor_mode"`
-	GenBase       *ebpf.Variable `ebpf:"gen_base"`
-	GenCsum       *ebpf.Variable `ebpf:"gen_csum"`
-	GenFlows      *ebpf.Variable `ebpf:"gen_flows"`
-	GenHow        *ebpf.Variable `ebpf:"gen_how"`
-	GenPos        *ebpf.Variable `ebpf:"gen_pos"`
-	GenSeq        *ebpf.Variable `ebpf:"gen_seq"`
-	GenStamp      *ebpf.Variable `ebpf:"gen_stamp"`
-	GenTmpl       *ebpf.Variable `ebpf:"gen_tmpl"`
-	LatNext       *ebpf.Variable `ebpf:"lat_next"`
-	LatSamples    *ebpf.Variable `ebpf:"lat_samples"`
-	RxMask        *ebpf.Variable `ebpf:"rx_mask"`
-	RxNet         *ebpf.Variable `ebpf:"rx_net"`
-	RxNode        *ebpf.Variable `ebpf:"rx_node"`
-	RxPort        *ebpf.Variable `ebpf:"rx_port"`
-	RxSample      *ebpf.Variable `ebpf:"rx_sample"`
-	RxVip         *ebpf.Variable `ebpf:"rx_vip"`
-	RxWant        *ebpf.Variable `ebpf:"rx_want"`
-	SinkMask      *ebpf.Variable `ebpf:"sink_mask"`
-	SinkNet       *ebpf.Variable `ebpf:"sink_net"`
-	SinkOn        *ebpf.Variable `ebpf:"sink_on"`
+	GenAnchorMethod *ebpf.Variable `ebpf:"gen_anchor_method"`
+	GenAnchorMode   *ebpf.Variable `ebpf:"gen_anchor_mode"`
+	GenBase         *ebpf.Variable `ebpf:"gen_base"`
+	GenCsum         *ebpf.Variable `ebpf:"gen_csum"`
+	GenFlows        *ebpf.Variable `ebpf:"gen_flows"`
+	GenHow          *ebpf.Variable `ebpf:"gen_how"`
+	GenPos          *ebpf.Variable `ebpf:"gen_pos"`
+	GenReply        *ebpf.Variable `ebpf:"gen_reply"`
+	GenSeq          *ebpf.Variable `ebpf:"gen_seq"`
+	GenStamp        *ebpf.Variable `ebpf:"gen_stamp"`
+	GenTmpl         *ebpf.Variable `ebpf:"gen_tmpl"`
+	LatNext         *ebpf.Variable `ebpf:"lat_next"`
+	LatSamples      *ebpf.Variable `ebpf:"lat_samples"`
+	RxGuePort       *ebpf.Variable `ebpf:"rx_gue_port"`
+	RxMask          *ebpf.Variable `ebpf:"rx_mask"`
+	RxMethod        *ebpf.Variable `ebpf:"rx_method"`
+	RxNatPort       *ebpf.Variable `ebpf:"rx_nat_port"`
+	RxNet           *ebpf.Variable `ebpf:"rx_net"`
+	RxNode          *ebpf.Variable `ebpf:"rx_node"`
+	RxPort          *ebpf.Variable `ebpf:"rx_port"`
+	RxSample        *ebpf.Variable `ebpf:"rx_sample"`
+	RxVip           *ebpf.Variable `ebpf:"rx_vip"`
+	RxWant          *ebpf.Variable `ebpf:"rx_want"`
+	SinkMask        *ebpf.Variable `ebpf:"sink_mask"`
+	SinkNet         *ebpf.Variable `ebpf:"sink_net"`
+	SinkOn          *ebpf.Variable `ebpf:"sink_on"`
 }
 
 // tputPrograms contains all programs after they have been loaded into the kernel.
