@@ -27,6 +27,7 @@ func Schedulers() []SchedSpec {
 		{Name: "lc", Kind: state.SchedLC}, {Name: "wlc", Kind: state.SchedWLC},
 		{Name: "sed", Kind: state.SchedSED}, {Name: "nq", Kind: state.SchedNQ},
 		{Name: "sh", Kind: state.SchedMaglevSource}, {Name: "dh", Kind: state.SchedDH},
+		{Name: "lblc", Kind: state.SchedLBLC}, {Name: "lblcr", Kind: state.SchedLBLCR},
 		{Name: "rr+persistence", Kind: state.SchedRR, Persist: 300 * time.Second},
 	}
 }
@@ -75,6 +76,9 @@ func schedValues(o Options, spec *SchedSpec) (schedWrite, error) {
 		v := benchSvcSched{Kind: uint8(sc.Kind), Proto: sc.Proto, Plen4: sc.Plen4, Plen6: sc.Plen6,
 			N: uint32(len(sc.List)), Total: sc.Total(), Stride: sc.Stride, PersistId: sc.Persist.ID,
 			PersistTimeout: datapath.Ticks(sc.Persist.Timeout), Pplen4: sc.Persist.Plen4, Pplen6: sc.Persist.Plen6}
+		if sc.Kind == state.SchedLBLC || sc.Kind == state.SchedLBLCR {
+			v.Stride = datapath.LBLCTicks(lblcExpire) // the entries' expiration, as xlbd writes it
+		}
 		if len(sc.List) > len(v.Ent) {
 			return nil, fmt.Errorf("bench: %d backends, a list holds %d", len(sc.List), len(v.Ent))
 		}
@@ -85,6 +89,9 @@ func schedValues(o Options, spec *SchedSpec) (schedWrite, error) {
 	}
 	return w, nil
 }
+
+// lblcExpire is xlbd's lblc/lblcr expiration (controller.LBLCExpiration).
+const lblcExpire = 24 * time.Hour
 
 // useSched writes t's scheduler settings into the forwarder's
 // xlb_svc_sched unless they are the ones written last.

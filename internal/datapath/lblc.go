@@ -12,9 +12,9 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-// lblcTicks is an lblc entry's expiration in ticks, rounded up (32 bits:
+// LBLCTicks is an lblc entry's expiration in ticks, rounded up (32 bits:
 // IPVS's default of a day fits).
-func lblcTicks(d time.Duration) uint32 {
+func LBLCTicks(d time.Duration) uint32 {
 	t := (uint64(d) + 1<<ctTickShift - 1) >> ctTickShift
 	return uint32(min(t, 1<<32-1))
 }

@@ -16,7 +16,7 @@ func schedInfo(sc *state.Sched) xlbSvcSched {
 		N: uint32(len(sc.List)), Total: sc.Total(), Stride: sc.Stride,
 		PersistId: sc.Persist.ID, PersistTimeout: Ticks(sc.Persist.Timeout), Pplen4: sc.Persist.Plen4, Pplen6: sc.Persist.Plen6}
 	if sc.Kind == state.SchedLBLC || sc.Kind == state.SchedLBLCR {
-		v.Stride = lblcTicks(sc.Expire)
+		v.Stride = LBLCTicks(sc.Expire)
 	}
 	for i, e := range sc.List {
 		if i < len(v.Ent) {
