@@ -40,6 +40,7 @@ var helperSince = map[asm.BuiltinFunc]string{
 	asm.FnXdpAdjustMeta:     "4.15",
 	asm.FnXdpAdjustTail:     "4.18",
 	asm.FnFibLookup:         "4.18",
+	asm.FnJiffies64:         "5.5",
 	asm.FnRingbufOutput:     "5.8",
 	asm.FnRingbufReserve:    "5.8",
 	asm.FnRingbufSubmit:     "5.8",
