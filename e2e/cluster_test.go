@@ -68,6 +68,14 @@ func TestClusterConfigEtcd(t *testing.T) {
 	if err := l.WaitForwarding(ctx, netip.AddrPortFrom(l.VIP4(), lab.DefaultPorts.HTTP), 20*time.Second, daemons...); err != nil {
 		t.Fatal(err)
 	}
+	// The forwarder forwards from xlbd's first commit; its API answers
+	// from "xlbd running" on (before, calls are refused as "xlbd is
+	// starting", which apply --cluster without --etcd needs).
+	for _, d := range daemons {
+		if err := d.WaitOutput(ctx, "xlbd running", 1, 20*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// A weight change through the store reaches both nodes.
 	_, changed := lab.SplitXLBDConfig(l.XLBDConfig(0, lab.XLBDOptions{Weights: []int{2, 1, 1}}))
 	out, err := apply(changed)
