@@ -25,6 +25,7 @@ func (c *Config) Validate() error {
 // validate runs the semantic checks, reporting to c. Problems the decoder
 // already reported are not reported again (see collector.failed).
 func validate(cfg *Config, c *collector) {
+	configKeys.check(cfg, loc{}, c) // types and bounds of each key
 	validateNode(&cfg.Node, c)
 	validateEndpoints(&cfg.Node, c)
 	checks := checkIndex(cfg.HealthChecks)
@@ -41,7 +42,7 @@ func validate(cfg *Config, c *collector) {
 	validateServices(cfg, idx, c)
 	validateMethods(cfg, idx, c)
 	validateGroups(cfg, c)
-	validateBGP(cfg.BGP, c)
+	validateBGP(cfg.BGP, &cfg.Node, c)
 	if cfg.BGP != nil && len(cfg.BGP.Peers) > 0 {
 		for i, s := range cfg.Services {
 			if s.VIP.IsValid() && !cfg.BGP.Carries(s.VIP) {
@@ -59,16 +60,12 @@ func validate(cfg *Config, c *collector) {
 func validateNode(n *Node, c *collector) {
 	switch p := "node.name"; {
 	case n.Name == "":
-		c.errf(p, ErrRequired, "required")
 	case !validName(n.Name):
 		c.errf(p, ErrInvalid, "%q is not a valid instance name: use 1 to %d of A-Z a-z 0-9 _ . - (not \".\" or \"..\")",
 			n.Name, MaxNameLen)
 	}
-	switch p := "node.interface"; {
-	case n.Interface == "":
-		c.errf(p, ErrRequired, "required: the network interface to attach the XDP program to")
-	case !validIfName(n.Interface):
-		c.errf(p, ErrInvalid, "%q is not a valid interface name (1 to 15 bytes, no '/', ':' or spaces)", n.Interface)
+	if i := n.Interface; i != "" && !validIfName(i) {
+		c.errf("node.interface", ErrInvalid, "%q is not a valid interface name (1 to 15 bytes, no '/', ':' or spaces)", i)
 	}
 	if a := n.Address; a.IsValid() {
 		if !a.Is4() {
@@ -94,42 +91,7 @@ func validateNode(n *Node, c *collector) {
 			c.errf("node.gateway_mac", ErrInvalid, "%s is the all-zero address", m)
 		}
 	}
-	if !enumValid(xdpModeNames, n.XDPMode) {
-		c.errf("node.xdp_mode", ErrInvalid, "%s is not one of %s", n.XDPMode, enumList(xdpModeNames))
-	}
-	for name, r := range map[string]uint32{"flood_syn_rate": n.FloodSynRate, "flood_new_flow_rate": n.FloodNewFlowRate} {
-		if r > MaxFloodSynRate {
-			c.errf("node."+name, ErrInvalid, "%d is out of range 0..%d", r, MaxFloodSynRate)
-		}
-	}
-	if r := n.ICMPEchoRate; r > MaxICMPEchoRate {
-		c.errf("node.icmp_echo_rate", ErrInvalid, "%d is out of range 0..%d", r, MaxICMPEchoRate)
-	}
-	if r := n.ICMPTooBigRate; r > MaxICMPTooBigRate {
-		c.errf("node.icmp_too_big_rate", ErrInvalid, "%d is out of range 0..%d", r, MaxICMPTooBigRate)
-	}
 	validateFragmentPool(n, c)
-	if e := n.FragmentTableEntries; e < MinFragmentTableEntries || e > MaxFragmentTableEntries {
-		c.errf("node.fragment_table_entries", ErrInvalid, "%d is out of range %d..%d", e, MinFragmentTableEntries, MaxFragmentTableEntries)
-	}
-	if r := n.TraceRate; r > MaxTraceRate {
-		c.errf("node.trace_rate", ErrInvalid, "%d is out of range 0..%d", r, MaxTraceRate)
-	}
-	if e := n.ConntrackEntries; e < MinConntrackEntries || e > MaxConntrackEntries {
-		c.errf("node.conntrack_entries", ErrInvalid, "%d is out of range %d..%d", e, MinConntrackEntries, MaxConntrackEntries)
-	}
-	for _, t := range []struct {
-		key string
-		val time.Duration
-	}{
-		{"tcp", n.Timeouts.TCP}, {"tcp_syn", n.Timeouts.TCPSyn},
-		{"tcp_fin", n.Timeouts.TCPFin}, {"udp", n.Timeouts.UDP},
-	} {
-		if t.val < MinTimeout || t.val > MaxTimeout {
-			c.errf("node.timeouts."+t.key, ErrInvalid, "%s is out of range %s..%s",
-				formatDuration(t.val), formatDuration(MinTimeout), formatDuration(MaxTimeout))
-		}
-	}
 }
 
 // validateFragmentPool: unicast, unique, at most MaxFragmentPool, this
@@ -204,8 +166,7 @@ func validatePool(p *Pool, idx map[string]*Pool, checks map[string]*HealthCheck,
 	field := func(j int, name string) string { return join(backendPath(p.Name, j), name) }
 	for j, b := range p.Backends {
 		switch {
-		case !b.Addr.IsValid():
-			c.errf(field(j, "address"), ErrRequired, "required")
+		case !b.Addr.IsValid(): // required: reported by backendKeys' check
 		case unicastProblem(b.Addr) != "":
 			c.errf(field(j, "address"), ErrInvalid, "%s %s", b.Addr, unicastProblem(b.Addr))
 		default:
@@ -215,12 +176,6 @@ func validatePool(p *Pool, idx map[string]*Pool, checks map[string]*HealthCheck,
 			} else {
 				first[b.Addr] = j
 			}
-		}
-		if b.Weight > MaxWeight {
-			c.errf(field(j, "weight"), ErrInvalid, "%d is out of range 0..%d", b.Weight, MaxWeight)
-		}
-		if b.Encap != EncapUnset && !enumValid(encapNames, b.Encap) {
-			c.errf(field(j, "encap"), ErrInvalid, "%s is not one of %s", b.Encap, enumList(encapNames))
 		}
 		if b.HealthCheck != "" {
 			if _, ok := checks[b.HealthCheck]; !ok {
@@ -410,12 +365,6 @@ func (sc *serviceChecks) service(i int) {
 	sc.name(i, s, path)
 	sc.vipAndProtocol(i, s, path)
 	validateSched(s, path, c) // sched.go
-	if !enumValid(encapNames, s.Encap) {
-		c.errf(join(path, "encap"), ErrInvalid, "%s is not one of %s", s.Encap, enumList(encapNames))
-	}
-	if !(s.MinHealthy >= 0 && s.MinHealthy <= 1) { // also catches NaN
-		c.errf(join(path, "min_healthy"), ErrInvalid, "%v is out of range 0..1", s.MinHealthy)
-	}
 	tableOK := false
 	switch tp, m := join(path, "table_size"), s.TableSize; {
 	case m > MaxTableSize:
@@ -434,7 +383,6 @@ func (sc *serviceChecks) name(i int, s *Service, path string) {
 	c := sc.c
 	switch np := join(path, "name"); {
 	case s.Name == "":
-		c.errf(np, ErrRequired, "required")
 	case !validName(s.Name):
 		c.errf(np, ErrInvalid, "%q is not a valid service name: use 1 to %d of A-Z a-z 0-9 _ . -", s.Name, MaxNameLen)
 	default:
@@ -453,18 +401,12 @@ func (sc *serviceChecks) vipAndProtocol(i int, s *Service, path string) {
 	vipOK := false
 	switch vp := join(path, "vip"); {
 	case !s.VIP.IsValid():
-		c.errf(vp, ErrRequired, "required")
 	case unicastProblem(s.VIP) != "":
 		c.errf(vp, ErrInvalid, "%s %s", s.VIP, unicastProblem(s.VIP))
 	default:
 		vipOK = true
 	}
-	switch pp := join(path, "protocol"); {
-	case s.Proto == 0:
-		c.errf(pp, ErrRequired, "required: %s", enumList(protoNames))
-	case !enumValid(protoNames, s.Proto):
-		c.errf(pp, ErrInvalid, "%s is not one of %s", s.Proto, enumList(protoNames))
-	case vipOK:
+	if vipOK && enumValid(protoNames, s.Proto) {
 		k := vipKey{s.VIP, s.Port, s.Proto}
 		if j, dup := sc.vips[k]; dup {
 			c.errf(join(path, "vip"), ErrDuplicate, "duplicate VIP %s: services[%d] %q%s serves it already",
@@ -481,8 +423,7 @@ func (sc *serviceChecks) pools(i int, s *Service, path string, tableOK bool) {
 	c := sc.c
 	pp := join(path, "pools")
 	if len(s.Pools) == 0 {
-		c.errf(pp, ErrRequired, "required: the pools serving the service, in order of preference")
-		return
+		return // required: reported by serviceKeys' check
 	}
 	refsOK := true
 	seen := map[string]int{}
