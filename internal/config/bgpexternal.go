@@ -29,19 +29,20 @@ const (
 )
 
 // speakerOnly and externalOnly are the only of the bgp keys of each mode.
-func speakerOnly(b *BGP) string {
-	if b.Mode == BGPExternal {
-		return "not with bgp.mode: external (the routing daemon of the host has the sessions): remove it, or configure it in that daemon"
-	}
-	return ""
-}
-
-func externalOnly(b *BGP) string {
-	if b.Mode != BGPExternal {
-		return "only with bgp.mode: external"
-	}
-	return ""
-}
+var (
+	speakerOnly = &onlyWhen[BGP]{doc: "Only in mode speaker", why: func(b *BGP) string {
+		if b.Mode == BGPExternal {
+			return "not with bgp.mode: external (the routing daemon of the host has the sessions): remove it, or configure it in that daemon"
+		}
+		return ""
+	}}
+	externalOnly = &onlyWhen[BGP]{doc: "Only in mode external", why: func(b *BGP) string {
+		if b.Mode != BGPExternal {
+			return "only with bgp.mode: external"
+		}
+		return ""
+	}}
+)
 
 func validateBGPExternal(b *BGP, node *Node, c *collector) {
 	switch {

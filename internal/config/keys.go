@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -131,20 +132,21 @@ var syncKeys = newSection(false,
 )
 
 // checkFor is a health check key's only: it applies to checks of types.
-func checkFor(types ...CheckType) func(*HealthCheck) string {
-	return func(h *HealthCheck) string {
-		if !enumValid(checkTypeNames, h.Type) || slices.Contains(types, h.Type) {
-			return ""
-		}
-		return fmt.Sprintf("applies to %s, not to this %s check", typeList(types), h.Type)
-	}
+func checkFor(types ...CheckType) *onlyWhen[HealthCheck] {
+	return &onlyWhen[HealthCheck]{doc: "Only for " + strings.TrimSuffix(typeList(types), " only"),
+		why: func(h *HealthCheck) string {
+			if !enumValid(checkTypeNames, h.Type) || slices.Contains(types, h.Type) {
+				return ""
+			}
+			return fmt.Sprintf("applies to %s, not to this %s check", typeList(types), h.Type)
+		}}
 }
 
 var httpCheck = checkFor(CheckHTTP, CheckHTTPS)
 
 // whenApplies is a keep that writes a key whenever it applies.
-func whenApplies(only func(*HealthCheck) string) func(*HealthCheck) bool {
-	return func(h *HealthCheck) bool { return only(h) == "" }
+func whenApplies(only *onlyWhen[HealthCheck]) func(*HealthCheck) bool {
+	return func(h *HealthCheck) bool { return only.why(h) == "" }
 }
 
 var checkKeys = newSection(false,
@@ -168,12 +170,12 @@ var checkKeys = newSection(false,
 		only: checkFor(CheckHTTPS), keep: whenApplies(checkFor(CheckHTTPS)),
 		doc: "Do not verify the backend's certificate."},
 	key[HealthCheck]{name: "payload", v: payloadOf(func(h *HealthCheck) *[]byte { return &h.Payload }), only: checkFor(CheckUDP),
-		doc: "Required for udp: the datagram sent (at most 65507 bytes)."},
+		doc: "Required: the datagram sent (at most 65507 bytes)."},
 	key[HealthCheck]{name: "expect", v: payloadOf(func(h *HealthCheck) *[]byte { return &h.Expect }), only: checkFor(CheckUDP),
 		defDoc: "any reply",
 		doc:    "Bytes the reply must hold (at most 4096)."},
 	key[HealthCheck]{name: "command", v: stringsOf(func(h *HealthCheck) *[]string { return &h.Command }), only: checkFor(CheckExec),
-		doc: "Required for exec: the argv, run without a shell; {{address}} and {{port}} are replaced (also XLB_BACKEND, XLB_PORT)."},
+		doc: "Required: the argv, run without a shell; {{address}} and {{port}} are replaced (also XLB_BACKEND, XLB_PORT)."},
 	key[HealthCheck]{name: "interval", v: durationOf(func(h *HealthCheck) *time.Duration { return &h.Interval },
 		DefaultCheckInterval, MinCheckInterval, MaxCheckInterval), keep: always[HealthCheck],
 		doc: "Time between two probes of a target."},
@@ -314,9 +316,9 @@ var bgpKeys = newSection(false,
 	key[BGP]{name: "peers", v: entriesOf(func(b *BGP) *[]BGPPeer { return &b.Peers }, peerKeys, "routers"), only: speakerOnly,
 		doc: "The routers announced to; no address twice."},
 	key[BGP]{name: "route_table", v: fullRange(func(b *BGP) *uint32 { return &b.RouteTable }, 0), only: externalOnly,
-		doc: "Mode external: the kernel table of the VIP routes (not 253 or 255)."},
+		doc: "The kernel table of the VIP routes (not 253 or 255)."},
 	key[BGP]{name: "dummy_interface", v: textOf(func(b *BGP) *string { return &b.DummyInterface }), only: externalOnly,
-		doc: "Mode external, instead of route_table: a dummy interface holding the VIPs as addresses."},
+		doc: "Instead of route_table: a dummy interface holding the VIPs as addresses."},
 )
 
 var peerKeys = newSection(true,

@@ -34,15 +34,22 @@ type key[T any] struct {
 	// keep writes the value even when it is zero (absent would mean its
 	// default); nil writes non-zero values only.
 	keep func(*T) bool
-	// only returns "" when the key applies to the object (its type or
-	// mode, read by an earlier key), else why it does not. A key that does
-	// not apply is zero, refused when given and never written.
-	only func(*T) string
+	// only limits the key to objects of some type or mode (read by an
+	// earlier key). A key that does not apply is zero, refused when given
+	// and never written.
+	only *onlyWhen[T]
 	// derive fills in the default of an absent key from the other keys,
 	// once they are read; an error is reported at the mapping. defDoc says
 	// what it is for the reference.
 	derive func(*T) error
 	defDoc string
+}
+
+// onlyWhen is a key's only: why returns "" when the key applies to the
+// object, else why it does not; doc says when it applies.
+type onlyWhen[T any] struct {
+	why func(*T) string
+	doc string
 }
 
 // always is a keep that writes the key in every case.
@@ -112,7 +119,7 @@ func (s *section[T]) decode(d *decoder, n *ynode, path string, obj *T) bool {
 		k := &s.keys[i]
 		v, vp := d.keyValue(f, k.name, k.older)
 		if k.only != nil {
-			if why := k.only(obj); why != "" {
+			if why := k.only.why(obj); why != "" {
 				k.v.clear(obj)
 				if v != nil {
 					d.c.errf(vp, ErrInvalid, "%s", why)
@@ -165,7 +172,7 @@ func (s *section[T]) encode(obj *T) *yaml.Node {
 	}
 	for i := range s.keys {
 		k := &s.keys[i]
-		if k.only != nil && k.only(obj) != "" {
+		if k.only != nil && k.only.why(obj) != "" {
 			continue
 		}
 		if k.v.isZero(obj) && (k.keep == nil || !k.keep(obj)) {
@@ -183,7 +190,7 @@ func (s *section[T]) check(obj *T, at loc, c *collector) {
 		k := &s.keys[i]
 		kat := at.key(k.name)
 		if k.only != nil {
-			if why := k.only(obj); why != "" {
+			if why := k.only.why(obj); why != "" {
 				if !k.v.isZero(obj) {
 					c.errf(kat.path(), ErrInvalid, "%s", why)
 				}
@@ -253,6 +260,9 @@ func (s *section[T]) describe(path string, out *[]keyDoc) {
 		doc := k.doc
 		if (k.need != "" || k.req != "") && k.derive == nil {
 			doc = "Required. " + doc
+		}
+		if k.only != nil {
+			doc = k.only.doc + ". " + doc
 		}
 		if k.older != "" {
 			doc += fmt.Sprintf(" (Older name: %s.)", k.older)
