@@ -68,12 +68,20 @@ func ParseScheduler(name string) (Scheduler, bool) {
 func (s Scheduler) HashesSource() bool { return s == SchedulerMaglevSource || s == SchedulerSH }
 
 // Persistence keeps clients on one backend (IPVS persistent services, -p
-// and -M): a template (client address under the netmask, service or
-// group) -> backend lives while a connection of it lives and Timeout after
-// the last.
+// and -M) with a template: (client address under the netmask, service or
+// group) -> backend, one per client in a table the node's CPUs share
+// (bpf/persist.h). A new connection of the client goes to the template's
+// backend while that is usable for the service (else the scheduler
+// chooses and the template is rewritten). The template's time is moved on
+// by each new connection of the client and by the packets of its tracked
+// connections, at most once per conntrack tick (about 0.27 s); it expires
+// Timeout after that last use. Unlike IPVS, a connection that sends
+// nothing for longer than Timeout does not keep its template alive.
+// Nothing sweeps templates: an expired one is overwritten by the next
+// connection whose template hashes to its slot.
 type Persistence struct {
-	// Timeout is how long a template outlives its last connection.
-	// Required for UDP; DefaultPersistenceTimeout for TCP.
+	// Timeout is how long a template lives after its last use (see
+	// above). Required for UDP; DefaultPersistenceTimeout for TCP.
 	Timeout time.Duration
 	// Netmask and Netmask6 are the prefix lengths that group clients;
 	// 0 (absent): the whole address (see Prefix).
