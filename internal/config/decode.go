@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"os"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -228,21 +227,6 @@ func (d *decoder) fields(n *ynode, path string, known ...string) fieldSet {
 
 // fieldSet is a mapping's fields, each name at most once, in file order.
 type fieldSet []keyVal
-
-// del removes field name.
-func (f *fieldSet) del(name string) {
-	*f = slices.DeleteFunc(*f, func(kv keyVal) bool { return kv.name == name })
-}
-
-// get returns the value of field name, nil if absent.
-func (f fieldSet) get(name string) *ynode {
-	for _, kv := range f {
-		if kv.name == name {
-			return kv.val
-		}
-	}
-	return nil
-}
 
 // at returns the value of field name and its path, nil and "" if absent.
 func (f fieldSet) at(name string) (*ynode, string) {
