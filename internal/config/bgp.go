@@ -181,20 +181,20 @@ func validateBGP(b *BGP, node *Node, c *collector) {
 	}
 	switch a := b.RouterID; {
 	case !a.IsValid():
-		c.errf("bgp.router_id", ErrRequired, "required: an IPv4 address unique to this node (defaults to node.address when that is set)")
+		c.errf(join(kBGP, kRouterID), ErrRequired, "required: an IPv4 address unique to this node (defaults to node.address when that is set)")
 	case !a.Is4():
-		c.errf("bgp.router_id", ErrInvalid, "%s is not an IPv4 address (a BGP identifier is 4 bytes, even on IPv6 sessions)", a)
+		c.errf(join(kBGP, kRouterID), ErrInvalid, "%s is not an IPv4 address (a BGP identifier is 4 bytes, even on IPv6 sessions)", a)
 	case a.IsUnspecified():
-		c.errf("bgp.router_id", ErrInvalid, "0.0.0.0 is not a valid BGP identifier")
+		c.errf(join(kBGP, kRouterID), ErrInvalid, "0.0.0.0 is not a valid BGP identifier")
 	}
 	if len(b.Peers) == 0 {
-		c.errf("bgp.peers", ErrRequired, "required: at least one router to announce the VIPs to")
+		c.errf(join(kBGP, kPeers), ErrRequired, "required: at least one router to announce the VIPs to")
 	}
 	if a := b.NextHop4; a.IsValid() && !a.Is4() {
-		c.errf("bgp.next_hop4", ErrInvalid, "%s is not an IPv4 address", a)
+		c.errf(join(kBGP, kNextHop4), ErrInvalid, "%s is not an IPv4 address", a)
 	}
 	if a := b.NextHop6; a.IsValid() && (!a.Is6() || a.Is4In6()) {
-		c.errf("bgp.next_hop6", ErrInvalid, "%s is not an IPv6 address", a)
+		c.errf(join(kBGP, kNextHop6), ErrInvalid, "%s is not an IPv6 address", a)
 	}
 	first := map[netip.Addr]int{}
 	for i := range b.Peers {
@@ -204,7 +204,7 @@ func validateBGP(b *BGP, node *Node, c *collector) {
 			continue
 		}
 		if j, dup := first[a]; dup {
-			c.errf(join(peerPath(i), "address"), ErrDuplicate, "peer %s is listed twice (first at %s)", a, c.where(peerPath(j)))
+			c.errf(join(peerPath(i), kAddress), ErrDuplicate, "peer %s is listed twice (first at %s)", a, c.where(peerPath(j)))
 		} else {
 			first[a] = i
 		}
@@ -212,7 +212,7 @@ func validateBGP(b *BGP, node *Node, c *collector) {
 }
 
 func validatePeer(p *BGPPeer, path string, c *collector) {
-	switch ap, a := join(path, "address"), p.Addr; {
+	switch ap, a := join(path, kAddress), p.Addr; {
 	case !a.IsValid():
 		// Required: reported by peerKeys' check.
 	case a.Is4In6():
@@ -229,25 +229,25 @@ func validatePeer(p *BGPPeer, path string, c *collector) {
 	case h%time.Second != 0 || h < 0 || h > MaxHoldTime:
 		// Out of bounds: reported by peerKeys' check.
 	case h > 0 && h < MinHoldTime:
-		c.errf(join(path, "hold_time"), ErrInvalid, "%s is too short: use 0 (no keepalives) or at least 3s (RFC 4271 4.2)", formatDuration(h))
+		c.errf(join(path, kHoldTime), ErrInvalid, "%s is too short: use 0 (no keepalives) or at least 3s (RFC 4271 4.2)", formatDuration(h))
 	default:
 		holdOK = true
 	}
 	switch k := p.Keepalive; {
 	case !holdOK:
 	case p.HoldTime == 0 && k != 0:
-		c.errf(join(path, "keepalive"), ErrInvalid, "must be 0 when hold_time is 0 (RFC 4271: no KEEPALIVEs then)")
+		c.errf(join(path, kKeepalive), ErrInvalid, "must be 0 when hold_time is 0 (RFC 4271: no KEEPALIVEs then)")
 	case p.HoldTime > 0 && k == 0:
-		c.errf(join(path, "keepalive"), ErrInvalid, "0s with hold_time %s would let the session expire: use at most a third of the hold time",
+		c.errf(join(path, kKeepalive), ErrInvalid, "0s with hold_time %s would let the session expire: use at most a third of the hold time",
 			formatDuration(p.HoldTime))
 	case k > p.HoldTime:
-		c.errf(join(path, "keepalive"), ErrInvalid, "%s is longer than hold_time %s: use at most a third of the hold time",
+		c.errf(join(path, kKeepalive), ErrInvalid, "%s is longer than hold_time %s: use at most a third of the hold time",
 			formatDuration(k), formatDuration(p.HoldTime))
 	}
 	if n := len(p.Password); n > MaxPasswordLen {
-		c.errf(join(path, "password"), ErrInvalid, "is %d bytes long; TCP MD5 keys are at most %d", n, MaxPasswordLen)
+		c.errf(join(path, kPassword), ErrInvalid, "is %d bytes long; TCP MD5 keys are at most %d", n, MaxPasswordLen)
 	}
 	if p.Port == 0 {
-		c.errf(join(path, "port"), ErrInvalid, "0 is not a port: leave it out for %d", DefaultBGPPort)
+		c.errf(join(path, kPort), ErrInvalid, "0 is not a port: leave it out for %d", DefaultBGPPort)
 	}
 }

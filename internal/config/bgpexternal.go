@@ -47,19 +47,19 @@ var (
 func validateBGPExternal(b *BGP, node *Node, c *collector) {
 	switch {
 	case b.RouteTable == 0 && b.DummyInterface == "":
-		c.errf("bgp.route_table", ErrRequired, "required with bgp.mode: external: the kernel routing table to keep the VIP routes in (or bgp.dummy_interface)")
+		c.errf(join(kBGP, kRouteTable), ErrRequired, "required with bgp.mode: external: the kernel routing table to keep the VIP routes in (or bgp.dummy_interface)")
 	case b.RouteTable != 0 && b.DummyInterface != "":
-		c.errf("bgp.dummy_interface", ErrInvalid, "give bgp.route_table or bgp.dummy_interface, not both")
+		c.errf(join(kBGP, kDummyInterface), ErrInvalid, "give bgp.route_table or bgp.dummy_interface, not both")
 	}
 	switch t := b.RouteTable; t {
 	case routeTableDefault, routeTableLocal:
-		c.errf("bgp.route_table", ErrInvalid, "%d is a table of the kernel's own (253 default, 255 local): choose another (e.g. 100)", t)
+		c.errf(join(kBGP, kRouteTable), ErrInvalid, "%d is a table of the kernel's own (253 default, 255 local): choose another (e.g. 100)", t)
 	}
 	switch n := b.DummyInterface; {
 	case n == "":
 	case !validIfName(n):
-		c.errf("bgp.dummy_interface", ErrInvalid, "%q is not a valid interface name (1 to 15 bytes, no '/', ':' or spaces)", n)
+		c.errf(join(kBGP, kDummyInterface), ErrInvalid, "%q is not a valid interface name (1 to 15 bytes, no '/', ':' or spaces)", n)
 	case n == node.Interface:
-		c.errf("bgp.dummy_interface", ErrInvalid, "%q is node.interface: the VIP addresses go on a dummy interface of their own", n)
+		c.errf(join(kBGP, kDummyInterface), ErrInvalid, "%q is node.interface: the VIP addresses go on a dummy interface of their own", n)
 	}
 }

@@ -171,41 +171,41 @@ func validateHealthChecks(checks []HealthCheck, idx map[string]*HealthCheck, c *
 func validateHealthCheck(h *HealthCheck, path string, c *collector) {
 	p := func(key string) string { return join(path, key) }
 	if h.Port == 0 && h.Type != CheckExec && enumValid(checkTypeNames, h.Type) {
-		c.errf(p("port"), ErrRequired, "required: the backend port to probe (1..65535)")
+		c.errf(p(kPort), ErrRequired, "required: the backend port to probe (1..65535)")
 	}
 	if h.Type == CheckHTTP || h.Type == CheckHTTPS {
 		if msg := requestTargetProblem(h.Path); msg != "" {
-			c.errf(p("path"), ErrInvalid, "%q %s", h.Path, msg)
+			c.errf(p(kPath), ErrInvalid, "%q %s", h.Path, msg)
 		}
 		if h.Host != "" && !validHostHeader(h.Host) {
-			c.errf(p("host"), ErrInvalid, "%q is not a host name (with an optional :port)", h.Host)
+			c.errf(p(kHost), ErrInvalid, "%q is not a host name (with an optional :port)", h.Host)
 		}
 	}
 	if len(h.ExpectBody) > MaxExpectLen {
-		c.errf(p("expect_body"), ErrInvalid, "is %d bytes long; at most %d are allowed", len(h.ExpectBody), MaxExpectLen)
+		c.errf(p(kExpectBody), ErrInvalid, "is %d bytes long; at most %d are allowed", len(h.ExpectBody), MaxExpectLen)
 	}
 	if h.Type == CheckUDP {
 		switch n := len(h.Payload); {
 		case n == 0:
-			c.errf(p("payload"), ErrRequired, "required: the datagram to send (a string, or !!binary base64 for bytes)")
+			c.errf(p(kPayload), ErrRequired, "required: the datagram to send (a string, or !!binary base64 for bytes)")
 		case n > MaxPayloadLen:
-			c.errf(p("payload"), ErrInvalid, "is %d bytes long; a datagram holds at most %d", n, MaxPayloadLen)
+			c.errf(p(kPayload), ErrInvalid, "is %d bytes long; a datagram holds at most %d", n, MaxPayloadLen)
 		}
 	}
 	if len(h.Expect) > MaxExpectLen {
-		c.errf(p("expect"), ErrInvalid, "is %d bytes long; at most %d are allowed", len(h.Expect), MaxExpectLen)
+		c.errf(p(kExpect), ErrInvalid, "is %d bytes long; at most %d are allowed", len(h.Expect), MaxExpectLen)
 	}
 	if h.Type == CheckExec {
 		switch {
 		case len(h.Command) == 0 || h.Command[0] == "":
-			c.errf(p("command"), ErrRequired, "required: the program and its arguments, such as [/usr/local/bin/check, \"{{address}}\"]")
+			c.errf(p(kCommand), ErrRequired, "required: the program and its arguments, such as [/usr/local/bin/check, \"{{address}}\"]")
 		default:
 			for i, a := range h.Command {
 				switch {
 				case strings.ContainsRune(a, 0):
-					c.errf(index(p("command"), i), ErrInvalid, "contains a NUL byte")
+					c.errf(index(p(kCommand), i), ErrInvalid, "contains a NUL byte")
 				case h.Port == 0 && strings.Contains(a, "{{port}}"):
-					c.errf(index(p("command"), i), ErrInvalid, "uses {{port}} but the check has no port: set port")
+					c.errf(index(p(kCommand), i), ErrInvalid, "uses {{port}} but the check has no port: set port")
 				}
 			}
 		}
@@ -213,9 +213,9 @@ func validateHealthCheck(h *HealthCheck, path string, c *collector) {
 	intervalOK := h.Interval >= MinCheckInterval && h.Interval <= MaxCheckInterval
 	switch {
 	case h.Timeout < MinCheckTimeout:
-		c.errf(p("timeout"), ErrInvalid, "%s is shorter than %s", formatDuration(h.Timeout), formatDuration(MinCheckTimeout))
+		c.errf(p(kTimeout), ErrInvalid, "%s is shorter than %s", formatDuration(h.Timeout), formatDuration(MinCheckTimeout))
 	case intervalOK && h.Timeout >= h.Interval:
-		c.errf(p("timeout"), ErrInvalid, "%s must be shorter than the interval %s (a probe ends before the next starts)",
+		c.errf(p(kTimeout), ErrInvalid, "%s must be shorter than the interval %s (a probe ends before the next starts)",
 			formatDuration(h.Timeout), formatDuration(h.Interval))
 	}
 }

@@ -113,9 +113,9 @@ func Prefix(v uint8, bits int) int {
 // persistence.
 func validateSched(s *Service, path string, c *collector) {
 	if !s.Scheduler.HashesSource() && (s.SourceNetmask != 0 || s.SourceNetmask6 != 0) {
-		key := "source_netmask"
+		key := kSourceNetmask
 		if s.SourceNetmask == 0 {
-			key = "source_netmask6"
+			key = kSourceNetmask6
 		}
 		c.errf(join(path, key), ErrInvalid, "only maglev-source and sh hash the source address; scheduler %s does not use it (remove it)", s.Scheduler)
 	}
@@ -123,15 +123,15 @@ func validateSched(s *Service, path string, c *collector) {
 	if p == nil {
 		return
 	}
-	pp := join(path, "persistence")
+	pp := join(path, kPersistence)
 	switch {
 	case p.Timeout == 0 && s.Proto == ProtoUDP:
 		c.errf(pp, ErrRequired, "persistence of a UDP service needs a timeout (UDP has no connection end to count from): add timeout, such as 300s")
 	case p.Timeout == 0:
-		c.errf(join(pp, "timeout"), ErrRequired, "required: how long a template outlives its last connection, such as 300s")
+		c.errf(join(pp, kTimeout), ErrRequired, "required: how long a template outlives its last connection, such as 300s")
 	}
 	if p.Group != "" && !validName(p.Group) {
-		c.errf(join(pp, "group"), ErrInvalid, "%q is not a valid group name: use 1 to %d of A-Z a-z 0-9 _ . -", p.Group, MaxNameLen)
+		c.errf(join(pp, kGroup), ErrInvalid, "%q is not a valid group name: use 1 to %d of A-Z a-z 0-9 _ . -", p.Group, MaxNameLen)
 	}
 }
 
@@ -154,14 +154,14 @@ func validateGroups(cfg *Config, c *collector) {
 		path, opath := servicePath(i), servicePath(j)
 		switch {
 		case s.Scheduler != o.Scheduler:
-			c.errf(join(path, "scheduler"), ErrInvalid, "%s differs from %s of service %s (%s) in persistence group %s: the services of a group share templates and must schedule alike",
-				s.Scheduler, o.Scheduler, o.Name, c.where(join(opath, "scheduler")), g)
+			c.errf(join(path, kScheduler), ErrInvalid, "%s differs from %s of service %s (%s) in persistence group %s: the services of a group share templates and must schedule alike",
+				s.Scheduler, o.Scheduler, o.Name, c.where(join(opath, kScheduler)), g)
 		case s.Persistence.Timeout != o.Persistence.Timeout:
-			c.errf(join(path, "persistence.timeout"), ErrInvalid, "%s differs from %s of service %s (%s) in persistence group %s",
-				s.Persistence.Timeout, o.Persistence.Timeout, o.Name, c.where(join(opath, "persistence")), g)
+			c.errf(join(join(path, kPersistence), kTimeout), ErrInvalid, "%s differs from %s of service %s (%s) in persistence group %s",
+				s.Persistence.Timeout, o.Persistence.Timeout, o.Name, c.where(join(opath, kPersistence)), g)
 		case s.Persistence.Netmask != o.Persistence.Netmask || s.Persistence.Netmask6 != o.Persistence.Netmask6:
-			c.errf(join(path, "persistence"), ErrInvalid, "netmasks /%d, /%d differ from /%d, /%d of service %s (%s) in persistence group %s",
-				s.Persistence.Netmask, s.Persistence.Netmask6, o.Persistence.Netmask, o.Persistence.Netmask6, o.Name, c.where(join(opath, "persistence")), g)
+			c.errf(join(path, kPersistence), ErrInvalid, "netmasks /%d, /%d differ from /%d, /%d of service %s (%s) in persistence group %s",
+				s.Persistence.Netmask, s.Persistence.Netmask6, o.Persistence.Netmask, o.Persistence.Netmask6, o.Name, c.where(join(opath, kPersistence)), g)
 		}
 	}
 }
