@@ -1,7 +1,12 @@
 package config
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -100,5 +105,49 @@ func TestExampleShowsEveryKey(t *testing.T) {
 		if !table[p] {
 			t.Errorf("examples/xlb.yaml has %s, which is not in the table", p)
 		}
+	}
+}
+
+// TestHintsNameKeys checks that the keys the product code's messages name
+// in their prose ("an IPv6 source goes in node.address6") are keys of the
+// table, so that renaming a key cannot leave a hint naming the old one.
+func TestHintsNameKeys(t *testing.T) {
+	var rows []keyDoc
+	configKeys.describe("", &rows)
+	table := map[string]bool{}
+	for _, r := range rows {
+		table[r.path] = true
+	}
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := regexp.MustCompile(`\b(node|bgp)(\.[a-z_0-9]+)+`)
+	fset := token.NewFileSet()
+	found := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(file, func(n ast.Node) bool {
+			lit, ok := n.(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				return true
+			}
+			for _, p := range path.FindAllString(lit.Value, -1) {
+				found++
+				if !table[p] {
+					t.Errorf("%s: %s names %s, which is not a key", fset.Position(lit.Pos()), lit.Value, p)
+				}
+			}
+			return true
+		})
+	}
+	if found < 10 {
+		t.Fatalf("found only %d key paths in messages", found)
 	}
 }
