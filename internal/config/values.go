@@ -25,6 +25,9 @@ func (p plain[T, V]) clear(obj *T) {
 	*p.at(obj) = zero
 }
 
+// check accepts every value the type holds; codecs with bounds override it.
+func (p plain[T, V]) check(obj *T, at loc, c *collector) {}
+
 // text is a string.
 type text[T any] struct{ plain[T, string] }
 
@@ -33,10 +36,9 @@ func textOf[T any](at func(*T) *string) value[T] { return text[T]{plain[T, strin
 func (v text[T]) decode(d *decoder, n *ynode, path string, obj *T) {
 	*v.at(obj), _ = d.str(n, path)
 }
-func (v text[T]) encode(obj *T) *yaml.Node           { return str(*v.at(obj)) }
-func (v text[T]) isZero(obj *T) bool                 { return *v.at(obj) == "" }
-func (v text[T]) check(obj *T, at loc, c *collector) {}
-func (v text[T]) about() about                       { return about{typ: "string", def: quoteDef(v.def)} }
+func (v text[T]) encode(obj *T) *yaml.Node { return str(*v.at(obj)) }
+func (v text[T]) isZero(obj *T) bool       { return *v.at(obj) == "" }
+func (v text[T]) about() about             { return about{typ: "string", def: quoteDef(v.def)} }
 
 func quoteDef(s string) string {
 	if s == "" {
@@ -186,10 +188,9 @@ func flagOf[T any](at func(*T) *bool) value[T] { return flag[T]{plain[T, bool]{a
 func (v flag[T]) decode(d *decoder, n *ynode, path string, obj *T) {
 	*v.at(obj), _ = d.boolean(n, path)
 }
-func (v flag[T]) encode(obj *T) *yaml.Node           { return boolean(*v.at(obj)) }
-func (v flag[T]) isZero(obj *T) bool                 { return !*v.at(obj) }
-func (v flag[T]) check(obj *T, at loc, c *collector) {}
-func (v flag[T]) about() about                       { return about{typ: "boolean", def: "false"} }
+func (v flag[T]) encode(obj *T) *yaml.Node { return boolean(*v.at(obj)) }
+func (v flag[T]) isZero(obj *T) bool       { return !*v.at(obj) }
+func (v flag[T]) about() about             { return about{typ: "boolean", def: "false"} }
 
 // address is an IP address.
 type address[T any] struct{ plain[T, netip.Addr] }
@@ -201,10 +202,9 @@ func addressOf[T any](at func(*T) *netip.Addr) value[T] {
 func (v address[T]) decode(d *decoder, n *ynode, path string, obj *T) {
 	*v.at(obj), _ = d.addr(n, path)
 }
-func (v address[T]) encode(obj *T) *yaml.Node           { return str(v.at(obj).String()) }
-func (v address[T]) isZero(obj *T) bool                 { return !v.at(obj).IsValid() }
-func (v address[T]) check(obj *T, at loc, c *collector) {}
-func (v address[T]) about() about                       { return about{typ: "IP address"} }
+func (v address[T]) encode(obj *T) *yaml.Node { return str(v.at(obj).String()) }
+func (v address[T]) isZero(obj *T) bool       { return !v.at(obj).IsValid() }
+func (v address[T]) about() about             { return about{typ: "IP address"} }
 
 // hwAddr is a MAC address.
 type hwAddr[T any] struct{ plain[T, net.HardwareAddr] }
@@ -216,10 +216,9 @@ func hwAddrOf[T any](at func(*T) *net.HardwareAddr) value[T] {
 func (v hwAddr[T]) decode(d *decoder, n *ynode, path string, obj *T) {
 	*v.at(obj), _ = d.mac(n, path)
 }
-func (v hwAddr[T]) encode(obj *T) *yaml.Node           { return str(v.at(obj).String()) }
-func (v hwAddr[T]) isZero(obj *T) bool                 { return *v.at(obj) == nil }
-func (v hwAddr[T]) check(obj *T, at loc, c *collector) {}
-func (v hwAddr[T]) about() about                       { return about{typ: "MAC address"} }
+func (v hwAddr[T]) encode(obj *T) *yaml.Node { return str(v.at(obj).String()) }
+func (v hwAddr[T]) isZero(obj *T) bool       { return *v.at(obj) == nil }
+func (v hwAddr[T]) about() about             { return about{typ: "MAC address"} }
 
 // choice is one of an enumeration's names; with unset, the zero value is
 // allowed (and never written).
@@ -283,9 +282,8 @@ func (v list[T, E]) encode(obj *T) *yaml.Node {
 	}
 	return strList(s)
 }
-func (v list[T, E]) isZero(obj *T) bool                 { return len(*v.at(obj)) == 0 }
-func (v list[T, E]) check(obj *T, at loc, c *collector) {}
-func (v list[T, E]) about() about                       { return about{typ: "list of " + v.typ} }
+func (v list[T, E]) isZero(obj *T) bool { return len(*v.at(obj)) == 0 }
+func (v list[T, E]) about() about       { return about{typ: "list of " + v.typ} }
 
 // strings is a list of strings. Unlike the other lists, an item that is
 // not a string keeps its place (as "").
@@ -318,10 +316,9 @@ func addrPortOf[T any](at func(*T) *netip.AddrPort) value[T] {
 func (v addrPort[T]) decode(d *decoder, n *ynode, path string, obj *T) {
 	*v.at(obj), _ = d.addrPort(n, path)
 }
-func (v addrPort[T]) encode(obj *T) *yaml.Node           { return str(v.at(obj).String()) }
-func (v addrPort[T]) isZero(obj *T) bool                 { return !v.at(obj).IsValid() }
-func (v addrPort[T]) check(obj *T, at loc, c *collector) {}
-func (v addrPort[T]) about() about                       { return about{typ: "ADDR:PORT"} }
+func (v addrPort[T]) encode(obj *T) *yaml.Node { return str(v.at(obj).String()) }
+func (v addrPort[T]) isZero(obj *T) bool       { return !v.at(obj).IsValid() }
+func (v addrPort[T]) about() about             { return about{typ: "ADDR:PORT"} }
 
 // payload is bytes: a string, or !!binary (base64) for what is not text.
 type payload[T any] struct{ plain[T, []byte] }
@@ -331,10 +328,9 @@ func payloadOf[T any](at func(*T) *[]byte) value[T] { return payload[T]{plain[T,
 func (v payload[T]) decode(d *decoder, n *ynode, path string, obj *T) {
 	*v.at(obj), _ = d.bytes(n, path)
 }
-func (v payload[T]) encode(obj *T) *yaml.Node           { return bytesNode(*v.at(obj)) }
-func (v payload[T]) isZero(obj *T) bool                 { return len(*v.at(obj)) == 0 }
-func (v payload[T]) check(obj *T, at loc, c *collector) {}
-func (v payload[T]) about() about                       { return about{typ: "string or !!binary"} }
+func (v payload[T]) encode(obj *T) *yaml.Node { return bytesNode(*v.at(obj)) }
+func (v payload[T]) isZero(obj *T) bool       { return len(*v.at(obj)) == 0 }
+func (v payload[T]) about() about             { return about{typ: "string or !!binary"} }
 
 // prefixLen is a prefix length 1..max; 0 (absent) is the whole address.
 type prefixLen[T any] struct {
