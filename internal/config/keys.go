@@ -244,11 +244,17 @@ var persistenceTimeout = func() value[Persistence] {
 }()
 
 // wholeSeconds is a duration of whole seconds, 0..max.
-func wholeSeconds[T any](at func(*T) *time.Duration, def, max time.Duration) value[T] {
+func wholeSeconds[T any](at func(*T) *time.Duration, def, max time.Duration) duration[T] {
 	v := durationOf(at, def, 0, max)
 	v.whole = true
 	return v
 }
+
+var gracefulRestartTime = func() value[BGP] {
+	v := wholeSeconds(func(b *BGP) *time.Duration { return &b.GracefulRestartTime }, DefaultGracefulRestartTime, MaxGracefulRestartTime)
+	v.zero = " (0: no graceful restart)"
+	return v
+}()
 
 // keepaliveDefault is RFC 4271 10: a third of the hold time, in whole
 // seconds.
@@ -349,8 +355,7 @@ var bgpKeys = newSection(false,
 		defDoc: "node.address", doc: "The BGP identifier, an IPv4 address unique to this node."},
 	key[BGP]{name: "listen_port", v: listenPort{}, only: speakerOnly, keep: always[BGP],
 		doc: "The port sessions are accepted on; 0 or -1: none (connect out only)."},
-	key[BGP]{name: "graceful_restart_time", v: wholeSeconds(func(b *BGP) *time.Duration { return &b.GracefulRestartTime },
-		DefaultGracefulRestartTime, MaxGracefulRestartTime), only: speakerOnly, keep: always[BGP],
+	key[BGP]{name: "graceful_restart_time", v: gracefulRestartTime, only: speakerOnly, keep: always[BGP],
 		doc: "Restart time advertised (RFC 4724): how long routers keep the routes while xlbd restarts; 0: off."},
 	key[BGP]{name: "shutdown_wait", v: durationOf(func(b *BGP) *time.Duration { return &b.ShutdownWait },
 		DefaultShutdownWait, 0, MaxShutdownWait), only: speakerOnly, keep: always[BGP],

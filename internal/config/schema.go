@@ -130,6 +130,11 @@ func (s *section[T]) decode(d *decoder, n *ynode, path string, obj *T) bool {
 		switch {
 		case v != nil:
 			k.v.decode(d, v, vp, obj)
+			if k.older != "" && d.c.failed[vp] {
+				// Read under its older name: the checks, which use the
+				// name, are not to report it again.
+				d.c.failed[join(path, k.name)] = true
+			}
 		case k.need != "":
 			d.c.at(pos(n), join(path, k.name), ErrRequired, "%s", k.need)
 		case k.derive != nil:

@@ -113,7 +113,9 @@ type duration[T any] struct {
 	whole, unset bool
 	// byRules: the bounds are checked by the rules (with other keys).
 	byRules bool
-	format  func(time.Duration) string
+	// zero says what 0 means, for the message of a value out of bounds.
+	zero   string
+	format func(time.Duration) string
 }
 
 // checkedByRules leaves the bounds to the rules that check v with other
@@ -139,7 +141,7 @@ func (v duration[T]) check(obj *T, at loc, c *collector) {
 	switch {
 	case v.byRules, x == 0 && v.unset:
 	case v.whole && (x%time.Second != 0 || x < v.lo || x > v.hi):
-		c.errf(at.path(), ErrInvalid, "%s is not a whole number of seconds in %s..%s", v.format(x), v.format(v.lo), v.format(v.hi))
+		c.errf(at.path(), ErrInvalid, "%s is not a whole number of seconds in %s..%s%s", v.format(x), v.format(v.lo), v.format(v.hi), v.zero)
 	case x < v.lo || x > v.hi:
 		c.errf(at.path(), ErrInvalid, "%s is out of range %s..%s", v.format(x), v.format(v.lo), v.format(v.hi))
 	}
@@ -232,10 +234,10 @@ func choiceOf[T any, V enum](at func(*T) *V, def V, names []enumName[V]) choice[
 	return choice[T, V]{plain: plain[T, V]{at, def}, names: names}
 }
 
+// decode sets the zero value when n is not one of the names, so that the
+// rules do not report the default as if the file had chosen it.
 func (v choice[T, V]) decode(d *decoder, n *ynode, path string, obj *T) {
-	if e, ok := decodeEnum(d, n, path, v.names); ok {
-		*v.at(obj) = e
-	}
+	*v.at(obj), _ = decodeEnum(d, n, path, v.names)
 }
 func (v choice[T, V]) encode(obj *T) *yaml.Node { return str(enumString(v.names, *v.at(obj))) }
 func (v choice[T, V]) isZero(obj *T) bool       { return *v.at(obj) == 0 }
