@@ -64,7 +64,7 @@ demo: build
 	./$(BIN)/xlb-lab demo --scale
 
 check-generated: generate
-	@git diff --exit-code -- bpf internal api bench lab || { echo "generated files differ from the committed ones: run 'make generate' and commit" >&2; exit 1; }
+	@git diff --exit-code -- bpf internal api bench lab docs/CONFIG.md || { echo "generated files differ from the committed ones: run 'make generate' and commit" >&2; exit 1; }
 	@test -z "$$(git status --porcelain --untracked-files=all -- internal bpf api bench lab)" || { git status --porcelain -- internal bpf api bench lab; echo "untracked generated files: commit them" >&2; exit 1; }
 
 clean:

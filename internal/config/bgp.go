@@ -122,133 +122,79 @@ func (b *BGP) clone() *BGP {
 	return &c
 }
 
-func (d *decoder) bgp(n *ynode, node Node) *BGP {
-	const path = "bgp"
-	b := &BGP{
-		ListenPort:          DefaultBGPPort,
-		GracefulRestartTime: DefaultGracefulRestartTime,
-		ShutdownWait:        DefaultShutdownWait,
+// asn is an AS number: 1..4294967295, not AS_TRANS.
+type asn[T any] struct{ plain[T, uint32] }
+
+func asnOf[T any](at func(*T) *uint32) value[T] { return asn[T]{plain[T, uint32]{at: at}} }
+
+func (v asn[T]) decode(d *decoder, n *ynode, path string, obj *T) {
+	u, _ := d.uint(n, path, 1<<32-1)
+	*v.at(obj) = uint32(u)
+}
+func (v asn[T]) encode(obj *T) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.FormatUint(uint64(*v.at(obj)), 10)}
+}
+func (v asn[T]) isZero(obj *T) bool { return *v.at(obj) == 0 }
+func (v asn[T]) check(obj *T, at loc, c *collector) {
+	switch *v.at(obj) {
+	case 0:
+		c.errf(at.path(), ErrInvalid, "0 is not an AS number: use 1..4294967295")
+	case ASTrans:
+		c.errf(at.path(), ErrInvalid, "23456 is AS_TRANS (RFC 6793), reserved for 2-byte AS speakers: use your own AS number")
 	}
-	f := d.fields(n, path, append([]string{"mode"}, append(speakerKeys, externalKeys...)...)...)
-	if f == nil {
-		return b
-	}
-	if d.bgpMode(f, path) == BGPExternal {
-		*b = BGP{Mode: BGPExternal}
-		d.bgpExternal(f, path, b, node)
-		return b
-	}
-	b.ASN = d.asn(f, n, path, "the local AS number")
-	if v := f.get("router_id"); v != nil {
-		b.RouterID, _ = d.addr(v, join(path, "router_id"))
-	} else if node.Address.Is4() {
-		b.RouterID = node.Address
-	}
-	if v := f.get("listen_port"); v != nil {
-		if i, ok := d.int(v, join(path, "listen_port"), -1, 65535); ok {
-			b.ListenPort = int32(i)
-			if i == 0 {
-				b.ListenPort = NoListen
-			}
+}
+func (v asn[T]) about() about { return about{typ: "AS number", bounds: "1..4294967295, not 23456"} }
+
+// listenPort is bgp.listen_port: a port, or NoListen (written 0 or -1).
+type listenPort struct{}
+
+func (listenPort) decode(d *decoder, n *ynode, path string, b *BGP) {
+	if i, ok := d.int(n, path, -1, 65535); ok {
+		b.ListenPort = int32(i)
+		if i == 0 {
+			b.ListenPort = NoListen
 		}
 	}
-	if v := f.get("graceful_restart_time"); v != nil {
-		b.GracefulRestartTime, _ = d.duration(v, join(path, "graceful_restart_time"))
+}
+func (listenPort) encode(b *BGP) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(int(b.ListenPort))}
+}
+func (listenPort) isZero(b *BGP) bool { return b.ListenPort == 0 }
+func (listenPort) reset(b *BGP)       { b.ListenPort = DefaultBGPPort }
+func (listenPort) clear(b *BGP)       { b.ListenPort = 0 }
+func (listenPort) check(b *BGP, at loc, c *collector) {
+	if p := b.ListenPort; p != NoListen && (p < 1 || p > 65535) {
+		c.errf(at.path(), ErrInvalid, "%d is not a port: use 1..65535, or %d not to listen", p, NoListen)
 	}
-	if v := f.get("shutdown_wait"); v != nil {
-		b.ShutdownWait, _ = d.duration(v, join(path, "shutdown_wait"))
-	}
-	if v := f.get("next_hop4"); v != nil {
-		b.NextHop4, _ = d.addr(v, join(path, "next_hop4"))
-	}
-	if v := f.get("next_hop6"); v != nil {
-		b.NextHop6, _ = d.addr(v, join(path, "next_hop6"))
-	}
-	if v := f.get("peers"); v != nil {
-		for i, item := range d.seq(v, join(path, "peers")) {
-			b.Peers = append(b.Peers, d.peer(item, peerPath(i)))
-		}
-	}
-	return b
+}
+func (listenPort) about() about {
+	return about{typ: "integer", def: strconv.Itoa(DefaultBGPPort), bounds: "-1..65535"}
 }
 
-// asn decodes the required field asn of the mapping n at path (f holds its
-// fields); what says what it is when it is missing. 0 when missing or bad.
-func (d *decoder) asn(f fieldSet, n *ynode, path, what string) uint32 {
-	v := f.get("asn")
-	if v == nil {
-		d.c.at(pos(n), join(path, "asn"), ErrRequired, "required: %s", what)
-		return 0
-	}
-	u, _ := d.uint(v, join(path, "asn"), 1<<32-1)
-	return uint32(u)
-}
-
-func (d *decoder) peer(n *ynode, path string) BGPPeer {
-	p := BGPPeer{Port: DefaultBGPPort, HoldTime: DefaultHoldTime}
-	f := d.fields(n, path, "address", "asn", "hold_time", "keepalive", "password", "port")
-	if f == nil {
-		return p
-	}
-	if v := f.get("address"); v != nil {
-		p.Addr, _ = d.addr(v, join(path, "address"))
-	}
-	p.ASN = d.asn(f, n, path, "the router's AS number (the local one for iBGP)")
-	if v := f.get("hold_time"); v != nil {
-		p.HoldTime, _ = d.duration(v, join(path, "hold_time"))
-	}
-	if v := f.get("keepalive"); v != nil {
-		p.Keepalive, _ = d.duration(v, join(path, "keepalive"))
-	} else {
-		// RFC 4271 10: a third of the hold time, in whole seconds.
-		p.Keepalive = (p.HoldTime / 3).Truncate(time.Second)
-	}
-	if v := f.get("password"); v != nil {
-		p.Password, _ = d.str(v, join(path, "password"))
-	}
-	if v := f.get("port"); v != nil {
-		if u, ok := d.uint(v, join(path, "port"), 65535); ok {
-			p.Port = uint16(u)
-		}
-	}
-	return p
-}
-
-func validateBGP(b *BGP, c *collector) {
+func validateBGP(b *BGP, node *Node, c *collector) {
 	if b == nil {
 		return
 	}
 	if b.Mode == BGPExternal {
-		validateBGPExternal(b, c)
+		validateBGPExternal(b, node, c)
 		return
 	}
-	validateASN(b.ASN, "bgp.asn", c)
 	switch a := b.RouterID; {
 	case !a.IsValid():
-		c.errf("bgp.router_id", ErrRequired, "required: an IPv4 address unique to this node (defaults to node.address when that is set)")
+		c.errf(join(kBGP, kRouterID), ErrRequired, "required: an IPv4 address unique to this node (defaults to node.address when that is set)")
 	case !a.Is4():
-		c.errf("bgp.router_id", ErrInvalid, "%s is not an IPv4 address (a BGP identifier is 4 bytes, even on IPv6 sessions)", a)
+		c.errf(join(kBGP, kRouterID), ErrInvalid, "%s is not an IPv4 address (a BGP identifier is 4 bytes, even on IPv6 sessions)", a)
 	case a.IsUnspecified():
-		c.errf("bgp.router_id", ErrInvalid, "0.0.0.0 is not a valid BGP identifier")
-	}
-	if p := b.ListenPort; p != NoListen && (p < 1 || p > 65535) {
-		c.errf("bgp.listen_port", ErrInvalid, "%d is not a port: use 1..65535, or %d not to listen", p, NoListen)
-	}
-	if t := b.GracefulRestartTime; t < 0 || t > MaxGracefulRestartTime || t%time.Second != 0 {
-		c.errf("bgp.graceful_restart_time", ErrInvalid, "%s is not a whole number of seconds in 0s..%s (0: no graceful restart)",
-			formatDuration(t), formatDuration(MaxGracefulRestartTime))
-	}
-	if t := b.ShutdownWait; t < 0 || t > MaxShutdownWait {
-		c.errf("bgp.shutdown_wait", ErrInvalid, "%s is out of range 0s..%s", formatDuration(t), formatDuration(MaxShutdownWait))
+		c.errf(join(kBGP, kRouterID), ErrInvalid, "0.0.0.0 is not a valid BGP identifier")
 	}
 	if len(b.Peers) == 0 {
-		c.errf("bgp.peers", ErrRequired, "required: at least one router to announce the VIPs to")
+		c.errf(join(kBGP, kPeers), ErrRequired, "required: at least one router to announce the VIPs to")
 	}
 	if a := b.NextHop4; a.IsValid() && !a.Is4() {
-		c.errf("bgp.next_hop4", ErrInvalid, "%s is not an IPv4 address", a)
+		c.errf(join(kBGP, kNextHop4), ErrInvalid, "%s is not an IPv4 address", a)
 	}
 	if a := b.NextHop6; a.IsValid() && (!a.Is6() || a.Is4In6()) {
-		c.errf("bgp.next_hop6", ErrInvalid, "%s is not an IPv6 address", a)
+		c.errf(join(kBGP, kNextHop6), ErrInvalid, "%s is not an IPv6 address", a)
 	}
 	first := map[netip.Addr]int{}
 	for i := range b.Peers {
@@ -258,26 +204,17 @@ func validateBGP(b *BGP, c *collector) {
 			continue
 		}
 		if j, dup := first[a]; dup {
-			c.errf(join(peerPath(i), "address"), ErrDuplicate, "peer %s is listed twice (first at %s)", a, c.where(peerPath(j)))
+			c.errf(join(peerPath(i), kAddress), ErrDuplicate, "peer %s is listed twice (first at %s)", a, c.where(peerPath(j)))
 		} else {
 			first[a] = i
 		}
 	}
 }
 
-func validateASN(asn uint32, path string, c *collector) {
-	switch asn {
-	case 0:
-		c.errf(path, ErrInvalid, "0 is not an AS number: use 1..4294967295")
-	case ASTrans:
-		c.errf(path, ErrInvalid, "23456 is AS_TRANS (RFC 6793), reserved for 2-byte AS speakers: use your own AS number")
-	}
-}
-
 func validatePeer(p *BGPPeer, path string, c *collector) {
-	switch ap, a := join(path, "address"), p.Addr; {
+	switch ap, a := join(path, kAddress), p.Addr; {
 	case !a.IsValid():
-		c.errf(ap, ErrRequired, "required")
+		// Required: reported by peerKeys' check.
 	case a.Is4In6():
 		c.errf(ap, ErrInvalid, "%s is an IPv4-mapped IPv6 address: write it as %s", a, a.Unmap())
 	case a.IsUnspecified() || a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
@@ -287,70 +224,30 @@ func validatePeer(p *BGPPeer, path string, c *collector) {
 	case a.Zone() == "" && a.Is6() && a.IsLinkLocalUnicast():
 		c.errf(ap, ErrInvalid, "%s is link-local: add the interface as a zone, such as %s%%eth0", a, a)
 	}
-	validateASN(p.ASN, join(path, "asn"), c)
 	holdOK := false
 	switch h := p.HoldTime; {
 	case h%time.Second != 0 || h < 0 || h > MaxHoldTime:
-		c.errf(join(path, "hold_time"), ErrInvalid, "%s is not a whole number of seconds in 0s..%s", formatDuration(h), formatDuration(MaxHoldTime))
+		// Out of bounds: reported by peerKeys' check.
 	case h > 0 && h < MinHoldTime:
-		c.errf(join(path, "hold_time"), ErrInvalid, "%s is too short: use 0 (no keepalives) or at least 3s (RFC 4271 4.2)", formatDuration(h))
+		c.errf(join(path, kHoldTime), ErrInvalid, "%s is too short: use 0 (no keepalives) or at least 3s (RFC 4271 4.2)", formatDuration(h))
 	default:
 		holdOK = true
 	}
 	switch k := p.Keepalive; {
-	case k%time.Second != 0 || k < 0:
-		c.errf(join(path, "keepalive"), ErrInvalid, "%s is not a whole number of seconds", formatDuration(k))
 	case !holdOK:
 	case p.HoldTime == 0 && k != 0:
-		c.errf(join(path, "keepalive"), ErrInvalid, "must be 0 when hold_time is 0 (RFC 4271: no KEEPALIVEs then)")
+		c.errf(join(path, kKeepalive), ErrInvalid, "must be 0 when hold_time is 0 (RFC 4271: no KEEPALIVEs then)")
 	case p.HoldTime > 0 && k == 0:
-		c.errf(join(path, "keepalive"), ErrInvalid, "0s with hold_time %s would let the session expire: use at most a third of the hold time",
+		c.errf(join(path, kKeepalive), ErrInvalid, "0s with hold_time %s would let the session expire: use at most a third of the hold time",
 			formatDuration(p.HoldTime))
 	case k > p.HoldTime:
-		c.errf(join(path, "keepalive"), ErrInvalid, "%s is longer than hold_time %s: use at most a third of the hold time",
+		c.errf(join(path, kKeepalive), ErrInvalid, "%s is longer than hold_time %s: use at most a third of the hold time",
 			formatDuration(k), formatDuration(p.HoldTime))
 	}
 	if n := len(p.Password); n > MaxPasswordLen {
-		c.errf(join(path, "password"), ErrInvalid, "is %d bytes long; TCP MD5 keys are at most %d", n, MaxPasswordLen)
+		c.errf(join(path, kPassword), ErrInvalid, "is %d bytes long; TCP MD5 keys are at most %d", n, MaxPasswordLen)
 	}
 	if p.Port == 0 {
-		c.errf(join(path, "port"), ErrInvalid, "0 is not a port: leave it out for %d", DefaultBGPPort)
+		c.errf(join(path, kPort), ErrInvalid, "0 is not a port: leave it out for %d", DefaultBGPPort)
 	}
-}
-
-// bgpNode builds the YAML of b for Marshal.
-func bgpNode(b *BGP) *yaml.Node {
-	if b.Mode == BGPExternal {
-		return bgpExternalNode(b)
-	}
-	peers := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
-	for _, p := range b.Peers {
-		pn := mapping(
-			"address", str(p.Addr.String()),
-			"asn", integer(uint64(p.ASN)),
-			"hold_time", str(formatDuration(p.HoldTime)),
-			"keepalive", str(formatDuration(p.Keepalive)),
-			"password", str(p.Password),
-			"port", integer(uint64(p.Port)),
-		)
-		pn.Style = yaml.FlowStyle
-		peers.Content = append(peers.Content, pn)
-	}
-	n := mapping(
-		"asn", integer(uint64(b.ASN)),
-		"router_id", str(b.RouterID.String()),
-		"listen_port", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(int(b.ListenPort))},
-		"graceful_restart_time", str(formatDuration(b.GracefulRestartTime)),
-		"shutdown_wait", str(formatDuration(b.ShutdownWait)),
-	)
-	if b.NextHop4.IsValid() {
-		n.Content = append(n.Content, str("next_hop4"), str(b.NextHop4.String()))
-	}
-	if b.NextHop6.IsValid() {
-		n.Content = append(n.Content, str("next_hop6"), str(b.NextHop6.String()))
-	}
-	if len(b.Peers) > 0 {
-		n.Content = append(n.Content, str("peers"), peers)
-	}
-	return n
 }

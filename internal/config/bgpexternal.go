@@ -1,9 +1,5 @@
 package config
 
-import (
-	"gopkg.in/yaml.v3"
-)
-
 // bgp.mode: external (docs/BGP.md, "Bring your own routing daemon"): xlbd
 // runs no speaker; it keeps one host route per VIP the node should receive
 // in a kernel routing table (bgp.route_table), or a /32 or /128 address
@@ -32,67 +28,38 @@ const (
 	routeTableLocal   = 255
 )
 
-// speakerKeys are the bgp keys of the embedded speaker, refused with mode
-// external; externalKeys the reverse.
+// speakerOnly and externalOnly are the only of the bgp keys of each mode.
 var (
-	speakerKeys  = []string{"asn", "router_id", "listen_port", "graceful_restart_time", "shutdown_wait", "next_hop4", "next_hop6", "peers"}
-	externalKeys = []string{"route_table", "dummy_interface"}
+	speakerOnly = &onlyWhen[BGP]{doc: "Only in mode speaker", why: func(b *BGP) string {
+		if b.Mode == BGPExternal {
+			return "not with bgp.mode: external (the routing daemon of the host has the sessions): remove it, or configure it in that daemon"
+		}
+		return ""
+	}}
+	externalOnly = &onlyWhen[BGP]{doc: "Only in mode external", why: func(b *BGP) string {
+		if b.Mode != BGPExternal {
+			return "only with bgp.mode: external"
+		}
+		return ""
+	}}
 )
 
-// bgpMode decodes bgp.mode (default speaker) and refuses the keys of the
-// other mode, naming the one that applies.
-func (d *decoder) bgpMode(f fieldSet, path string) BGPMode {
-	mode := BGPSpeaker
-	if v := f.get("mode"); v != nil {
-		mode, _ = decodeEnum(d, v, join(path, "mode"), bgpModeNames)
-	}
-	other, why := externalKeys, "only with bgp.mode: external"
-	if mode == BGPExternal {
-		other, why = speakerKeys, "not with bgp.mode: external (the routing daemon of the host has the sessions): remove it, or configure it in that daemon"
-	}
-	for _, k := range other {
-		if v := f.get(k); v != nil {
-			d.c.at(pos(v), join(path, k), ErrInvalid, "%s", why)
-		}
-	}
-	return mode
-}
-
-// bgpExternal decodes the keys of mode external into b; the dummy
-// interface must not be the node's.
-func (d *decoder) bgpExternal(f fieldSet, path string, b *BGP, node Node) {
-	d.uint32Fields(f, path, []uint32Field{{"route_table", 1<<32 - 1, &b.RouteTable}})
-	if v := f.get("dummy_interface"); v != nil {
-		b.DummyInterface, _ = d.str(v, join(path, "dummy_interface"))
-		if n := b.DummyInterface; n != "" && n == node.Interface {
-			d.c.at(pos(v), join(path, "dummy_interface"), ErrInvalid, "%q is node.interface: the VIP addresses go on a dummy interface of their own", n)
-		}
-	}
-}
-
-func validateBGPExternal(b *BGP, c *collector) {
+func validateBGPExternal(b *BGP, node *Node, c *collector) {
 	switch {
 	case b.RouteTable == 0 && b.DummyInterface == "":
-		c.errf("bgp.route_table", ErrRequired, "required with bgp.mode: external: the kernel routing table to keep the VIP routes in (or bgp.dummy_interface)")
+		c.errf(join(kBGP, kRouteTable), ErrRequired, "required with bgp.mode: external: the kernel routing table to keep the VIP routes in (or bgp.dummy_interface)")
 	case b.RouteTable != 0 && b.DummyInterface != "":
-		c.errf("bgp.dummy_interface", ErrInvalid, "give bgp.route_table or bgp.dummy_interface, not both")
+		c.errf(join(kBGP, kDummyInterface), ErrInvalid, "give bgp.route_table or bgp.dummy_interface, not both")
 	}
 	switch t := b.RouteTable; t {
 	case routeTableDefault, routeTableLocal:
-		c.errf("bgp.route_table", ErrInvalid, "%d is a table of the kernel's own (253 default, 255 local): choose another (e.g. 100)", t)
+		c.errf(join(kBGP, kRouteTable), ErrInvalid, "%d is a table of the kernel's own (253 default, 255 local): choose another (e.g. 100)", t)
 	}
-	if n := b.DummyInterface; n != "" && !validIfName(n) {
-		c.errf("bgp.dummy_interface", ErrInvalid, "%q is not a valid interface name (1 to 15 bytes, no '/', ':' or spaces)", n)
+	switch n := b.DummyInterface; {
+	case n == "":
+	case !validIfName(n):
+		c.errf(join(kBGP, kDummyInterface), ErrInvalid, "%q is not a valid interface name (1 to 15 bytes, no '/', ':' or spaces)", n)
+	case n == node.Interface:
+		c.errf(join(kBGP, kDummyInterface), ErrInvalid, "%q is node.interface: the VIP addresses go on a dummy interface of their own", n)
 	}
-}
-
-func bgpExternalNode(b *BGP) *yaml.Node {
-	n := mapping("mode", str(b.Mode.String()))
-	if b.RouteTable != 0 {
-		n.Content = append(n.Content, str("route_table"), integer(uint64(b.RouteTable)))
-	}
-	if b.DummyInterface != "" {
-		n.Content = append(n.Content, str("dummy_interface"), str(b.DummyInterface))
-	}
-	return n
 }

@@ -5,8 +5,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"gopkg.in/yaml.v3"
 )
 
 // Health checks (docs/DESIGN.md, Health checks): the health_checks section
@@ -142,21 +140,6 @@ func (h *HealthCheck) clone() HealthCheck {
 	return c
 }
 
-// checkFieldTypes lists the fields that apply to some check types only.
-var checkFieldTypes = []struct {
-	key   string
-	types []CheckType
-}{
-	{"path", []CheckType{CheckHTTP, CheckHTTPS}},
-	{"expect_status", []CheckType{CheckHTTP, CheckHTTPS}},
-	{"expect_body", []CheckType{CheckHTTP, CheckHTTPS}},
-	{"host", []CheckType{CheckHTTP, CheckHTTPS}},
-	{"tls_skip_verify", []CheckType{CheckHTTPS}},
-	{"payload", []CheckType{CheckUDP}},
-	{"expect", []CheckType{CheckUDP}},
-	{"command", []CheckType{CheckExec}},
-}
-
 func typeList(ts []CheckType) string {
 	s := make([]string, len(ts))
 	for i, t := range ts {
@@ -174,91 +157,6 @@ func checkIndex(checks []HealthCheck) map[string]*HealthCheck {
 	return firstByName(checks, func(h *HealthCheck) string { return h.Name })
 }
 
-func (d *decoder) healthChecks(n *ynode) []HealthCheck {
-	return namedEntries(d, n, "health_checks", "check", checkPath, d.healthCheck)
-}
-
-func (d *decoder) healthCheck(name string, n *ynode, path string) HealthCheck {
-	h := HealthCheck{Name: name, Interval: DefaultCheckInterval, Rise: DefaultRise, Fall: DefaultFall, Jitter: DefaultJitter}
-	f := d.fields(n, path, "type", "port", "path", "expect_status", "expect_body", "host", "tls_skip_verify",
-		"payload", "expect", "command", "interval", "timeout", "rise", "fall", "jitter")
-	if f == nil {
-		return h
-	}
-	if v := f.get("type"); v != nil {
-		if t, ok := decodeEnum(d, v, join(path, "type"), checkTypeNames); ok {
-			h.Type = t
-			if t == CheckHTTP || t == CheckHTTPS {
-				h.Path, h.ExpectStatus = DefaultHTTPPath, DefaultExpectStatus
-			}
-			for _, ft := range checkFieldTypes {
-				if k := f.get(ft.key); k != nil && !slices.Contains(ft.types, t) {
-					d.c.at(d.c.posOfOrZero(join(path, ft.key)), join(path, ft.key), ErrInvalid,
-						"applies to %s, not to this %s check", typeList(ft.types), t)
-					f.del(ft.key)
-				}
-			}
-		}
-	} else {
-		d.c.at(pos(n), join(path, "type"), ErrRequired, "required: %s", enumList(checkTypeNames))
-	}
-	if v := f.get("port"); v != nil {
-		if u, ok := d.uint(v, join(path, "port"), 65535); ok {
-			h.Port = uint16(u)
-		}
-	}
-	if v := f.get("path"); v != nil {
-		h.Path, _ = d.str(v, join(path, "path"))
-	}
-	if v := f.get("expect_status"); v != nil {
-		if u, ok := d.uint(v, join(path, "expect_status"), 65535); ok {
-			h.ExpectStatus = uint16(u)
-		}
-	}
-	if v := f.get("expect_body"); v != nil {
-		h.ExpectBody, _ = d.str(v, join(path, "expect_body"))
-	}
-	if v := f.get("host"); v != nil {
-		h.Host, _ = d.str(v, join(path, "host"))
-	}
-	if v := f.get("tls_skip_verify"); v != nil {
-		h.TLSSkipVerify, _ = d.boolean(v, join(path, "tls_skip_verify"))
-	}
-	if v := f.get("payload"); v != nil {
-		h.Payload, _ = d.bytes(v, join(path, "payload"))
-	}
-	if v := f.get("expect"); v != nil {
-		h.Expect, _ = d.bytes(v, join(path, "expect"))
-	}
-	if v := f.get("command"); v != nil {
-		h.Command = d.strList(v, join(path, "command"))
-	}
-	if v := f.get("interval"); v != nil {
-		if dur, ok := d.duration(v, join(path, "interval")); ok {
-			h.Interval = dur
-		}
-	}
-	if v := f.get("timeout"); v != nil {
-		h.Timeout, _ = d.duration(v, join(path, "timeout"))
-	} else {
-		h.Timeout = min(DefaultCheckTimeout, h.Interval/2)
-	}
-	for _, rf := range []struct {
-		key string
-		dst *int
-	}{{"rise", &h.Rise}, {"fall", &h.Fall}} {
-		if v := f.get(rf.key); v != nil {
-			if u, ok := d.uint(v, join(path, rf.key), 1<<31-1); ok {
-				*rf.dst = int(u)
-			}
-		}
-	}
-	if v := f.get("jitter"); v != nil {
-		h.Jitter, _ = d.fraction(v, join(path, "jitter"))
-	}
-	return h
-}
-
 func validateHealthChecks(checks []HealthCheck, idx map[string]*HealthCheck, c *collector) {
 	for i := range checks {
 		h := &checks[i]
@@ -272,112 +170,54 @@ func validateHealthChecks(checks []HealthCheck, idx map[string]*HealthCheck, c *
 
 func validateHealthCheck(h *HealthCheck, path string, c *collector) {
 	p := func(key string) string { return join(path, key) }
-	switch {
-	case h.Type == 0:
-		c.errf(p("type"), ErrRequired, "required: %s", enumList(checkTypeNames))
-	case !enumValid(checkTypeNames, h.Type):
-		c.errf(p("type"), ErrInvalid, "%s is not one of %s", h.Type, enumList(checkTypeNames))
-	default:
-		// Fields set for a type they do not apply to (Parse reports them
-		// at decoding; this catches a Config built by hand).
-		for _, ft := range checkFieldTypes {
-			if !slices.Contains(ft.types, h.Type) && !h.fieldZero(ft.key) {
-				c.errf(p(ft.key), ErrInvalid, "applies to %s, not to this %s check", typeList(ft.types), h.Type)
-			}
-		}
-	}
 	if h.Port == 0 && h.Type != CheckExec && enumValid(checkTypeNames, h.Type) {
-		c.errf(p("port"), ErrRequired, "required: the backend port to probe (1..65535)")
+		c.errf(p(kPort), ErrRequired, "required: the backend port to probe (1..65535)")
 	}
 	if h.Type == CheckHTTP || h.Type == CheckHTTPS {
 		if msg := requestTargetProblem(h.Path); msg != "" {
-			c.errf(p("path"), ErrInvalid, "%q %s", h.Path, msg)
-		}
-		if h.ExpectStatus < 100 || h.ExpectStatus > 599 {
-			c.errf(p("expect_status"), ErrInvalid, "%d is out of range 100..599", h.ExpectStatus)
+			c.errf(p(kPath), ErrInvalid, "%q %s", h.Path, msg)
 		}
 		if h.Host != "" && !validHostHeader(h.Host) {
-			c.errf(p("host"), ErrInvalid, "%q is not a host name (with an optional :port)", h.Host)
+			c.errf(p(kHost), ErrInvalid, "%q is not a host name (with an optional :port)", h.Host)
 		}
 	}
 	if len(h.ExpectBody) > MaxExpectLen {
-		c.errf(p("expect_body"), ErrInvalid, "is %d bytes long; at most %d are allowed", len(h.ExpectBody), MaxExpectLen)
+		c.errf(p(kExpectBody), ErrInvalid, "is %d bytes long; at most %d are allowed", len(h.ExpectBody), MaxExpectLen)
 	}
 	if h.Type == CheckUDP {
 		switch n := len(h.Payload); {
 		case n == 0:
-			c.errf(p("payload"), ErrRequired, "required: the datagram to send (a string, or !!binary base64 for bytes)")
+			c.errf(p(kPayload), ErrRequired, "required: the datagram to send (a string, or !!binary base64 for bytes)")
 		case n > MaxPayloadLen:
-			c.errf(p("payload"), ErrInvalid, "is %d bytes long; a datagram holds at most %d", n, MaxPayloadLen)
+			c.errf(p(kPayload), ErrInvalid, "is %d bytes long; a datagram holds at most %d", n, MaxPayloadLen)
 		}
 	}
 	if len(h.Expect) > MaxExpectLen {
-		c.errf(p("expect"), ErrInvalid, "is %d bytes long; at most %d are allowed", len(h.Expect), MaxExpectLen)
+		c.errf(p(kExpect), ErrInvalid, "is %d bytes long; at most %d are allowed", len(h.Expect), MaxExpectLen)
 	}
 	if h.Type == CheckExec {
 		switch {
 		case len(h.Command) == 0 || h.Command[0] == "":
-			c.errf(p("command"), ErrRequired, "required: the program and its arguments, such as [/usr/local/bin/check, \"{{address}}\"]")
+			c.errf(p(kCommand), ErrRequired, "required: the program and its arguments, such as [/usr/local/bin/check, \"{{address}}\"]")
 		default:
 			for i, a := range h.Command {
 				switch {
 				case strings.ContainsRune(a, 0):
-					c.errf(index(p("command"), i), ErrInvalid, "contains a NUL byte")
+					c.errf(index(p(kCommand), i), ErrInvalid, "contains a NUL byte")
 				case h.Port == 0 && strings.Contains(a, "{{port}}"):
-					c.errf(index(p("command"), i), ErrInvalid, "uses {{port}} but the check has no port: set port")
+					c.errf(index(p(kCommand), i), ErrInvalid, "uses {{port}} but the check has no port: set port")
 				}
 			}
 		}
 	}
-	intervalOK := false
-	if h.Interval < MinCheckInterval || h.Interval > MaxCheckInterval {
-		c.errf(p("interval"), ErrInvalid, "%s is out of range %s..%s",
-			formatDuration(h.Interval), formatDuration(MinCheckInterval), formatDuration(MaxCheckInterval))
-	} else {
-		intervalOK = true
-	}
+	intervalOK := h.Interval >= MinCheckInterval && h.Interval <= MaxCheckInterval
 	switch {
 	case h.Timeout < MinCheckTimeout:
-		c.errf(p("timeout"), ErrInvalid, "%s is shorter than %s", formatDuration(h.Timeout), formatDuration(MinCheckTimeout))
+		c.errf(p(kTimeout), ErrInvalid, "%s is shorter than %s", formatDuration(h.Timeout), formatDuration(MinCheckTimeout))
 	case intervalOK && h.Timeout >= h.Interval:
-		c.errf(p("timeout"), ErrInvalid, "%s must be shorter than the interval %s (a probe ends before the next starts)",
+		c.errf(p(kTimeout), ErrInvalid, "%s must be shorter than the interval %s (a probe ends before the next starts)",
 			formatDuration(h.Timeout), formatDuration(h.Interval))
 	}
-	for _, rf := range []struct {
-		key string
-		val int
-	}{{"rise", h.Rise}, {"fall", h.Fall}} {
-		if rf.val < 1 || rf.val > MaxRiseFall {
-			c.errf(p(rf.key), ErrInvalid, "%d is out of range 1..%d", rf.val, MaxRiseFall)
-		}
-	}
-	if !(h.Jitter >= 0 && h.Jitter <= 1) { // also catches NaN
-		c.errf(p("jitter"), ErrInvalid, "%v is out of range 0..1", h.Jitter)
-	}
-}
-
-// fieldZero reports whether the field named key (one of checkFieldTypes)
-// has its zero value.
-func (h *HealthCheck) fieldZero(key string) bool {
-	switch key {
-	case "path":
-		return h.Path == ""
-	case "expect_status":
-		return h.ExpectStatus == 0
-	case "expect_body":
-		return h.ExpectBody == ""
-	case "host":
-		return h.Host == ""
-	case "tls_skip_verify":
-		return !h.TLSSkipVerify
-	case "payload":
-		return len(h.Payload) == 0
-	case "expect":
-		return len(h.Expect) == 0
-	case "command":
-		return len(h.Command) == 0
-	}
-	return true
 }
 
 // requestTargetProblem returns why p cannot be an HTTP request target in
@@ -409,41 +249,4 @@ func validHostHeader(s string) bool {
 		}
 	}
 	return true
-}
-
-// checkNode builds the YAML of h for Marshal.
-func checkNode(h *HealthCheck) *yaml.Node {
-	n := mapping("type", str(h.Type.String()))
-	add := func(k string, v *yaml.Node) { n.Content = append(n.Content, str(k), v) }
-	if h.Port != 0 || h.Type != CheckExec {
-		add("port", integer(uint64(h.Port)))
-	}
-	if h.Type == CheckHTTP || h.Type == CheckHTTPS {
-		add("path", str(h.Path))
-		add("expect_status", integer(uint64(h.ExpectStatus)))
-	}
-	if h.ExpectBody != "" {
-		add("expect_body", str(h.ExpectBody))
-	}
-	if h.Host != "" {
-		add("host", str(h.Host))
-	}
-	if h.TLSSkipVerify || h.Type == CheckHTTPS {
-		add("tls_skip_verify", boolean(h.TLSSkipVerify))
-	}
-	if len(h.Payload) > 0 {
-		add("payload", bytesNode(h.Payload))
-	}
-	if len(h.Expect) > 0 {
-		add("expect", bytesNode(h.Expect))
-	}
-	if len(h.Command) > 0 {
-		add("command", list(h.Command))
-	}
-	add("interval", str(formatDuration(h.Interval)))
-	add("timeout", str(formatDuration(h.Timeout)))
-	add("rise", integer(uint64(max(h.Rise, 0))))
-	add("fall", integer(uint64(max(h.Fall, 0))))
-	add("jitter", float(h.Jitter))
-	return n
 }

@@ -210,7 +210,7 @@ func TestValidateHandBuilt(t *testing.T) {
 		"services[0].protocol: required",
 		"services[0].scheduler: invalid(0) is not one of maglev",
 		"services[0].table_size: 0 is not prime",
-		"services[0].encap: unset is not one of gre, ipip, gue, dr, nat",
+		"services[0].method: unset is not one of gre, ipip, gue, dr, nat",
 		`services[0].pools[0]: unknown pool "nope" (no pools are defined)`,
 	} {
 		if !containsError(list, want) {

@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"os"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -228,21 +227,6 @@ func (d *decoder) fields(n *ynode, path string, known ...string) fieldSet {
 
 // fieldSet is a mapping's fields, each name at most once, in file order.
 type fieldSet []keyVal
-
-// del removes field name.
-func (f *fieldSet) del(name string) {
-	*f = slices.DeleteFunc(*f, func(kv keyVal) bool { return kv.name == name })
-}
-
-// get returns the value of field name, nil if absent.
-func (f fieldSet) get(name string) *ynode {
-	for _, kv := range f {
-		if kv.name == name {
-			return kv.val
-		}
-	}
-	return nil
-}
 
 // at returns the value of field name and its path, nil and "" if absent.
 func (f fieldSet) at(name string) (*ynode, string) {
@@ -500,16 +484,6 @@ func (d *decoder) bytes(n *ynode, path string) ([]byte, bool) {
 	return b, true
 }
 
-// strList decodes a list of strings.
-func (d *decoder) strList(n *ynode, path string) []string {
-	var out []string
-	for i, item := range d.seq(n, path) {
-		s, _ := d.str(item, index(path, i))
-		out = append(out, s)
-	}
-	return out
-}
-
 func (d *decoder) addr(n *ynode, path string) (netip.Addr, bool) {
 	s, ok := d.scalar(n, path, "an IP address")
 	if !ok {
@@ -572,297 +546,56 @@ func describe(n *ynode) string {
 // mapping (there is then nothing worth validating).
 func (d *decoder) config(root *ynode) *Config {
 	cfg := &Config{}
-	top := d.fields(root, "", "node", "health_checks", "pools", "services", "bgp")
-	if top == nil {
+	if !configKeys.decode(d, root, "", cfg) {
 		return nil
 	}
-	if n := top.get("node"); n != nil {
-		cfg.Node = d.node(n)
-	} else {
-		d.c.at(pos(root), "node", ErrRequired, "required (at least node.interface)")
-	}
-	if n := top.get("health_checks"); n != nil {
-		cfg.HealthChecks = d.healthChecks(n)
-	}
-	if n := top.get("pools"); n != nil {
-		cfg.Pools = d.pools(n)
-	}
-	if n := top.get("services"); n != nil {
-		items, paths := d.seqPaths(n, "services")
-		for i, item := range items {
-			cfg.Services = append(cfg.Services, d.service(item, paths[i])) // servicePath(i)
-		}
-	}
-	if n := top.get("bgp"); n != nil {
-		cfg.BGP = d.bgp(n, cfg.Node)
+	// bgp.router_id defaults to an IPv4 node.address.
+	if b := cfg.BGP; b != nil && b.Mode == BGPSpeaker && !b.RouterID.IsValid() && cfg.Node.Address.Is4() {
+		b.RouterID = cfg.Node.Address
 	}
 	return cfg
 }
 
-// uint32Field is an unsigned field of a mapping, decoded into dst when
-// present and at most max.
-type uint32Field struct {
-	key string
-	max uint64
-	dst *uint32
-}
-
-// uint32Fields decodes the present ones of fields from f (at path), in
-// order.
-func (d *decoder) uint32Fields(f fieldSet, path string, fields []uint32Field) {
-	for _, uf := range fields {
-		if v := f.get(uf.key); v != nil {
-			if u, ok := d.uint(v, join(path, uf.key), uf.max); ok {
-				*uf.dst = uint32(u)
-			}
-		}
-	}
-}
-
-func (d *decoder) node(n *ynode) Node {
-	const path = "node"
-	nd := Node{
-		XDPMode:              XDPModeAuto,
-		ConntrackEntries:     DefaultConntrackEntries,
-		ICMPEchoRate:         DefaultICMPEchoRate,
-		ICMPTooBigRate:       DefaultICMPTooBigRate,
-		FragmentTableEntries: DefaultFragmentTableEntries,
-		TraceRate:            DefaultTraceRate,
-		GUEPort:              DefaultGUEPort,
-		Timeouts: Timeouts{
-			TCP:    DefaultTCPTimeout,
-			TCPSyn: DefaultTCPSynTimeout,
-			TCPFin: DefaultTCPFinTimeout,
-			UDP:    DefaultUDPTimeout,
-		},
-	}
-	f := d.fields(n, path, "name", "interface", "api_socket", "metrics_addr", "address", "address6", "gateway_mac",
-		"xdp_mode", "conntrack_entries", "timeouts", "flood_syn_rate", "flood_new_flow_rate", "icmp_echo_rate",
-		"icmp_too_big_rate", "fragment_pool", "fragment_table_entries", "trace_rate", "status_page", "sync", "gue_port")
-	if f == nil {
-		return nd
-	}
-	if v := f.get("sync"); v != nil {
-		nd.Sync = d.sync(v, join(path, "sync")) // sync.go
-	}
-	if v, fp := f.at("gue_port"); v != nil {
-		if u, ok := d.uint(v, fp, 65535); ok {
-			nd.GUEPort = uint16(u)
-		}
-	}
-	d.uint32Fields(f, path, []uint32Field{
-		{"flood_syn_rate", MaxFloodSynRate, &nd.FloodSynRate},
-		{"flood_new_flow_rate", MaxFloodSynRate, &nd.FloodNewFlowRate},
-	})
-	if v := f.get("fragment_pool"); v != nil {
-		fp := join(path, "fragment_pool")
-		for i, item := range d.seq(v, fp) {
-			if a, ok := d.addr(item, index(fp, i)); ok {
-				nd.FragmentPool = append(nd.FragmentPool, a)
-			}
-		}
-	}
-	d.uint32Fields(f, path, []uint32Field{
-		{"fragment_table_entries", 1<<32 - 1, &nd.FragmentTableEntries},
-		{"icmp_echo_rate", MaxICMPEchoRate, &nd.ICMPEchoRate},
-		{"icmp_too_big_rate", MaxICMPTooBigRate, &nd.ICMPTooBigRate},
-		{"trace_rate", MaxTraceRate, &nd.TraceRate},
-	})
-	if v := f.get("name"); v != nil {
-		nd.Name, _ = d.str(v, join(path, "name"))
-	} else if h, err := os.Hostname(); err != nil {
-		d.c.at(pos(n), join(path, "name"), ErrRequired, "not set and the host name is unknown (%v): set node.name", err)
-	} else if !validName(h) {
-		d.c.at(pos(n), join(path, "name"), ErrRequired,
-			"not set and the host name %q is not a valid instance name ([A-Za-z0-9_.-]{1,%d}): set node.name", h, MaxNameLen)
-	} else {
-		nd.Name = h
-	}
-	for _, sf := range []struct {
-		key string
-		dst *string
-	}{{"interface", &nd.Interface}, {"api_socket", &nd.APISocket}, {"metrics_addr", &nd.MetricsAddr}} {
-		if v := f.get(sf.key); v != nil {
-			*sf.dst, _ = d.str(v, join(path, sf.key))
-		}
-	}
-	if v := f.get("status_page"); v != nil {
-		nd.StatusPage, _ = d.boolean(v, join(path, "status_page"))
-	}
-	if v := f.get("address"); v != nil {
-		nd.Address, _ = d.addr(v, join(path, "address"))
-	}
-	if v := f.get("address6"); v != nil {
-		nd.Address6, _ = d.addr(v, join(path, "address6"))
-	}
-	if v := f.get("gateway_mac"); v != nil {
-		nd.GatewayMAC, _ = d.mac(v, join(path, "gateway_mac"))
-	}
-	if v := f.get("xdp_mode"); v != nil {
-		nd.XDPMode, _ = decodeEnum(d, v, join(path, "xdp_mode"), xdpModeNames)
-	}
-	d.uint32Fields(f, path, []uint32Field{{"conntrack_entries", 1<<32 - 1, &nd.ConntrackEntries}})
-	if v := f.get("timeouts"); v != nil {
-		tp := join(path, "timeouts")
-		if t := d.fields(v, tp, "tcp", "tcp_syn", "tcp_fin", "udp"); t != nil {
-			for _, f := range []struct {
-				key string
-				dst *time.Duration
-			}{
-				{"tcp", &nd.Timeouts.TCP}, {"tcp_syn", &nd.Timeouts.TCPSyn},
-				{"tcp_fin", &nd.Timeouts.TCPFin}, {"udp", &nd.Timeouts.UDP},
-			} {
-				if v := t.get(f.key); v != nil {
-					if dur, ok := d.duration(v, join(tp, f.key)); ok {
-						*f.dst = dur
-					}
-				}
-			}
-		}
-	}
-	return nd
-}
-
-func (d *decoder) pools(n *ynode) []Pool {
-	return namedEntries(d, n, "pools", "pool", poolPath, d.pool)
-}
-
-// namedEntries decodes the top-level field (pools, health_checks) n, a
-// mapping from the names of entries (each a kind) to entries, with entry;
-// pathOf gives an entry's path from its name.
-func namedEntries[T any](d *decoder, n *ynode, field, kind string, pathOf func(string) string,
-	entry func(name string, n *ynode, path string) T) []T {
-	if !d.usable(n, field) {
+// namedEntries decodes n, a mapping at path from the names of entries (each
+// a kind) to entries, with entry.
+func namedEntries[T any](d *decoder, n *ynode, path, kind string, entry func(name string, n *ynode, path string) T) []T {
+	if !d.usable(n, path) {
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		d.c.at(pos(n), field, ErrInvalid, "must be a mapping from %s name to %s, not %s", kind, kind, describe(n))
+		d.c.at(pos(n), path, ErrInvalid, "must be a mapping from %s name to %s, not %s", kind, kind, describe(n))
 		return nil
 	}
 	var out []T
-	for _, kv := range d.keys(n, field, nil) {
-		path := pathOf(kv.name)
-		d.record(path, kv.key, kv.val)
-		out = append(out, entry(strings.Clone(kv.name), kv.val, path)) // see str
+	for _, kv := range d.keys(n, path, nil) {
+		name := strings.Clone(kv.name) // see str
+		ep := keyed(path, name)
+		d.record(ep, kv.key, kv.val)
+		out = append(out, entry(name, kv.val, ep))
 	}
 	return out
 }
 
-func (d *decoder) pool(name string, n *ynode, path string) Pool {
-	p := Pool{Name: name}
-	f := d.fields(n, path, "backends", "include", "health_check")
-	if f == nil {
-		return p
+// prefixLen decodes a prefix length 1..max.
+func (d *decoder) prefixLen(n *ynode, path string, max uint64) (uint8, bool) {
+	u, ok := d.uint(n, path, max)
+	if ok && u == 0 {
+		d.c.at(pos(n), path, ErrInvalid, "0 is out of range 1..%d (a prefix length; leave the key out for the whole address)", max)
+		return 0, false
 	}
-	if v := f.get("health_check"); v != nil {
-		p.HealthCheck, _ = d.str(v, join(path, "health_check"))
-	}
-	if v, bp := f.at("backends"); v != nil {
-		items, paths := d.seqPaths(v, bp)
-		if len(items) > 0 {
-			p.Backends = make([]Backend, 0, len(items))
-		}
-		for i, item := range items {
-			p.Backends = append(p.Backends, d.backend(item, paths[i])) // backendPath(name, i)
-		}
-	}
-	if v := f.get("include"); v != nil {
-		ip := join(path, "include")
-		items := d.seq(v, ip)
-		for i, item := range items {
-			s, _ := d.str(item, index(ip, i))
-			p.Include = append(p.Include, s)
-		}
-	}
-	return p
+	return uint8(u), ok
 }
 
-func (d *decoder) backend(n *ynode, path string) Backend {
-	b := Backend{Weight: DefaultWeight}
-	f := d.fields(n, path, "address", "weight", "encap", "method", "port", "state", "health_check")
-	if f == nil {
-		return b
+// addrPort decodes an ADDR:PORT ([v6]:PORT) with a non-zero port.
+func (d *decoder) addrPort(n *ynode, path string) (netip.AddrPort, bool) {
+	s, ok := d.scalar(n, path, "an ADDR:PORT")
+	if !ok {
+		return netip.AddrPort{}, false
 	}
-	if v, fp := f.at("health_check"); v != nil {
-		b.HealthCheck, _ = d.str(v, fp)
+	a, err := netip.ParseAddrPort(s)
+	if err != nil || a.Port() == 0 {
+		d.c.at(pos(n), path, ErrInvalid, "%q is not ADDR:PORT with a port from 1 to 65535 ([ADDR]:PORT for IPv6)", s)
+		return netip.AddrPort{}, false
 	}
-	if v, fp := f.at("address"); v != nil {
-		b.Addr, _ = d.addr(v, fp)
-	}
-	if v, fp := f.at("weight"); v != nil {
-		if u, ok := d.uint(v, fp, 1<<32-1); ok {
-			b.Weight = uint32(u)
-		}
-	}
-	d.method(f, &b.Encap) // methods.go
-	if v, fp := f.at("port"); v != nil {
-		if u, ok := d.uint(v, fp, 65535); ok {
-			b.Port = uint16(u)
-		}
-	}
-	if v, fp := f.at("state"); v != nil {
-		st, _ := decodeEnum(d, v, fp, stateNames)
-		b.Drain = st == stateDrain
-	}
-	return b
-}
-
-// backendState is the file's spelling of Backend.Drain.
-type backendState uint8
-
-const (
-	stateActive backendState = iota + 1
-	stateDrain
-)
-
-var stateNames = []enumName[backendState]{{"active", stateActive}, {"drain", stateDrain}}
-
-func (d *decoder) service(n *ynode, path string) Service {
-	s := Service{Scheduler: SchedulerMaglev, TableSize: DefaultTableSize, Encap: EncapGRE}
-	f := d.fields(n, path, "name", "vip", "port", "protocol", "pools", "scheduler", "table_size", "encap",
-		"method", "min_healthy", "withdraw_when_down", "fragments", "source_netmask", "source_netmask6", "persistence")
-	if f == nil {
-		return s
-	}
-	if v, fp := f.at("min_healthy"); v != nil {
-		s.MinHealthy, _ = d.fraction(v, fp)
-	}
-	if v, fp := f.at("withdraw_when_down"); v != nil {
-		s.WithdrawWhenDown, _ = d.boolean(v, fp)
-	}
-	if v, fp := f.at("fragments"); v != nil {
-		s.Fragments, _ = d.boolean(v, fp)
-	}
-	if v, fp := f.at("name"); v != nil {
-		s.Name, _ = d.str(v, fp)
-	}
-	if v, fp := f.at("vip"); v != nil {
-		s.VIP, _ = d.addr(v, fp)
-	}
-	if v, fp := f.at("port"); v != nil {
-		if u, ok := d.uint(v, fp, 65535); ok {
-			s.Port = uint16(u)
-		}
-	} else {
-		// Port 0 means "all ports": never let it happen by omission.
-		d.c.at(pos(n), join(path, "port"), ErrRequired, "required (0 serves all ports)")
-	}
-	if v, fp := f.at("protocol"); v != nil {
-		s.Proto, _ = decodeEnum(d, v, fp, protoNames)
-	}
-	if v, fp := f.at("pools"); v != nil {
-		items := d.seq(v, fp)
-		for i, item := range items {
-			name, _ := d.str(item, index(fp, i))
-			s.Pools = append(s.Pools, name)
-		}
-	}
-	d.schedFields(f, &s) // sched.go
-	if v, fp := f.at("table_size"); v != nil {
-		if u, ok := d.uint(v, fp, 1<<32-1); ok {
-			s.TableSize = uint32(u)
-		}
-	}
-	d.method(f, &s.Encap) // methods.go
-	return s
+	return netip.AddrPortFrom(a.Addr().Unmap(), a.Port()), true
 }

@@ -18,9 +18,9 @@ func validateEndpoints(n *Node, c *collector) {
 	if s := n.APISocket; s != "" {
 		switch {
 		case !filepath.IsAbs(s):
-			c.errf("node.api_socket", ErrInvalid, "%q is not an absolute path (absent: /run/xlb/<node.name>.sock)", s)
+			c.errf(join(kNode, kAPISocket), ErrInvalid, "%q is not an absolute path (absent: /run/xlb/<node.name>.sock)", s)
 		case len(s) > MaxSocketPath:
-			c.errf("node.api_socket", ErrInvalid, "%q is %d bytes; a unix socket path has at most %d", s, len(s), MaxSocketPath)
+			c.errf(join(kNode, kAPISocket), ErrInvalid, "%q is %d bytes; a unix socket path has at most %d", s, len(s), MaxSocketPath)
 		}
 	}
 	if a := n.MetricsAddr; a != "" && a != MetricsOff {
@@ -28,14 +28,14 @@ func validateEndpoints(n *Node, c *collector) {
 		p, perr := strconv.ParseUint(port, 10, 16)
 		switch {
 		case err != nil:
-			c.errf("node.metrics_addr", ErrInvalid, "%q is not HOST:PORT (%v); \"off\" disables the metrics", a, err)
+			c.errf(join(kNode, kMetricsAddr), ErrInvalid, "%q is not HOST:PORT (%v); \"off\" disables the metrics", a, err)
 		case perr != nil || p == 0:
-			c.errf("node.metrics_addr", ErrInvalid, "%q: port %q is not 1..65535", a, port)
+			c.errf(join(kNode, kMetricsAddr), ErrInvalid, "%q: port %q is not 1..65535", a, port)
 		case host != "" && net.ParseIP(host) == nil:
-			c.errf("node.metrics_addr", ErrInvalid, "%q: host %q is not an IP address (empty: every address)", a, host)
+			c.errf(join(kNode, kMetricsAddr), ErrInvalid, "%q: host %q is not an IP address (empty: every address)", a, host)
 		}
 	}
 	if n.StatusPage && n.MetricsAddr == MetricsOff {
-		c.errf("node.status_page", ErrInvalid, "the status page is served by the metrics listener, which node.metrics_addr: off disables: give node.metrics_addr an address, or drop status_page")
+		c.errf(join(kNode, kStatusPage), ErrInvalid, "the status page is served by the metrics listener, which node.metrics_addr: off disables: give node.metrics_addr an address, or drop status_page")
 	}
 }

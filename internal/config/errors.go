@@ -290,13 +290,3 @@ func keyed(parent, name string) string {
 	}
 	return parent + "[" + strconv.Quote(name) + "]"
 }
-
-func poolPath(name string) string { return keyed("pools", name) }
-
-func servicePath(i int) string { return index("services", i) }
-
-func backendPath(pool string, i int) string { return index(join(poolPath(pool), "backends"), i) }
-
-func checkPath(name string) string { return keyed("health_checks", name) }
-
-func peerPath(i int) string { return index("bgp.peers", i) }

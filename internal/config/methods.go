@@ -37,21 +37,6 @@ func UseRoutes(f RouteLookup) {
 	routeLookup.Store(&f)
 }
 
-// method decodes the method key of a service or backend from f into dst,
-// or its older name encap; both at once are refused.
-func (d *decoder) method(f fieldSet, dst *Encap) {
-	v, mp := f.at("method")
-	ev, ep := f.at("encap")
-	switch {
-	case v != nil && ev != nil:
-		d.c.at(pos(ev), ep, ErrDuplicate, "encap is the older name of method: give method only")
-	case v != nil:
-		*dst, _ = decodeEnum(d, v, mp, encapNames)
-	case ev != nil:
-		*dst, _ = decodeEnum(d, ev, ep, encapNames)
-	}
-}
-
 // validateMethods checks what each service's method asks of its
 // backends: a port only with nat, one family for dr and nat (no outer
 // header crosses families), no GUE port clash with a UDP service that
@@ -90,27 +75,27 @@ func checkMember(cfg *Config, i int, m member, c *collector, lookup RouteLookup,
 	}
 	bp := backendPath(m.pool, m.index)
 	if m.Port != 0 && method != EncapNAT {
-		c.errf(join(bp, "port"), ErrInvalid,
+		c.errf(join(bp, kPort), ErrInvalid,
 			"port %d needs method nat, but service %q (%s) sends to this backend with %s: remove port (the VIP's port is kept), or set method: nat on the backend or the service",
 			m.Port, s.Name, c.where(servicePath(i)), method)
 	}
 	if m.Port != 0 && method == EncapNAT && s.Port == 0 {
-		c.errf(join(bp, "port"), ErrInvalid,
+		c.errf(join(bp, kPort), ErrInvalid,
 			"port %d cannot be mapped from service %q (%s), which serves all ports: remove port, or give the service a port",
 			m.Port, s.Name, c.where(servicePath(i)))
 	}
 	if method == EncapGUE && cfg.Node.GUEPort == 0 {
-		c.errf("node.gue_port", ErrInvalid,
+		c.errf(join(kNode, kGUEPort), ErrInvalid,
 			"0 is not a UDP port, and backend %s of service %q uses method gue: give 1..65535 (default %d)",
 			m.Addr, s.Name, DefaultGUEPort)
 	}
 	if method == EncapGUE && s.Proto == ProtoUDP && s.Port == cfg.Node.GUEPort {
-		c.errf(join(servicePath(i), "port"), ErrInvalid,
+		c.errf(join(servicePath(i), kPort), ErrInvalid,
 			"UDP port %d is node.gue_port%s, the port backend %s receives GUE on: choose another node.gue_port, or another method for the service",
-			s.Port, c.onLine("node.gue_port", " (line %d)"), m.Addr)
+			s.Port, c.onLine(join(kNode, kGUEPort), " (line %d)"), m.Addr)
 	}
 	if method == EncapNAT && s.Fragments {
-		c.errf(join(servicePath(i), "fragments"), ErrInvalid,
+		c.errf(join(servicePath(i), kFragments), ErrInvalid,
 			"backend %s uses method nat, whose port rewrite later fragments cannot carry: set fragments: false, or use another method",
 			m.Addr)
 	}
@@ -133,14 +118,14 @@ func checkMember(cfg *Config, i int, m member, c *collector, lookup RouteLookup,
 	}
 	switch {
 	case ra.err != nil:
-		c.errf(join(bp, "address"), ErrInvalid, "method %s: no route to backend %s (%v): connect its segment, or use gre, ipip or gue",
+		c.errf(join(bp, kAddress), ErrInvalid, "method %s: no route to backend %s (%v): connect its segment, or use gre, ipip or gue",
 			method, m.Addr, ra.err)
 	case ra.r.Gateway.IsValid() && method == EncapDR:
-		c.errf(join(bp, "address"), ErrInvalid,
+		c.errf(join(bp, kAddress), ErrInvalid,
 			"method dr needs backend %s on a directly connected segment, but the kernel routes it via %s (dev %s): use gre, ipip or gue for it, or connect the node to its segment",
 			m.Addr, ra.r.Gateway, ra.r.Dev)
 	case ra.r.Gateway.IsValid():
-		c.errf(join(bp, "address"), ErrInvalid,
+		c.errf(join(bp, kAddress), ErrInvalid,
 			"method nat needs backend %s on a directly connected segment, so that the node can be its route back to the clients, but the kernel routes it via %s (dev %s): use gre, ipip or gue for it, or connect the node to its segment",
 			m.Addr, ra.r.Gateway, ra.r.Dev)
 	}

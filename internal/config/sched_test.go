@@ -99,10 +99,23 @@ const persistenceServices = "  - {name: http, vip: 10.200.0.2, port: 80, protoco
 	"  - {name: dns, vip: 10.200.0.3, port: 53, protocol: udp, pools: [p], scheduler: rr, persistence: {timeout: 30s, netmask6: 48}}\n"
 
 func TestAcceptSchedulers(t *testing.T) {
-	for _, name := range []string{"maglev", "maglev-source", "rr", "wrr", "lc", "wlc", "sed", "nq", "sh", "dh", "lblc", "lblcr"} {
-		txt := strings.Replace(svc, "pools: [p]}", "pools: [p], scheduler: "+name+"}", 1)
-		if _, err := Parse([]byte(head+txt), "c.yaml"); err != nil {
-			t.Errorf("scheduler %s: %v", name, err)
+	for _, tc := range []struct {
+		name string
+		want Scheduler
+	}{
+		{"maglev", SchedulerMaglev}, {"maglev-source", SchedulerMaglevSource}, {"rr", SchedulerRR},
+		{"wrr", SchedulerWRR}, {"lc", SchedulerLC}, {"wlc", SchedulerWLC}, {"sed", SchedulerSED},
+		{"nq", SchedulerNQ}, {"sh", SchedulerSH}, {"dh", SchedulerDH}, {"lblc", SchedulerLBLC},
+		{"lblcr", SchedulerLBLCR},
+	} {
+		txt := strings.Replace(svc, "pools: [p]}", "pools: [p], scheduler: "+tc.name+"}", 1)
+		c, err := Parse([]byte(head+txt), "c.yaml")
+		if err != nil {
+			t.Errorf("scheduler %s: %v", tc.name, err)
+			continue
+		}
+		if got := c.Services[0].Scheduler; got != tc.want || got.String() != tc.name {
+			t.Errorf("scheduler %s: decoded %d (%s), want %d", tc.name, got, got, tc.want)
 		}
 	}
 }

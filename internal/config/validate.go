@@ -25,6 +25,7 @@ func (c *Config) Validate() error {
 // validate runs the semantic checks, reporting to c. Problems the decoder
 // already reported are not reported again (see collector.failed).
 func validate(cfg *Config, c *collector) {
+	configKeys.check(cfg, loc{}, c) // types and bounds of each key
 	validateNode(&cfg.Node, c)
 	validateEndpoints(&cfg.Node, c)
 	checks := checkIndex(cfg.HealthChecks)
@@ -34,14 +35,14 @@ func validate(cfg *Config, c *collector) {
 		validatePool(&cfg.Pools[i], idx, checks, c)
 	}
 	for _, cyc := range findCycles(cfg.Pools, idx) {
-		c.errf(index(join(poolPath(cyc.from), "include"), cyc.index), ErrPoolCycle,
+		c.errf(index(join(poolPath(cyc.from), kInclude), cyc.index), ErrPoolCycle,
 			"pool cycle %s: a pool must not include itself", strings.Join(cyc.path, " -> "))
 	}
 	checkConflicts(cfg.Pools, idx, c)
 	validateServices(cfg, idx, c)
 	validateMethods(cfg, idx, c)
 	validateGroups(cfg, c)
-	validateBGP(cfg.BGP, c)
+	validateBGP(cfg.BGP, &cfg.Node, c)
 	if cfg.BGP != nil && len(cfg.BGP.Peers) > 0 {
 		for i, s := range cfg.Services {
 			if s.VIP.IsValid() && !cfg.BGP.Carries(s.VIP) {
@@ -57,85 +58,46 @@ func validate(cfg *Config, c *collector) {
 }
 
 func validateNode(n *Node, c *collector) {
-	switch p := "node.name"; {
+	switch p := join(kNode, kName); {
 	case n.Name == "":
-		c.errf(p, ErrRequired, "required")
 	case !validName(n.Name):
 		c.errf(p, ErrInvalid, "%q is not a valid instance name: use 1 to %d of A-Z a-z 0-9 _ . - (not \".\" or \"..\")",
 			n.Name, MaxNameLen)
 	}
-	switch p := "node.interface"; {
-	case n.Interface == "":
-		c.errf(p, ErrRequired, "required: the network interface to attach the XDP program to")
-	case !validIfName(n.Interface):
-		c.errf(p, ErrInvalid, "%q is not a valid interface name (1 to 15 bytes, no '/', ':' or spaces)", n.Interface)
+	if i := n.Interface; i != "" && !validIfName(i) {
+		c.errf(join(kNode, kInterface), ErrInvalid, "%q is not a valid interface name (1 to 15 bytes, no '/', ':' or spaces)", i)
 	}
 	if a := n.Address; a.IsValid() {
 		if !a.Is4() {
-			c.errf("node.address", ErrInvalid, "%s is not an IPv4 address (an IPv6 source goes in node.address6)", a)
+			c.errf(join(kNode, kAddress), ErrInvalid, "%s is not an IPv4 address (an IPv6 source goes in node.address6)", a)
 		} else if msg := unicastProblem(a); msg != "" {
-			c.errf("node.address", ErrInvalid, "%s %s", a, msg)
+			c.errf(join(kNode, kAddress), ErrInvalid, "%s %s", a, msg)
 		}
 	}
 	if a := n.Address6; a.IsValid() {
 		if !a.Is6() || a.Is4In6() {
-			c.errf("node.address6", ErrInvalid, "%s is not an IPv6 address (an IPv4 source goes in node.address)", a)
+			c.errf(join(kNode, kAddress6), ErrInvalid, "%s is not an IPv6 address (an IPv4 source goes in node.address)", a)
 		} else if msg := unicastProblem(a); msg != "" {
-			c.errf("node.address6", ErrInvalid, "%s %s", a, msg)
+			c.errf(join(kNode, kAddress6), ErrInvalid, "%s %s", a, msg)
 		}
 	}
 	if m := n.GatewayMAC; m != nil {
 		switch {
 		case len(m) != 6:
-			c.errf("node.gateway_mac", ErrInvalid, "%s is not a 6-byte Ethernet address", m)
+			c.errf(join(kNode, kGatewayMAC), ErrInvalid, "%s is not a 6-byte Ethernet address", m)
 		case m[0]&1 != 0:
-			c.errf("node.gateway_mac", ErrInvalid, "%s is a multicast or broadcast address; the gateway needs its unicast address", m)
+			c.errf(join(kNode, kGatewayMAC), ErrInvalid, "%s is a multicast or broadcast address; the gateway needs its unicast address", m)
 		case string(m) == "\x00\x00\x00\x00\x00\x00":
-			c.errf("node.gateway_mac", ErrInvalid, "%s is the all-zero address", m)
+			c.errf(join(kNode, kGatewayMAC), ErrInvalid, "%s is the all-zero address", m)
 		}
-	}
-	if !enumValid(xdpModeNames, n.XDPMode) {
-		c.errf("node.xdp_mode", ErrInvalid, "%s is not one of %s", n.XDPMode, enumList(xdpModeNames))
-	}
-	for name, r := range map[string]uint32{"flood_syn_rate": n.FloodSynRate, "flood_new_flow_rate": n.FloodNewFlowRate} {
-		if r > MaxFloodSynRate {
-			c.errf("node."+name, ErrInvalid, "%d is out of range 0..%d", r, MaxFloodSynRate)
-		}
-	}
-	if r := n.ICMPEchoRate; r > MaxICMPEchoRate {
-		c.errf("node.icmp_echo_rate", ErrInvalid, "%d is out of range 0..%d", r, MaxICMPEchoRate)
-	}
-	if r := n.ICMPTooBigRate; r > MaxICMPTooBigRate {
-		c.errf("node.icmp_too_big_rate", ErrInvalid, "%d is out of range 0..%d", r, MaxICMPTooBigRate)
 	}
 	validateFragmentPool(n, c)
-	if e := n.FragmentTableEntries; e < MinFragmentTableEntries || e > MaxFragmentTableEntries {
-		c.errf("node.fragment_table_entries", ErrInvalid, "%d is out of range %d..%d", e, MinFragmentTableEntries, MaxFragmentTableEntries)
-	}
-	if r := n.TraceRate; r > MaxTraceRate {
-		c.errf("node.trace_rate", ErrInvalid, "%d is out of range 0..%d", r, MaxTraceRate)
-	}
-	if e := n.ConntrackEntries; e < MinConntrackEntries || e > MaxConntrackEntries {
-		c.errf("node.conntrack_entries", ErrInvalid, "%d is out of range %d..%d", e, MinConntrackEntries, MaxConntrackEntries)
-	}
-	for _, t := range []struct {
-		key string
-		val time.Duration
-	}{
-		{"tcp", n.Timeouts.TCP}, {"tcp_syn", n.Timeouts.TCPSyn},
-		{"tcp_fin", n.Timeouts.TCPFin}, {"udp", n.Timeouts.UDP},
-	} {
-		if t.val < MinTimeout || t.val > MaxTimeout {
-			c.errf("node.timeouts."+t.key, ErrInvalid, "%s is out of range %s..%s",
-				formatDuration(t.val), formatDuration(MinTimeout), formatDuration(MaxTimeout))
-		}
-	}
 }
 
 // validateFragmentPool: unicast, unique, at most MaxFragmentPool, this
 // node among them, and a source address of each family used.
 func validateFragmentPool(n *Node, c *collector) {
-	const p = "node.fragment_pool"
+	p := join(kNode, kFragmentPool)
 	if len(n.FragmentPool) == 0 {
 		return
 	}
@@ -197,42 +159,35 @@ func validatePool(p *Pool, idx map[string]*Pool, checks map[string]*HealthCheck,
 		c.errf(path, ErrEmptyPool, "pool has neither backends nor include: give it at least one")
 	}
 	if p.HealthCheck != "" {
-		checkRef(p.HealthCheck, join(path, "health_check"), checks, c)
+		checkRef(p.HealthCheck, join(path, kHealthCheck), checks, c)
 	}
 	first := make(map[netip.Addr]int, len(p.Backends))
 	// The paths are built only for a message: pools can hold many backends.
 	field := func(j int, name string) string { return join(backendPath(p.Name, j), name) }
 	for j, b := range p.Backends {
 		switch {
-		case !b.Addr.IsValid():
-			c.errf(field(j, "address"), ErrRequired, "required")
+		case !b.Addr.IsValid(): // required: reported by backendKeys' check
 		case unicastProblem(b.Addr) != "":
-			c.errf(field(j, "address"), ErrInvalid, "%s %s", b.Addr, unicastProblem(b.Addr))
+			c.errf(field(j, kAddress), ErrInvalid, "%s %s", b.Addr, unicastProblem(b.Addr))
 		default:
 			if k, dup := first[b.Addr]; dup {
-				c.errf(field(j, "address"), ErrDuplicate, "backend %s is listed twice in pool %q (first at %s)",
+				c.errf(field(j, kAddress), ErrDuplicate, "backend %s is listed twice in pool %q (first at %s)",
 					b.Addr, p.Name, c.where(backendPath(p.Name, k)))
 			} else {
 				first[b.Addr] = j
 			}
 		}
-		if b.Weight > MaxWeight {
-			c.errf(field(j, "weight"), ErrInvalid, "%d is out of range 0..%d", b.Weight, MaxWeight)
-		}
-		if b.Encap != EncapUnset && !enumValid(encapNames, b.Encap) {
-			c.errf(field(j, "encap"), ErrInvalid, "%s is not one of %s", b.Encap, enumList(encapNames))
-		}
 		if b.HealthCheck != "" {
 			if _, ok := checks[b.HealthCheck]; !ok {
-				checkRef(b.HealthCheck, field(j, "health_check"), checks, c)
+				checkRef(b.HealthCheck, field(j, kHealthCheck), checks, c)
 			}
 		}
 	}
 	seen := map[string]int{}
 	for j, inc := range p.Include {
-		ip := index(join(path, "include"), j)
+		ip := index(join(path, kInclude), j)
 		if k, dup := seen[inc]; dup {
-			c.errf(ip, ErrDuplicate, "pool %q is included twice (first at %s)", inc, c.where(index(join(path, "include"), k)))
+			c.errf(ip, ErrDuplicate, "pool %q is included twice (first at %s)", inc, c.where(index(join(path, kInclude), k)))
 			continue
 		}
 		seen[inc] = j
@@ -410,14 +365,8 @@ func (sc *serviceChecks) service(i int) {
 	sc.name(i, s, path)
 	sc.vipAndProtocol(i, s, path)
 	validateSched(s, path, c) // sched.go
-	if !enumValid(encapNames, s.Encap) {
-		c.errf(join(path, "encap"), ErrInvalid, "%s is not one of %s", s.Encap, enumList(encapNames))
-	}
-	if !(s.MinHealthy >= 0 && s.MinHealthy <= 1) { // also catches NaN
-		c.errf(join(path, "min_healthy"), ErrInvalid, "%v is out of range 0..1", s.MinHealthy)
-	}
 	tableOK := false
-	switch tp, m := join(path, "table_size"), s.TableSize; {
+	switch tp, m := join(path, kTableSize), s.TableSize; {
 	case m > MaxTableSize:
 		c.errf(tp, ErrInvalid, "%d exceeds the maximum table size %d (largest prime allowed: %d)",
 			m, MaxTableSize, prevPrime(MaxTableSize))
@@ -432,9 +381,8 @@ func (sc *serviceChecks) service(i int) {
 // name checks a service's name: valid and unique.
 func (sc *serviceChecks) name(i int, s *Service, path string) {
 	c := sc.c
-	switch np := join(path, "name"); {
+	switch np := join(path, kName); {
 	case s.Name == "":
-		c.errf(np, ErrRequired, "required")
 	case !validName(s.Name):
 		c.errf(np, ErrInvalid, "%q is not a valid service name: use 1 to %d of A-Z a-z 0-9 _ . -", s.Name, MaxNameLen)
 	default:
@@ -451,23 +399,17 @@ func (sc *serviceChecks) name(i int, s *Service, path string) {
 func (sc *serviceChecks) vipAndProtocol(i int, s *Service, path string) {
 	c := sc.c
 	vipOK := false
-	switch vp := join(path, "vip"); {
+	switch vp := join(path, kVIP); {
 	case !s.VIP.IsValid():
-		c.errf(vp, ErrRequired, "required")
 	case unicastProblem(s.VIP) != "":
 		c.errf(vp, ErrInvalid, "%s %s", s.VIP, unicastProblem(s.VIP))
 	default:
 		vipOK = true
 	}
-	switch pp := join(path, "protocol"); {
-	case s.Proto == 0:
-		c.errf(pp, ErrRequired, "required: %s", enumList(protoNames))
-	case !enumValid(protoNames, s.Proto):
-		c.errf(pp, ErrInvalid, "%s is not one of %s", s.Proto, enumList(protoNames))
-	case vipOK:
+	if vipOK && enumValid(protoNames, s.Proto) {
 		k := vipKey{s.VIP, s.Port, s.Proto}
 		if j, dup := sc.vips[k]; dup {
-			c.errf(join(path, "vip"), ErrDuplicate, "duplicate VIP %s: services[%d] %q%s serves it already",
+			c.errf(join(path, kVIP), ErrDuplicate, "duplicate VIP %s: services[%d] %q%s serves it already",
 				k, j, sc.cfg.Services[j].Name, c.onLine(servicePath(j), " (line %d)"))
 		} else {
 			sc.vips[k] = i
@@ -479,10 +421,9 @@ func (sc *serviceChecks) vipAndProtocol(i int, s *Service, path string) {
 // empty, each smaller than the table.
 func (sc *serviceChecks) pools(i int, s *Service, path string, tableOK bool) {
 	c := sc.c
-	pp := join(path, "pools")
+	pp := join(path, kPools)
 	if len(s.Pools) == 0 {
-		c.errf(pp, ErrRequired, "required: the pools serving the service, in order of preference")
-		return
+		return // required: reported by serviceKeys' check
 	}
 	refsOK := true
 	seen := map[string]int{}
@@ -502,7 +443,7 @@ func (sc *serviceChecks) pools(i int, s *Service, path string, tableOK bool) {
 		members := sc.resolve(name)
 		total += len(members)
 		if tableOK && uint64(len(members)) > uint64(s.TableSize) {
-			c.errf(join(path, "table_size"), ErrInvalid,
+			c.errf(join(path, kTableSize), ErrInvalid,
 				"%d is smaller than the %d backends of pool %q: use a prime at least 100 times the number of backends (Maglev paper, section 3.4)",
 				s.TableSize, len(members), name)
 		}
@@ -531,12 +472,12 @@ func (sc *serviceChecks) noteFamilies(i int, s *Service, pool string, members []
 func (sc *serviceChecks) nodeAddresses() {
 	c, node := sc.c, sc.cfg.Node
 	if sc.used4 != nil && !node.Address.IsValid() {
-		c.errf("node.address", ErrRequired,
+		c.errf(join(kNode, kAddress), ErrRequired,
 			"required: the source address of packets to IPv4 backends, such as %s (%s) used by %s",
 			sc.used4.Addr, c.where(backendPath(sc.used4.pool, sc.used4.index)), sc.used4Path)
 	}
 	if sc.used6 != nil && !node.Address6.IsValid() {
-		c.errf("node.address6", ErrRequired,
+		c.errf(join(kNode, kAddress6), ErrRequired,
 			"required: the source address of packets to IPv6 backends, such as %s (%s) used by %s",
 			sc.used6.Addr, c.where(backendPath(sc.used6.pool, sc.used6.index)), sc.used6Path)
 	}
