@@ -27,61 +27,9 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "types.h"
+#include "maps.h"
 #include "sched.h"
 #include "conns.h"
-
-enum xlb_lblc_layout {
-	XLB_LBLC_SET_MAX = 8,      /* backends of an lblcr set */
-	XLB_LBLC_ENTRIES = 65536,  /* destinations remembered, all services */
-};
-
-struct lblc_key {
-	__u32 svc_id;
-	__u8 family; /* enum xlb_family */
-	__u8 pad[3];
-	__u8 addr[16]; /* the packet's destination address */
-};
-
-struct lblc_ent {
-	__u64 used; /* tick of the last new flow to the destination */
-	__u64 mod;  /* lblcr: tick of the set's last change */
-	__u64 rid[XLB_LBLC_SET_MAX]; /* lblc: rid[0]; lblcr: the set; 0: empty
-				      * (64-bit words: compare-and-swap) */
-};
-
-_Static_assert(sizeof(struct lblc_key) == 24 && sizeof(struct lblc_ent) == 80, "ABI: lblc layout changed");
-
-/* (service, destination) -> its backend(s). */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__type(key, struct lblc_key);
-	__type(value, struct lblc_ent);
-	__uint(max_entries, XLB_LBLC_ENTRIES);
-} xlb_lblc SEC(".maps");
-
-/* A walk over the service's list (bpf_loop): wlc's choice over all, the
- * overload test's "some backend under half its weight", and the load of
- * each member of the entry. */
-struct lblc_walk {
-	struct lblc_key key; /* the flow's entry: key and, new, value */
-	struct lblc_ent ne;
-	__u64 best_oh, best_w;
-	__u32 best;  /* wlc over the list, 0: none yet */
-	__u32 under; /* some backend has active * 2 < weight */
-	__u32 rid[XLB_LBLC_SET_MAX];  /* the entry's members, as read */
-	__u32 w[XLB_LBLC_SET_MAX];    /* their weights, 0: not usable */
-	__u64 oh[XLB_LBLC_SET_MAX];   /* their wlc overhead */
-	__u64 act[XLB_LBLC_SET_MAX];  /* their active connections */
-};
-
-/* One lblc_walk per CPU: too large for the stack the forwarder has left
- * (a program runs on one CPU to its end, so its CPU's walk is its own). */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__type(key, __u32);
-	__type(value, struct lblc_walk);
-	__uint(max_entries, 1);
-} xlb_lblc_walk SEC(".maps");
 
 /* lblc_step's argument: the list and the walk. */
 struct lblc_arg {

@@ -16,71 +16,8 @@
 #include "consts.h"
 #include "hash.h"
 #include "parse.h"
+#include "maps.h"
 #include "conns.h"
-
-/* svc_sched.kind. Append only (pinned maps outlive binaries). */
-enum xlb_sched {
-	XLB_SCHED_MAGLEV = 0,        /* the 5-tuple's slot of the Maglev table */
-	XLB_SCHED_MAGLEV_SOURCE = 1, /* the slot of the client address under plen4/plen6 (maglev-source, sh) */
-	XLB_SCHED_DH = 2,            /* the slot of the destination address */
-	XLB_SCHED_RR = 3,            /* ent[] in turn */
-	XLB_SCHED_WRR = 4,           /* ent[] in proportion to the weights */
-	XLB_SCHED_LC = 5,            /* least (active << 8) + inactive (conns.h) */
-	XLB_SCHED_WLC = 6,           /* the same relative to the weight */
-	XLB_SCHED_SED = 7,           /* least (active + 1) / weight */
-	XLB_SCHED_NQ = 8,            /* the first without an active connection, else as SED */
-	XLB_SCHED_LBLC = 9,          /* the destination's backend, wlc when overloaded (lblc.h) */
-	XLB_SCHED_LBLCR = 10,        /* the destination's set of backends (lblc.h) */
-	XLB_SCHED_LIST_MAX = 256,    /* entries of ent[], a power of two */
-};
-
-struct sched_ent {
-	__u32 rid;    /* xlb_reals id */
-	__u32 weight; /* wrr: > 0 */
-};
-
-/* xlb_svc_sched value, by service id; all zero: Maglev. Written whole by
- * the control plane: a new flow read during the write may take a backend
- * of the previous list (its real is checked as any table's is). */
-struct svc_sched {
-	__u8 kind;     /* enum xlb_sched */
-	__u8 plen4;    /* MAGLEV_SOURCE: prefix lengths, 1..32 */
-	__u8 plen6;    /* 1..128 */
-	__u8 proto;    /* the service's IPPROTO_TCP or IPPROTO_UDP (the sweep's timeouts) */
-	__u32 n;       /* entries in ent, 0..XLB_SCHED_LIST_MAX */
-	__u32 total;   /* WRR: the sum of the weights */
-	__u32 stride;  /* WRR: coprime with total, so consecutive new flows
-			* walk the weight line in strides, not in blocks;
-			* LBLC, LBLCR: an entry's expiration, ticks */
-	/* Persistence (persist.h): templates of (client under pplen4 /
-	 * pplen6, persist_id) live persist_timeout ticks after their last
-	 * use; 0: none. persist_id names the service, or its group. With
-	 * persistence ent[] lists the usable backends whatever the kind. */
-	__u32 persist_id;
-	__u16 persist_timeout;
-	__u8 pplen4;
-	__u8 pplen6;
-	struct sched_ent ent[XLB_SCHED_LIST_MAX];
-};
-
-_Static_assert(sizeof(struct svc_sched) == 24 + 8 * XLB_SCHED_LIST_MAX, "ABI: struct svc_sched size changed");
-
-/* Service id -> scheduler settings. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__type(key, __u32);
-	__type(value, struct svc_sched);
-	__uint(max_entries, 4096);
-} xlb_svc_sched SEC(".maps");
-
-/* Service id -> new flows handed out by its list scheduler on this node:
- * the shared cursor, written only by fetch-and-add. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__type(key, __u32);
-	__type(value, __u64);
-	__uint(max_entries, 4096);
-} xlb_sched_cursor SEC(".maps");
 
 /* sched_mask: an address word (network order, as loaded) under the
  * prefix bits of it that fall in word i. */
