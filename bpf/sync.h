@@ -5,7 +5,7 @@
  * state changes, and when its entry's time crosses a refresh boundary (so a
  * live flow is reported every 2^refresh_shift ticks, not per packet).
  * xlbd batches the records to the peers; a peer's xlbd installs them with
- * xlb_sync_apply, run through BPF_PROG_TEST_RUN, into its own connection
+ * xlb_sync_apply (sync.c), run through BPF_PROG_TEST_RUN, into its own connection
  * table. Its types are in types.h, its maps in maps.h. */
 #pragma once
 
@@ -211,28 +211,4 @@ static __always_inline void sync_install_one(const struct node_info *n,
 		sync_count(XLB_SYNC_STAT_APPLIED);
 	else
 		sync_count(XLB_SYNC_STAT_SKIPPED);
-}
-
-/* xlb_sync_apply: run by xlbd through BPF_PROG_TEST_RUN (never attached)
- * with an array of struct sync_install as the frame's data. */
-SEC("xdp")
-int xlb_sync_apply(struct xdp_md *ctx)
-{
-	void *data = (void *)(long)ctx->data;
-	void *end = (void *)(long)ctx->data_end;
-	__u64 now = bpf_ktime_get_coarse_ns() >> XLB_TICK_SHIFT;
-	struct node_info *n;
-	__u32 zero = 0;
-
-	n = bpf_map_lookup_elem(&xlb_node, &zero);
-	if (!n)
-		return XDP_ABORTED;
-	for (int i = 0; i < XLB_SYNC_APPLY_MAX; i++) {
-		struct sync_install *in = data + i * sizeof(*in);
-
-		if ((void *)(in + 1) > end)
-			break;
-		sync_install_one(n, in, now);
-	}
-	return XDP_PASS;
 }
