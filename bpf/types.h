@@ -493,21 +493,7 @@ _Static_assert(sizeof(struct real_conns) == 16, "ABI: struct real_conns size cha
 
 /* --- schedulers (sched.h) --- */
 
-/* svc_sched.kind. Append only (pinned maps outlive binaries). */
-enum xlb_sched {
-	XLB_SCHED_MAGLEV = 0,        /* the 5-tuple's slot of the Maglev table */
-	XLB_SCHED_MAGLEV_SOURCE = 1, /* the slot of the client address under plen4/plen6 (maglev-source, sh) */
-	XLB_SCHED_DH = 2,            /* the slot of the destination address */
-	XLB_SCHED_RR = 3,            /* ent[] in turn */
-	XLB_SCHED_WRR = 4,           /* ent[] in proportion to the weights */
-	XLB_SCHED_LC = 5,            /* least (active << 8) + inactive (conns.h) */
-	XLB_SCHED_WLC = 6,           /* the same relative to the weight */
-	XLB_SCHED_SED = 7,           /* least (active + 1) / weight */
-	XLB_SCHED_NQ = 8,            /* the first without an active connection, else as SED */
-	XLB_SCHED_LBLC = 9,          /* the destination's backend, wlc when overloaded (lblc.h) */
-	XLB_SCHED_LBLCR = 10,        /* the destination's set of backends (lblc.h) */
-	XLB_SCHED_LIST_MAX = 256,    /* entries of ent[], a power of two */
-};
+#include "sched/kinds.h" /* enum xlb_sched, generated from internal/sched/list.go */
 
 struct sched_ent {
 	__u32 rid;    /* xlb_reals id */
