@@ -16,23 +16,7 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "types.h"
-
-/* xlb_real_conns value, by real id. Signed: a reader may see a decrement
- * land before the increment of another CPU's flow; readers clamp at 0. */
-struct real_conns {
-	__s64 active;   /* ESTABLISHED ways (IPVS ActiveConn) */
-	__s64 inactive; /* SYN and CLOSING ways (IPVS InActConn) */
-};
-
-_Static_assert(sizeof(struct real_conns) == 16, "ABI: struct real_conns size changed");
-
-/* Real id -> its connection counts, shared by all CPUs (atomic adds). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__type(key, __u32);
-	__type(value, struct real_conns);
-	__uint(max_entries, 65536);
-} xlb_real_conns SEC(".maps");
+#include "maps.h"
 
 /* conns_add adds d to the count of real rid's class of state. */
 static __always_inline void conns_add(__u32 rid, __u64 state, __s64 d)

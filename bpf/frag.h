@@ -37,7 +37,7 @@
 #include "consts.h"
 #include "types.h"
 #include "maps.h"
-#include "frag_maps.h"
+#include "maps.h"
 #include "parse.h"
 #include "hash.h"
 #include "select.h"

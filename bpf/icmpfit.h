@@ -16,7 +16,7 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "consts.h"
-#include "frag_maps.h"
+#include "maps.h"
 #include "icmp.h"
 #include "parse.h"
 #include "toobig.h"

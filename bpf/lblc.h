@@ -27,61 +27,9 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "types.h"
+#include "maps.h"
 #include "sched.h"
 #include "conns.h"
-
-enum xlb_lblc_layout {
-	XLB_LBLC_SET_MAX = 8,      /* backends of an lblcr set */
-	XLB_LBLC_ENTRIES = 65536,  /* destinations remembered, all services */
-};
-
-struct lblc_key {
-	__u32 svc_id;
-	__u8 family; /* enum xlb_family */
-	__u8 pad[3];
-	__u8 addr[16]; /* the packet's destination address */
-};
-
-struct lblc_ent {
-	__u64 used; /* tick of the last new flow to the destination */
-	__u64 mod;  /* lblcr: tick of the set's last change */
-	__u64 rid[XLB_LBLC_SET_MAX]; /* lblc: rid[0]; lblcr: the set; 0: empty
-				      * (64-bit words: compare-and-swap) */
-};
-
-_Static_assert(sizeof(struct lblc_key) == 24 && sizeof(struct lblc_ent) == 80, "ABI: lblc layout changed");
-
-/* (service, destination) -> its backend(s). */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__type(key, struct lblc_key);
-	__type(value, struct lblc_ent);
-	__uint(max_entries, XLB_LBLC_ENTRIES);
-} xlb_lblc SEC(".maps");
-
-/* A walk over the service's list (bpf_loop): wlc's choice over all, the
- * overload test's "some backend under half its weight", and the load of
- * each member of the entry. */
-struct lblc_walk {
-	struct lblc_key key; /* the flow's entry: key and, new, value */
-	struct lblc_ent ne;
-	__u64 best_oh, best_w;
-	__u32 best;  /* wlc over the list, 0: none yet */
-	__u32 under; /* some backend has active * 2 < weight */
-	__u32 rid[XLB_LBLC_SET_MAX];  /* the entry's members, as read */
-	__u32 w[XLB_LBLC_SET_MAX];    /* their weights, 0: not usable */
-	__u64 oh[XLB_LBLC_SET_MAX];   /* their wlc overhead */
-	__u64 act[XLB_LBLC_SET_MAX];  /* their active connections */
-};
-
-/* One lblc_walk per CPU: too large for the stack the forwarder has left
- * (a program runs on one CPU to its end, so its CPU's walk is its own). */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__type(key, __u32);
-	__type(value, struct lblc_walk);
-	__uint(max_entries, 1);
-} xlb_lblc_walk SEC(".maps");
 
 /* lblc_step's argument: the list and the walk. */
 struct lblc_arg {
@@ -119,99 +67,6 @@ static long lblc_step(__u64 i, void *arg)
 		}
 	}
 	return 0;
-}
-
-/* lblc_pick: the lblc decision on a live entry. Overloaded: more active
- * connections than the weight while some backend is under half its own
- * (IPVS's test). */
-static __always_inline __u32 lblc_pick(struct lblc_ent *e, const struct lblc_walk *wk)
-{
-	__u32 r = wk->rid[0];
-
-	if (r && wk->w[0] && !(wk->act[0] > wk->w[0] && wk->under))
-		return r;
-	/* a swap lost to another CPU leaves its choice recorded */
-	__sync_val_compare_and_swap(&e->rid[0], r, wk->best);
-	return wk->best;
-}
-
-/* A pass over an lblcr set (bpf_loop over its slots). */
-struct lblcr_scan {
-	struct lblc_walk *wk;
-	int least, most; /* members' slots, -1: none */
-	int free;        /* the first empty slot, -1: none */
-	int size;        /* members */
-	int have;        /* wlc's choice is a member */
-	int pad;
-};
-
-/* lblcr_scan_step: slot j. The least loaded usable member: the first of
- * equals; the most loaded: a member no longer usable (weight 0 here)
- * first, else the last of equals. */
-static long lblcr_scan_step(__u64 i, void *arg)
-{
-	struct lblcr_scan *sc = arg;
-	struct lblc_walk *wk = sc->wk;
-	__u32 j = (__u32)i & (XLB_LBLC_SET_MAX - 1), l, m;
-	__u64 w, oh;
-
-	if (!wk)
-		return 1;
-	if (!wk->rid[j]) {
-		if (sc->free < 0)
-			sc->free = j;
-		return 0;
-	}
-	sc->size++;
-	if (wk->rid[j] == wk->best)
-		sc->have = 1;
-	w = wk->w[j];
-	oh = wk->oh[j];
-	l = (__u32)sc->least & (XLB_LBLC_SET_MAX - 1);
-	m = (__u32)sc->most & (XLB_LBLC_SET_MAX - 1);
-	if (!w) {
-		if (sc->most < 0 || wk->w[m])
-			sc->most = j;
-		return 0;
-	}
-	if (sc->least < 0 || oh * wk->w[l] < wk->oh[l] * w)
-		sc->least = j;
-	if (sc->most < 0 || (wk->w[m] && oh * wk->w[m] >= wk->oh[m] * w))
-		sc->most = j;
-	return 0;
-}
-
-/* lblcr_pick: the lblcr decision on a live entry: the set's least loaded
- * usable member serves unless overloaded; the most loaded leaves a set of
- * two or more that did not change for the expiration; under overload
- * wlc's choice over all serves and joins the set. */
-static __always_inline __u32 lblcr_pick(struct lblc_ent *e, struct lblc_walk *wk, __u64 now, __u64 expire)
-{
-	struct lblcr_scan sc = {.wk = wk, .least = -1, .most = -1, .free = -1};
-	__u32 k;
-	__u64 r;
-
-	bpf_loop(XLB_LBLC_SET_MAX, lblcr_scan_step, &sc, 0);
-	if (sc.size > 1 && sc.most >= 0 && (__s64)(now - e->mod) > (__s64)expire) {
-		k = (__u32)sc.most & (XLB_LBLC_SET_MAX - 1);
-		r = wk->rid[k];
-		if (__sync_val_compare_and_swap(&e->rid[k], r, 0) == r) {
-			e->mod = now;
-			if (r == wk->best)
-				sc.have = 0;
-			if (sc.free < 0)
-				sc.free = sc.most;
-		}
-	}
-	if (sc.least >= 0) {
-		k = (__u32)sc.least & (XLB_LBLC_SET_MAX - 1);
-		if (!(wk->act[k] > wk->w[k] && wk->under))
-			return wk->rid[k];
-	}
-	k = (__u32)sc.free & (XLB_LBLC_SET_MAX - 1);
-	if (!sc.have && sc.free >= 0 && __sync_val_compare_and_swap(&e->rid[k], 0, wk->best) == 0)
-		e->mod = now;
-	return wk->best;
 }
 
 /* lblc_create records wk's choice for the destination of wk's key (a
@@ -265,7 +120,5 @@ __attribute__((noinline)) int xlb_sched_lblc(const struct pkt *p, __u32 svc_id)
 		return lblc_create(wk, now);
 	if (e->used != now)
 		e->used = now;
-	if (s->kind == XLB_SCHED_LBLC)
-		return lblc_pick(e, wk);
-	return lblcr_pick(e, wk, now, s->stride);
+	return sched_locality_pick(s, e, wk, now); /* sched/dispatch.h */
 }

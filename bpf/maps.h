@@ -149,3 +149,171 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 18);
 } xlb_trace_ring SEC(".maps");
+
+/* --- connection counts (conns.h) --- */
+
+/* Real id -> its connection counts, shared by all CPUs (atomic adds). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct real_conns);
+	__uint(max_entries, 65536);
+} xlb_real_conns SEC(".maps");
+
+/* --- schedulers (sched.h) --- */
+
+/* Service id -> scheduler settings. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct svc_sched);
+	__uint(max_entries, 4096);
+} xlb_svc_sched SEC(".maps");
+
+/* Service id -> new flows handed out by its list scheduler on this node:
+ * the shared cursor, written only by fetch-and-add. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 4096);
+} xlb_sched_cursor SEC(".maps");
+
+/* --- lblc, lblcr (lblc.h) --- */
+
+/* (service, destination) -> its backend(s). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct lblc_key);
+	__type(value, struct lblc_ent);
+	__uint(max_entries, XLB_LBLC_ENTRIES);
+} xlb_lblc SEC(".maps");
+
+/* One lblc_walk per CPU: too large for the stack the forwarder has left
+ * (a program runs on one CPU to its end, so its CPU's walk is its own). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct lblc_walk);
+	__uint(max_entries, 1);
+} xlb_lblc_walk SEC(".maps");
+
+/* --- persistence (persist.h) --- */
+
+/* slot -> template (see above); 0: free. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, XLB_PERSIST_SLOTS);
+} xlb_persist SEC(".maps");
+
+/* --- NAT reply next hops (nathop.h) --- */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct nat_hop);
+	__uint(max_entries, 1 << NAT_HOP_SLOTS_SHIFT);
+} xlb_nat_hops SEC(".maps");
+
+/* --- method nat (nat.h) --- */
+
+/* Reply tuples -> VIP:port, shared by all CPUs (see above). The loader
+ * sizes it from node.conntrack_entries. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct nat_key);
+	__type(value, struct nat_val);
+	__uint(max_entries, 1 << 18);
+} xlb_nat SEC(".maps");
+
+/* --- connection sync (sync.h) --- */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct sync_conf);
+	__uint(max_entries, 1);
+} xlb_sync_conf SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, XLB_SYNC_STAT__MAX);
+} xlb_sync_stats SEC(".maps");
+
+/* Decision records for xlbd, one writer per CPU (xlb_sync_put): xlb_sync_log
+ * holds XLB_SYNC_SLOTS records per CPU (CPU c's from c * XLB_SYNC_SLOTS:
+ * 512 KiB, over 10 ms of new flows at the most one CPU forwards), and
+ * xlb_sync_cpus each CPU's head and tail. The loader sizes both by the
+ * possible CPUs; xlbd maps them into its memory. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct sync_event);
+	__uint(max_entries, XLB_SYNC_SLOTS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+} xlb_sync_log SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct sync_cpu);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+} xlb_sync_cpus SEC(".maps");
+
+/* --- fragments (frag.h) --- */
+
+/* 0 -> the fragment pool's size and this node's index in it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct frag_conf);
+	__uint(max_entries, 1);
+} xlb_frag_conf SEC(".maps");
+
+/* Pool index -> a node of the LB pool (addr, family, cached next hop; the
+ * other fields unused), sorted by address, identical on every node. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct real_info);
+	__uint(max_entries, 64);
+} xlb_frag_peers SEC(".maps");
+
+/* Fragment table: datagram (src, dst, proto, id) -> the first fragment's
+ * decision, or the mark that later fragments wait for it. Bounded: the
+ * least recently used entry goes. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct frag_key);
+	__type(value, struct frag_entry);
+	__uint(max_entries, 65536);
+} xlb_frags SEC(".maps");
+
+/* Held fragments and release events for xlbd (struct frag_event records). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22);
+} xlb_frag_ring SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct frag_hold_buf);
+	__uint(max_entries, 1);
+} xlb_frag_buf SEC(".maps");
+
+/* 0 -> when xlbd's fragment holder last read xlb_frag_ring
+ * (bpf_ktime_get_coarse_ns clock, written by xlbd at least every
+ * FRAG_READER_STAMP). A too-big datagram is not handed to a holder
+ * silent for longer (xlbd stopped): see frag_split. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 1);
+} xlb_frag_reader SEC(".maps");

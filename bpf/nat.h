@@ -26,15 +26,6 @@
 #include "stats.h"
 #include "types.h"
 
-/* Reply tuples -> VIP:port, shared by all CPUs (see above). The loader
- * sizes it from node.conntrack_entries. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__type(key, struct nat_key);
-	__type(value, struct nat_val);
-	__uint(max_entries, 1 << 18);
-} xlb_nat SEC(".maps");
-
 /* Largest L4 offset rewritten: Ethernet, two VLAN tags and an IPv6 header
  * with extension headers (parse.h walks at most MAX_EXT_HDRS). */
 #define NAT_MAX_L4_OFF 512

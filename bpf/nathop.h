@@ -20,33 +20,12 @@
 #include <bpf/bpf_helpers.h>
 #include "parse.h"
 #include "types.h"
+#include "maps.h"
 
-#define NAT_HOP_SLOTS_SHIFT 12
 /* An answer's life in jiffies (bpf_jiffies64: the verifier inlines it as
  * one load, where bpf_ktime_get_coarse_ns is a helper call that cost the
  * reply ~20 ns): 1 s at HZ 250, 0.26 s at HZ 1000, 2.6 s at HZ 100. */
 #define NAT_HOP_TTL_JIFFIES 256
-
-/* xlb_nat_hops value: one client's FIB answer. */
-struct nat_hop {
-	__u64 client[2]; /* the lookup's inputs (IPv4: first 4 bytes) */
-	__u64 vip[2];
-	__u64 ts;        /* bpf_jiffies64 of the lookup */
-	__u32 iif;       /* ingress interface */
-	__u32 oif;       /* egress interface */
-	__u8 dmac[6];
-	__u8 smac[6];
-	__u16 max_len;   /* the longest datagram the FIB accepted (egress MTU) */
-	__u8 family;
-	__u8 pad;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__type(key, __u32);
-	__type(value, struct nat_hop);
-	__uint(max_entries, 1 << NAT_HOP_SLOTS_SHIFT);
-} xlb_nat_hops SEC(".maps");
 
 /* nathop_slot is the cache slot of the client address c (16 bytes, IPv4
  * in the first 4, the rest zero). */

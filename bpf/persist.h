@@ -24,20 +24,6 @@
 #include "hash.h"
 #include "sched.h"
 
-enum xlb_persist_layout {
-	XLB_PERSIST_SLOTS = 1 << 18, /* a power of two: 2 MiB */
-	XLB_PERSIST_TAG_SHIFT = 34,
-	XLB_PERSIST_REAL_SHIFT = 16,
-};
-
-/* slot -> template (see above); 0: free. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__type(key, __u32);
-	__type(value, __u64);
-	__uint(max_entries, XLB_PERSIST_SLOTS);
-} xlb_persist SEC(".maps");
-
 static __always_inline __u32 persist_real(__u64 w)
 {
 	return (w >> XLB_PERSIST_REAL_SHIFT) & XLB_CT_REAL_MASK;

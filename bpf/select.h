@@ -309,10 +309,7 @@ __attribute__((noinline)) int xlb_sched_new(const struct pkt *p, __u32 svc_id, _
 
 	if (!p || !s)
 		return 0;
-	if (s->kind == XLB_SCHED_MAGLEV_SOURCE)
-		h = sched_source_hash(p, s->plen4, s->plen6);
-	else if (s->kind == XLB_SCHED_DH)
-		h = sched_dest_hash(p);
+	h = sched_hash(s, p, h); /* sched/dispatch.h */
 	return select_maglev_at(table >> 32, (__u32)table, h);
 }
 
@@ -475,9 +472,10 @@ static __always_inline int select_sched(const struct pkt *p, const struct vip_in
 
 	if (!s || s->kind == XLB_SCHED_MAGLEV)
 		return select_maglev_real(v, h, sel);
-	if (stateful && s->kind >= XLB_SCHED_LBLC && !select_real(v, xlb_sched_lblc(p, id), sel))
+	if (stateful && sched_in(s->kind, XLB_SCHED_FAMILY_LOCALITY) &&
+	    !select_real(v, xlb_sched_lblc(p, id), sel))
 		return 0;
-	if (stateful && s->kind >= XLB_SCHED_RR && !select_real(v, xlb_sched_list(id), sel))
+	if (stateful && sched_in(s->kind, XLB_SCHED_USES_LIST) && !select_real(v, xlb_sched_list(id), sel))
 		return 0;
 	return select_real(v, xlb_sched_new(p, id, (__u64)v->table_id << 32 | v->table_size, h), sel);
 }

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* sweep.h: xlb_ct_sweep, the program xlbd runs (BPF_PROG_TEST_RUN) over
- * the connection table every second: it frees the ways idle past their
- * state's timeout, or whose real may no longer carry them, each with a
- * compare-and-swap, and uncounts them (conns.h). The forwarder itself only
- * sees an idle entry when its flow or a new one comes back to its bucket;
- * the sweep is how a timeout reaches the counts. */
+/* sweep.h: the functions of xlb_ct_sweep (sweep.c), the program xlbd
+ * runs (BPF_PROG_TEST_RUN) over the connection table every second: it
+ * frees the ways idle past their state's timeout, or whose real may no
+ * longer carry them, each with a compare-and-swap, and uncounts them
+ * (conns.h). The forwarder itself only sees an idle entry when its flow
+ * or a new one comes back to its bucket; the sweep is how a timeout
+ * reaches the counts. */
 #pragma once
 
 #include <linux/bpf.h>
@@ -83,21 +84,5 @@ static long sweep_bucket(__u64 i, void *arg)
 			st->freed++;
 		}
 	}
-	return 0;
-}
-
-SEC("syscall")
-int xlb_ct_sweep(struct sweep_ctx *ctx)
-{
-	__u32 zero = 0;
-	struct sweep_state st = {
-		.start = ctx->start,
-		.now = ctx->now,
-		.n = bpf_map_lookup_elem(&xlb_node, &zero),
-	};
-
-	bpf_loop(ctx->count, sweep_bucket, &st, 0);
-	ctx->freed = st.freed;
-	ctx->live = st.live;
 	return 0;
 }

@@ -5,8 +5,8 @@
  * state changes, and when its entry's time crosses a refresh boundary (so a
  * live flow is reported every 2^refresh_shift ticks, not per packet).
  * xlbd batches the records to the peers; a peer's xlbd installs them with
- * xlb_sync_apply, run through BPF_PROG_TEST_RUN, into its own connection
- * table. Its types and maps live here, apart from types.h and maps.h. */
+ * xlb_sync_apply (sync.c), run through BPF_PROG_TEST_RUN, into its own connection
+ * table. Its types are in types.h, its maps in maps.h. */
 #pragma once
 
 #include <linux/bpf.h>
@@ -15,110 +15,6 @@
 #include "types.h"
 #include "maps.h"
 #include "select.h"
-
-/* Why a record was sent. Append only. */
-enum xlb_sync_kind {
-	XLB_SYNC_EV_NEW = 1,     /* a new tracked flow */
-	XLB_SYNC_EV_STATE = 2,   /* its conntrack state changed */
-	XLB_SYNC_EV_REFRESH = 3, /* still live: keeps the peers' entry alive */
-};
-
-/* xlb_sync_conf value (one element), written by xlbd. */
-struct sync_conf {
-	__u32 enabled;       /* 0: no record is made */
-	__u32 refresh_shift; /* a live flow is reported every 2^shift ticks */
-};
-
-/* xlb_sync_log record: one decision. rid is this node's real id (xlbd
- * turns it into the (VIP, backend) pair peers understand). */
-struct sync_event {
-	__u64 hash;  /* the flow hash v1 */
-	__u32 rid;
-	__u8 state;  /* enum xlb_ct_state */
-	__u8 kind;   /* enum xlb_sync_kind */
-	__u16 pad;
-};
-
-/* xlb_sync_apply's input: the frame's data is an array of these (at most
- * XLB_SYNC_APPLY_MAX). hbits: how many low bits of hash are known (a bulk
- * copy knows the tag and the sender's bucket bits only); an entry whose
- * bucket this node cannot derive is skipped. */
-struct sync_install {
-	__u64 hash;
-	__u32 rid;  /* this node's real id */
-	__u16 age;  /* conntrack ticks since the sender last saw the flow */
-	__u8 state; /* enum xlb_ct_state, never FREE */
-	__u8 hbits;
-	__u8 proto; /* IPPROTO_TCP or IPPROTO_UDP: the timeout of an entry found */
-	__u8 pad[7];
-};
-
-/* xlb_sync_stats indexes (per CPU). Append only. */
-enum xlb_sync_stat {
-	XLB_SYNC_STAT_UNUSED = 0,  /* (records made: counted by xlbd as it reads them) */
-	XLB_SYNC_STAT_LOST,        /* buffer full or busy: record lost (the flow is unprotected) */
-	XLB_SYNC_STAT_APPLIED,     /* installs written into the connection table */
-	XLB_SYNC_STAT_KEPT,        /* installs skipped: this node tracks the flow live to another real */
-	XLB_SYNC_STAT_SKIPPED,     /* installs skipped: bucket unknown (hbits), bad state, or the
-				    * store lost its compare-and-swap three times */
-	XLB_SYNC_STAT__MAX,
-};
-
-enum xlb_sync_const {
-	XLB_SYNC_APPLY_MAX = 128, /* sync_install records per xlb_sync_apply run */
-	XLB_SYNC_REFRESH_SHIFT = 6, /* default: 64 ticks, ~17 s */
-	XLB_SYNC_KEEP_TICKS = 4,    /* ~1 s: see sync_install_one */
-	XLB_SYNC_SLOTS = 1 << 15,   /* records per CPU in xlb_sync_log */
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__type(key, __u32);
-	__type(value, struct sync_conf);
-	__uint(max_entries, 1);
-} xlb_sync_conf SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__type(key, __u32);
-	__type(value, __u64);
-	__uint(max_entries, XLB_SYNC_STAT__MAX);
-} xlb_sync_stats SEC(".maps");
-
-/* xlb_sync_cpus value: one CPU's position in xlb_sync_log, a cache line
- * of its own. */
-struct sync_cpu {
-	__u64 head; /* records this CPU wrote: the next goes to slot head % XLB_SYNC_SLOTS */
-	__u64 tail; /* records xlbd took (written by xlbd only) */
-	__u64 busy; /* a run on this CPU is writing a record */
-	__u64 pad[5];
-};
-
-/* Decision records for xlbd, one writer per CPU (xlb_sync_put): xlb_sync_log
- * holds XLB_SYNC_SLOTS records per CPU (CPU c's from c * XLB_SYNC_SLOTS:
- * 512 KiB, over 10 ms of new flows at the most one CPU forwards), and
- * xlb_sync_cpus each CPU's head and tail. The loader sizes both by the
- * possible CPUs; xlbd maps them into its memory. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__type(key, __u32);
-	__type(value, struct sync_event);
-	__uint(max_entries, XLB_SYNC_SLOTS);
-	__uint(map_flags, BPF_F_MMAPABLE);
-} xlb_sync_log SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__type(key, __u32);
-	__type(value, struct sync_cpu);
-	__uint(max_entries, 1);
-	__uint(map_flags, BPF_F_MMAPABLE);
-} xlb_sync_cpus SEC(".maps");
-
-XLB_ABI_SIZE(sync_conf, 8);
-XLB_ABI_SIZE(sync_event, 16);
-XLB_ABI_SIZE(sync_install, 24);
-XLB_ABI_SIZE(sync_cpu, 64);
 
 static __always_inline void sync_count(__u32 s)
 {
@@ -256,7 +152,6 @@ static __always_inline void sync_note(const struct selection *sel, __u64 h, cons
 		xlb_sync_note(h, sel->rid, sel->ct_prev, sel->ct_cur, p->proto);
 }
 
-
 /* sync_write_way writes ne over way of bucket idx, which held e, with
  * xlb_ct_refresh (nothing to write when equal). Returns 0 when the swap
  * lost. */
@@ -316,28 +211,4 @@ static __always_inline void sync_install_one(const struct node_info *n,
 		sync_count(XLB_SYNC_STAT_APPLIED);
 	else
 		sync_count(XLB_SYNC_STAT_SKIPPED);
-}
-
-/* xlb_sync_apply: run by xlbd through BPF_PROG_TEST_RUN (never attached)
- * with an array of struct sync_install as the frame's data. */
-SEC("xdp")
-int xlb_sync_apply(struct xdp_md *ctx)
-{
-	void *data = (void *)(long)ctx->data;
-	void *end = (void *)(long)ctx->data_end;
-	__u64 now = bpf_ktime_get_coarse_ns() >> XLB_TICK_SHIFT;
-	struct node_info *n;
-	__u32 zero = 0;
-
-	n = bpf_map_lookup_elem(&xlb_node, &zero);
-	if (!n)
-		return XDP_ABORTED;
-	for (int i = 0; i < XLB_SYNC_APPLY_MAX; i++) {
-		struct sync_install *in = data + i * sizeof(*in);
-
-		if ((void *)(in + 1) > end)
-			break;
-		sync_install_one(n, in, now);
-	}
-	return XDP_PASS;
 }

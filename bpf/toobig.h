@@ -31,7 +31,7 @@
 #include "consts.h"
 #include "csum.h"
 #include "encap.h"
-#include "frag_maps.h"
+#include "maps.h"
 #include "icmp.h"
 #include "nexthop.h"
 #include "parse.h"

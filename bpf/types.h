@@ -479,3 +479,192 @@ _Static_assert(XLB_CT_REAL_SHIFT + XLB_CT_REAL_BITS == XLB_CT_TAG_SHIFT &&
 		       XLB_CT_STATE_SHIFT + 2 == XLB_CT_REAL_SHIFT &&
 		       XLB_CT_TIME_MASK == (1 << XLB_CT_STATE_SHIFT) - 1,
 	       "ABI: conntrack way fields must tile the 64 bits");
+
+/* --- connection counts (conns.h) --- */
+
+/* xlb_real_conns value, by real id. Signed: a reader may see a decrement
+ * land before the increment of another CPU's flow; readers clamp at 0. */
+struct real_conns {
+	__s64 active;   /* ESTABLISHED ways (IPVS ActiveConn) */
+	__s64 inactive; /* SYN and CLOSING ways (IPVS InActConn) */
+};
+
+_Static_assert(sizeof(struct real_conns) == 16, "ABI: struct real_conns size changed");
+
+/* --- schedulers (sched.h) --- */
+
+#include "sched/kinds.h" /* enum xlb_sched, generated from internal/sched/list.go */
+
+struct sched_ent {
+	__u32 rid;    /* xlb_reals id */
+	__u32 weight; /* wrr: > 0 */
+};
+
+/* xlb_svc_sched value, by service id; all zero: Maglev. Written whole by
+ * the control plane: a new flow read during the write may take a backend
+ * of the previous list (its real is checked as any table's is). */
+struct svc_sched {
+	__u8 kind;     /* enum xlb_sched */
+	__u8 plen4;    /* MAGLEV_SOURCE: prefix lengths, 1..32 */
+	__u8 plen6;    /* 1..128 */
+	__u8 proto;    /* the service's IPPROTO_TCP or IPPROTO_UDP (the sweep's timeouts) */
+	__u32 n;       /* entries in ent, 0..XLB_SCHED_LIST_MAX */
+	__u32 total;   /* WRR: the sum of the weights */
+	__u32 stride;  /* WRR: coprime with total, so consecutive new flows
+			* walk the weight line in strides, not in blocks;
+			* LBLC, LBLCR: an entry's expiration, ticks */
+	/* Persistence (persist.h): templates of (client under pplen4 /
+	 * pplen6, persist_id) live persist_timeout ticks after their last
+	 * use; 0: none. persist_id names the service, or its group. With
+	 * persistence ent[] lists the usable backends whatever the kind. */
+	__u32 persist_id;
+	__u16 persist_timeout;
+	__u8 pplen4;
+	__u8 pplen6;
+	struct sched_ent ent[XLB_SCHED_LIST_MAX];
+};
+
+_Static_assert(sizeof(struct svc_sched) == 24 + 8 * XLB_SCHED_LIST_MAX, "ABI: struct svc_sched size changed");
+
+/* --- lblc, lblcr (lblc.h) --- */
+
+enum xlb_lblc_layout {
+	XLB_LBLC_SET_MAX = 8,      /* backends of an lblcr set */
+	XLB_LBLC_ENTRIES = 65536,  /* destinations remembered, all services */
+};
+
+struct lblc_key {
+	__u32 svc_id;
+	__u8 family; /* enum xlb_family */
+	__u8 pad[3];
+	__u8 addr[16]; /* the packet's destination address */
+};
+
+struct lblc_ent {
+	__u64 used; /* tick of the last new flow to the destination */
+	__u64 mod;  /* lblcr: tick of the set's last change */
+	__u64 rid[XLB_LBLC_SET_MAX]; /* lblc: rid[0]; lblcr: the set; 0: empty
+				      * (64-bit words: compare-and-swap) */
+};
+
+_Static_assert(sizeof(struct lblc_key) == 24 && sizeof(struct lblc_ent) == 80, "ABI: lblc layout changed");
+
+/* A walk over the service's list (bpf_loop): wlc's choice over all, the
+ * overload test's "some backend under half its weight", and the load of
+ * each member of the entry. */
+struct lblc_walk {
+	struct lblc_key key; /* the flow's entry: key and, new, value */
+	struct lblc_ent ne;
+	__u64 best_oh, best_w;
+	__u32 best;  /* wlc over the list, 0: none yet */
+	__u32 under; /* some backend has active * 2 < weight */
+	__u32 rid[XLB_LBLC_SET_MAX];  /* the entry's members, as read */
+	__u32 w[XLB_LBLC_SET_MAX];    /* their weights, 0: not usable */
+	__u64 oh[XLB_LBLC_SET_MAX];   /* their wlc overhead */
+	__u64 act[XLB_LBLC_SET_MAX];  /* their active connections */
+};
+
+/* --- persistence (persist.h) --- */
+
+enum xlb_persist_layout {
+	XLB_PERSIST_SLOTS = 1 << 18, /* a power of two: 2 MiB */
+	XLB_PERSIST_TAG_SHIFT = 34,
+	XLB_PERSIST_REAL_SHIFT = 16,
+};
+
+/* --- NAT reply next hops (nathop.h) --- */
+
+#define NAT_HOP_SLOTS_SHIFT 12
+
+/* xlb_nat_hops value: one client's FIB answer. */
+struct nat_hop {
+	__u64 client[2]; /* the lookup's inputs (IPv4: first 4 bytes) */
+	__u64 vip[2];
+	__u64 ts;        /* bpf_jiffies64 of the lookup */
+	__u32 iif;       /* ingress interface */
+	__u32 oif;       /* egress interface */
+	__u8 dmac[6];
+	__u8 smac[6];
+	__u16 max_len;   /* the longest datagram the FIB accepted (egress MTU) */
+	__u8 family;
+	__u8 pad;
+};
+
+/* --- connection sync (sync.h) --- */
+
+/* Why a record was sent. Append only. */
+enum xlb_sync_kind {
+	XLB_SYNC_EV_NEW = 1,     /* a new tracked flow */
+	XLB_SYNC_EV_STATE = 2,   /* its conntrack state changed */
+	XLB_SYNC_EV_REFRESH = 3, /* still live: keeps the peers' entry alive */
+};
+
+/* xlb_sync_conf value (one element), written by xlbd. */
+struct sync_conf {
+	__u32 enabled;       /* 0: no record is made */
+	__u32 refresh_shift; /* a live flow is reported every 2^shift ticks */
+};
+
+/* xlb_sync_log record: one decision. rid is this node's real id (xlbd
+ * turns it into the (VIP, backend) pair peers understand). */
+struct sync_event {
+	__u64 hash;  /* the flow hash v1 */
+	__u32 rid;
+	__u8 state;  /* enum xlb_ct_state */
+	__u8 kind;   /* enum xlb_sync_kind */
+	__u16 pad;
+};
+
+/* xlb_sync_apply's input: the frame's data is an array of these (at most
+ * XLB_SYNC_APPLY_MAX). hbits: how many low bits of hash are known (a bulk
+ * copy knows the tag and the sender's bucket bits only); an entry whose
+ * bucket this node cannot derive is skipped. */
+struct sync_install {
+	__u64 hash;
+	__u32 rid;  /* this node's real id */
+	__u16 age;  /* conntrack ticks since the sender last saw the flow */
+	__u8 state; /* enum xlb_ct_state, never FREE */
+	__u8 hbits;
+	__u8 proto; /* IPPROTO_TCP or IPPROTO_UDP: the timeout of an entry found */
+	__u8 pad[7];
+};
+
+/* xlb_sync_stats indexes (per CPU). Append only. */
+enum xlb_sync_stat {
+	XLB_SYNC_STAT_UNUSED = 0,  /* (records made: counted by xlbd as it reads them) */
+	XLB_SYNC_STAT_LOST,        /* buffer full or busy: record lost (the flow is unprotected) */
+	XLB_SYNC_STAT_APPLIED,     /* installs written into the connection table */
+	XLB_SYNC_STAT_KEPT,        /* installs skipped: this node tracks the flow live to another real */
+	XLB_SYNC_STAT_SKIPPED,     /* installs skipped: bucket unknown (hbits), bad state, or the
+				    * store lost its compare-and-swap three times */
+	XLB_SYNC_STAT__MAX,
+};
+
+enum xlb_sync_const {
+	XLB_SYNC_APPLY_MAX = 128, /* sync_install records per xlb_sync_apply run */
+	XLB_SYNC_REFRESH_SHIFT = 6, /* default: 64 ticks, ~17 s */
+	XLB_SYNC_KEEP_TICKS = 4,    /* ~1 s: see sync_install_one */
+	XLB_SYNC_SLOTS = 1 << 15,   /* records per CPU in xlb_sync_log */
+};
+
+/* xlb_sync_cpus value: one CPU's position in xlb_sync_log, a cache line
+ * of its own. */
+struct sync_cpu {
+	__u64 head; /* records this CPU wrote: the next goes to slot head % XLB_SYNC_SLOTS */
+	__u64 tail; /* records xlbd took (written by xlbd only) */
+	__u64 busy; /* a run on this CPU is writing a record */
+	__u64 pad[5];
+};
+
+XLB_ABI_SIZE(sync_conf, 8);
+XLB_ABI_SIZE(sync_event, 16);
+XLB_ABI_SIZE(sync_install, 24);
+XLB_ABI_SIZE(sync_cpu, 64);
+
+/* --- fragments (frag.h) --- */
+
+/* 0 -> per-CPU staging buffer of a HOLD record (header + frame). */
+struct frag_hold_buf {
+	struct frag_event ev;
+	__u8 data[XLB_FRAG_HOLD_MAX];
+};

@@ -22,7 +22,6 @@
 #include "frag.h"
 #include "trace.h"
 #include "sync.h"
-#include "sweep.h"
 #include "naticmp.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -408,3 +407,7 @@ int xlb_forward(struct xdp_md *ctx)
 		rc = rc == XLB_L4_PROBE ? xlb_probe(ctx, &p) : xlb_too_big(ctx, &p, rc & 0xffff);
 	return xlb_verdict(rc);
 }
+
+/* The object's other programs, in .c files of their own, share its maps. */
+#include "sync.c"
+#include "sweep.c"

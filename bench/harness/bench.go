@@ -518,10 +518,11 @@ func benchState(o Options) (*state.State, error) {
 // first+1, ... of one VIP, weight 1 each.
 func benchSched(o Options, proto uint8, first uint32) state.Sched {
 	sc := state.Sched{Kind: o.Sched, Proto: proto}
-	if o.Sched == state.SchedMaglevSource {
+	info := o.Sched.Info()
+	if info != nil && info.HashesSource {
 		sc.Plen4, sc.Plen6 = 32, 128
 	}
-	if o.Sched >= state.SchedRR || o.Persist != 0 {
+	if (info != nil && info.UsesList()) || o.Persist != 0 {
 		for i := range o.Backends {
 			sc.List = append(sc.List, state.SchedEnt{RealID: first + uint32(i), Weight: 1})
 		}

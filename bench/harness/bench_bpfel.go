@@ -51,6 +51,48 @@ type benchFloodState struct {
 	Active uint32
 }
 
+type benchFragConf struct {
+	_         structs.HostLayout
+	Peers     uint32
+	Self      uint32
+	TimeoutNs uint64
+}
+
+type benchFragEntry struct {
+	_     structs.HostLayout
+	TsNs  uint64
+	Hash  uint64
+	Rid   uint32
+	SvcId uint32
+	State uint8
+	Encap uint8
+	Pad   uint16
+	Pad2  uint32
+}
+
+type benchFragHoldBuf struct {
+	_  structs.HostLayout
+	Ev struct {
+		_       structs.HostLayout
+		Kind    uint32
+		Len     uint32
+		Ifindex uint32
+		Pad     uint32
+		Key     benchFragKey
+	}
+	Data [9216]uint8
+}
+
+type benchFragKey struct {
+	_      structs.HostLayout
+	Src    [16]uint8
+	Dst    [16]uint8
+	Id     uint32
+	Family uint8
+	Proto  uint8
+	Pad    uint16
+}
+
 type benchIcmpRlState struct {
 	_      structs.HostLayout
 	LastNs uint64
@@ -102,6 +144,39 @@ type benchLruVal struct {
 	LastSeen uint16
 	State    uint8
 	Pad      uint8
+}
+
+type benchNatHop struct {
+	_      structs.HostLayout
+	Client [2]uint64
+	Vip    [2]uint64
+	Ts     uint64
+	Iif    uint32
+	Oif    uint32
+	Dmac   [6]uint8
+	Smac   [6]uint8
+	MaxLen uint16
+	Family uint8
+	Pad    uint8
+}
+
+type benchNatKey struct {
+	_       structs.HostLayout
+	Backend [16]uint8
+	Client  [16]uint8
+	Bport   uint16
+	Cport   uint16
+	Proto   uint8
+	Family  uint8
+	Pad     uint16
+}
+
+type benchNatVal struct {
+	_     structs.HostLayout
+	Vip   [16]uint8
+	Vport uint16
+	Pad   uint16
+	Rid   uint32
 }
 
 type benchNodeInfo struct {
@@ -166,6 +241,29 @@ type benchSvcSched struct {
 		Rid    uint32
 		Weight uint32
 	}
+}
+
+type benchSyncConf struct {
+	_            structs.HostLayout
+	Enabled      uint32
+	RefreshShift uint32
+}
+
+type benchSyncCpu struct {
+	_    structs.HostLayout
+	Head uint64
+	Tail uint64
+	Busy uint64
+	Pad  [5]uint64
+}
+
+type benchSyncEvent struct {
+	_     structs.HostLayout
+	Hash  uint64
+	Rid   uint32
+	State uint8
+	Kind  uint8
+	Pad   uint16
 }
 
 type benchVipBucket struct {
@@ -275,9 +373,17 @@ const (
 	benchMapBenchTarget         = "bench_target"
 	benchMapXlbCt               = "xlb_ct"
 	benchMapXlbFlood            = "xlb_flood"
+	benchMapXlbFragBuf          = "xlb_frag_buf"
+	benchMapXlbFragConf         = "xlb_frag_conf"
+	benchMapXlbFragPeers        = "xlb_frag_peers"
+	benchMapXlbFragReader       = "xlb_frag_reader"
+	benchMapXlbFragRing         = "xlb_frag_ring"
+	benchMapXlbFrags            = "xlb_frags"
 	benchMapXlbIcmpRl           = "xlb_icmp_rl"
 	benchMapXlbLblc             = "xlb_lblc"
 	benchMapXlbLblcWalk         = "xlb_lblc_walk"
+	benchMapXlbNat              = "xlb_nat"
+	benchMapXlbNatHops          = "xlb_nat_hops"
 	benchMapXlbNode             = "xlb_node"
 	benchMapXlbPersist          = "xlb_persist"
 	benchMapXlbRealConns        = "xlb_real_conns"
@@ -287,6 +393,10 @@ const (
 	benchMapXlbStats            = "xlb_stats"
 	benchMapXlbSvcSched         = "xlb_svc_sched"
 	benchMapXlbSvcStats         = "xlb_svc_stats"
+	benchMapXlbSyncConf         = "xlb_sync_conf"
+	benchMapXlbSyncCpus         = "xlb_sync_cpus"
+	benchMapXlbSyncLog          = "xlb_sync_log"
+	benchMapXlbSyncStats        = "xlb_sync_stats"
 	benchMapXlbTables           = "xlb_tables"
 	benchMapXlbTooBigRl         = "xlb_too_big_rl"
 	benchMapXlbTraceRing        = "xlb_trace_ring"
@@ -374,9 +484,17 @@ type benchMapSpecs struct {
 	BenchTarget    *ebpf.MapSpec `ebpf:"bench_target"`
 	XlbCt          *ebpf.MapSpec `ebpf:"xlb_ct"`
 	XlbFlood       *ebpf.MapSpec `ebpf:"xlb_flood"`
+	XlbFragBuf     *ebpf.MapSpec `ebpf:"xlb_frag_buf"`
+	XlbFragConf    *ebpf.MapSpec `ebpf:"xlb_frag_conf"`
+	XlbFragPeers   *ebpf.MapSpec `ebpf:"xlb_frag_peers"`
+	XlbFragReader  *ebpf.MapSpec `ebpf:"xlb_frag_reader"`
+	XlbFragRing    *ebpf.MapSpec `ebpf:"xlb_frag_ring"`
+	XlbFrags       *ebpf.MapSpec `ebpf:"xlb_frags"`
 	XlbIcmpRl      *ebpf.MapSpec `ebpf:"xlb_icmp_rl"`
 	XlbLblc        *ebpf.MapSpec `ebpf:"xlb_lblc"`
 	XlbLblcWalk    *ebpf.MapSpec `ebpf:"xlb_lblc_walk"`
+	XlbNat         *ebpf.MapSpec `ebpf:"xlb_nat"`
+	XlbNatHops     *ebpf.MapSpec `ebpf:"xlb_nat_hops"`
 	XlbNode        *ebpf.MapSpec `ebpf:"xlb_node"`
 	XlbPersist     *ebpf.MapSpec `ebpf:"xlb_persist"`
 	XlbRealConns   *ebpf.MapSpec `ebpf:"xlb_real_conns"`
@@ -386,6 +504,10 @@ type benchMapSpecs struct {
 	XlbStats       *ebpf.MapSpec `ebpf:"xlb_stats"`
 	XlbSvcSched    *ebpf.MapSpec `ebpf:"xlb_svc_sched"`
 	XlbSvcStats    *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
+	XlbSyncConf    *ebpf.MapSpec `ebpf:"xlb_sync_conf"`
+	XlbSyncCpus    *ebpf.MapSpec `ebpf:"xlb_sync_cpus"`
+	XlbSyncLog     *ebpf.MapSpec `ebpf:"xlb_sync_log"`
+	XlbSyncStats   *ebpf.MapSpec `ebpf:"xlb_sync_stats"`
 	XlbTables      *ebpf.MapSpec `ebpf:"xlb_tables"`
 	XlbTooBigRl    *ebpf.MapSpec `ebpf:"xlb_too_big_rl"`
 	XlbTraceRing   *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
@@ -445,9 +567,17 @@ type benchMaps struct {
 	BenchTarget    *ebpf.Map `ebpf:"bench_target"`
 	XlbCt          *ebpf.Map `ebpf:"xlb_ct"`
 	XlbFlood       *ebpf.Map `ebpf:"xlb_flood"`
+	XlbFragBuf     *ebpf.Map `ebpf:"xlb_frag_buf"`
+	XlbFragConf    *ebpf.Map `ebpf:"xlb_frag_conf"`
+	XlbFragPeers   *ebpf.Map `ebpf:"xlb_frag_peers"`
+	XlbFragReader  *ebpf.Map `ebpf:"xlb_frag_reader"`
+	XlbFragRing    *ebpf.Map `ebpf:"xlb_frag_ring"`
+	XlbFrags       *ebpf.Map `ebpf:"xlb_frags"`
 	XlbIcmpRl      *ebpf.Map `ebpf:"xlb_icmp_rl"`
 	XlbLblc        *ebpf.Map `ebpf:"xlb_lblc"`
 	XlbLblcWalk    *ebpf.Map `ebpf:"xlb_lblc_walk"`
+	XlbNat         *ebpf.Map `ebpf:"xlb_nat"`
+	XlbNatHops     *ebpf.Map `ebpf:"xlb_nat_hops"`
 	XlbNode        *ebpf.Map `ebpf:"xlb_node"`
 	XlbPersist     *ebpf.Map `ebpf:"xlb_persist"`
 	XlbRealConns   *ebpf.Map `ebpf:"xlb_real_conns"`
@@ -457,6 +587,10 @@ type benchMaps struct {
 	XlbStats       *ebpf.Map `ebpf:"xlb_stats"`
 	XlbSvcSched    *ebpf.Map `ebpf:"xlb_svc_sched"`
 	XlbSvcStats    *ebpf.Map `ebpf:"xlb_svc_stats"`
+	XlbSyncConf    *ebpf.Map `ebpf:"xlb_sync_conf"`
+	XlbSyncCpus    *ebpf.Map `ebpf:"xlb_sync_cpus"`
+	XlbSyncLog     *ebpf.Map `ebpf:"xlb_sync_log"`
+	XlbSyncStats   *ebpf.Map `ebpf:"xlb_sync_stats"`
 	XlbTables      *ebpf.Map `ebpf:"xlb_tables"`
 	XlbTooBigRl    *ebpf.Map `ebpf:"xlb_too_big_rl"`
 	XlbTraceRing   *ebpf.Map `ebpf:"xlb_trace_ring"`
@@ -473,9 +607,17 @@ func (m *benchMaps) Close() error {
 		m.BenchTarget,
 		m.XlbCt,
 		m.XlbFlood,
+		m.XlbFragBuf,
+		m.XlbFragConf,
+		m.XlbFragPeers,
+		m.XlbFragReader,
+		m.XlbFragRing,
+		m.XlbFrags,
 		m.XlbIcmpRl,
 		m.XlbLblc,
 		m.XlbLblcWalk,
+		m.XlbNat,
+		m.XlbNatHops,
 		m.XlbNode,
 		m.XlbPersist,
 		m.XlbRealConns,
@@ -485,6 +627,10 @@ func (m *benchMaps) Close() error {
 		m.XlbStats,
 		m.XlbSvcSched,
 		m.XlbSvcStats,
+		m.XlbSyncConf,
+		m.XlbSyncCpus,
+		m.XlbSyncLog,
+		m.XlbSyncStats,
 		m.XlbTables,
 		m.XlbTooBigRl,
 		m.XlbTraceRing,

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/xlbproject/xlb/internal/datapath"
+	"github.com/xlbproject/xlb/internal/sched"
 	"github.com/xlbproject/xlb/internal/state"
 )
 
@@ -18,18 +19,15 @@ type SchedSpec struct {
 }
 
 // Schedulers are the scheduler settings `make bench` measures: every
-// scheduler of the config (sh as maglev-source on the whole client
+// name of the scheduler list (sh as maglev-source on the whole client
 // address, as the config plans it), and rr with persistence.
 func Schedulers() []SchedSpec {
-	return []SchedSpec{
-		{Name: "maglev", Kind: state.SchedMaglev}, {Name: "maglev-source", Kind: state.SchedMaglevSource},
-		{Name: "rr", Kind: state.SchedRR}, {Name: "wrr", Kind: state.SchedWRR},
-		{Name: "lc", Kind: state.SchedLC}, {Name: "wlc", Kind: state.SchedWLC},
-		{Name: "sed", Kind: state.SchedSED}, {Name: "nq", Kind: state.SchedNQ},
-		{Name: "sh", Kind: state.SchedMaglevSource}, {Name: "dh", Kind: state.SchedDH},
-		{Name: "lblc", Kind: state.SchedLBLC}, {Name: "lblcr", Kind: state.SchedLBLCR},
-		{Name: "rr+persistence", Kind: state.SchedRR, Persist: 300 * time.Second},
+	var specs []SchedSpec
+	for i := range sched.List {
+		s := &sched.List[i]
+		specs = append(specs, SchedSpec{Name: s.Name, Kind: state.SchedKind(sched.Resolve(s).Kind)})
 	}
+	return append(specs, SchedSpec{Name: "rr+persistence", Kind: state.SchedRR, Persist: 300 * time.Second})
 }
 
 // MeasureSchedulers measures the forwarder with each scheduler setting,
@@ -76,7 +74,7 @@ func schedValues(o Options, spec *SchedSpec) (schedWrite, error) {
 		v := benchSvcSched{Kind: uint8(sc.Kind), Proto: sc.Proto, Plen4: sc.Plen4, Plen6: sc.Plen6,
 			N: uint32(len(sc.List)), Total: sc.Total(), Stride: sc.Stride, PersistId: sc.Persist.ID,
 			PersistTimeout: datapath.Ticks(sc.Persist.Timeout), Pplen4: sc.Persist.Plen4, Pplen6: sc.Persist.Plen6}
-		if sc.Kind == state.SchedLBLC || sc.Kind == state.SchedLBLCR {
+		if i := sc.Kind.Info(); i != nil && i.Expires {
 			v.Stride = datapath.LBLCTicks(lblcExpire) // the entries' expiration, as xlbd writes it
 		}
 		if len(sc.List) > len(v.Ent) {

@@ -2,53 +2,17 @@ package config
 
 import (
 	"time"
+
+	"github.com/xlbproject/xlb/internal/sched"
 )
 
 // Scheduler is a backend selection algorithm: how a service picks the
-// backend of a flow its node does not track yet. The numbering is stable.
-// docs/ARCHITECTURE.md, "Schedulers", says what each guarantees on one
-// CPU, across CPUs and across nodes.
+// backend of a flow its node does not track yet: the index + 1 of its name
+// in the scheduler list (internal/sched.List), from which the constants
+// and names of sched_names.go are generated. docs/ARCHITECTURE.md,
+// "Schedulers", says what each guarantees on one CPU, across CPUs and
+// across nodes.
 type Scheduler uint8
-
-const (
-	// SchedulerMaglev is Maglev consistent hashing on the 5-tuple.
-	SchedulerMaglev Scheduler = iota + 1
-	// SchedulerMaglevSource is Maglev on the client address cut to
-	// SourceNetmask(6) alone: every connection of a client (of a client
-	// network) reaches one backend, on every CPU and every node.
-	SchedulerMaglevSource
-	// SchedulerRR hands new flows to the usable backends in turn.
-	SchedulerRR
-	// SchedulerWRR is round robin in proportion to the weights.
-	SchedulerWRR
-	// SchedulerLC is least connections (IPVS lc).
-	SchedulerLC
-	// SchedulerWLC is least connections relative to the weight (IPVS wlc).
-	SchedulerWLC
-	// SchedulerSED is shortest expected delay (IPVS sed).
-	SchedulerSED
-	// SchedulerNQ is never queue (IPVS nq).
-	SchedulerNQ
-	// SchedulerSH is source hashing (IPVS sh): as maglev-source.
-	SchedulerSH
-	// SchedulerDH is destination hashing (IPVS dh) on the destination
-	// address.
-	SchedulerDH
-	// SchedulerLBLC is locality-based least connections (IPVS lblc): a
-	// destination address keeps its backend until that is overloaded.
-	SchedulerLBLC
-	// SchedulerLBLCR is locality-based least connections with
-	// replication (IPVS lblcr): a destination address has a set of
-	// backends, grown under overload and shrunk when unchanged.
-	SchedulerLBLCR
-)
-
-var schedulerNames = []enumName[Scheduler]{
-	{"maglev", SchedulerMaglev}, {"maglev-source", SchedulerMaglevSource},
-	{"rr", SchedulerRR}, {"wrr", SchedulerWRR}, {"lc", SchedulerLC}, {"wlc", SchedulerWLC},
-	{"sed", SchedulerSED}, {"nq", SchedulerNQ}, {"sh", SchedulerSH}, {"dh", SchedulerDH},
-	{"lblc", SchedulerLBLC}, {"lblcr", SchedulerLBLCR},
-}
 
 // String returns the scheduler's name as written in the file.
 func (s Scheduler) String() string { return enumString(schedulerNames, s) }
@@ -63,9 +27,21 @@ func ParseScheduler(name string) (Scheduler, bool) {
 	return 0, false
 }
 
+// Info is the scheduler s names, an alias resolved (sh: maglev-source);
+// nil for no scheduler.
+func (s Scheduler) Info() *sched.Info {
+	if s == 0 || int(s) > len(sched.List) {
+		return nil
+	}
+	return sched.Resolve(&sched.List[s-1])
+}
+
 // HashesSource reports whether the scheduler hashes the client address
 // under SourceNetmask(6).
-func (s Scheduler) HashesSource() bool { return s == SchedulerMaglevSource || s == SchedulerSH }
+func (s Scheduler) HashesSource() bool {
+	i := s.Info()
+	return i != nil && i.HashesSource
+}
 
 // Persistence keeps clients on one backend (IPVS persistent services, -p
 // and -M) with a template: (client address under the netmask, service or

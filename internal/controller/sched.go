@@ -8,37 +8,34 @@ import (
 	"time"
 
 	"github.com/xlbproject/xlb/internal/config"
+	"github.com/xlbproject/xlb/internal/sched"
 	"github.com/xlbproject/xlb/internal/state"
 )
 
 // schedOf is the data plane's scheduler of service s, whose usable
 // backends (active pool, healthy, weight > 0, not drained) are usable and
-// whose real ids are ids.
+// whose real ids are ids. What each scheduler needs written is in the
+// scheduler list (internal/sched).
 func schedOf(s *config.DesiredService, usable []config.Backend, ids map[netip.Addr]uint32) (state.Sched, error) {
-	switch s.Scheduler {
-	case config.SchedulerMaglevSource, config.SchedulerSH:
-		return state.Sched{Kind: state.SchedMaglevSource,
-			Plen4: uint8(config.Prefix(s.SourceNetmask, 32)), Plen6: uint8(config.Prefix(s.SourceNetmask6, 128))}, nil
-	case config.SchedulerDH:
-		return state.Sched{Kind: state.SchedDH}, nil
-	case config.SchedulerRR, config.SchedulerWRR, config.SchedulerLC, config.SchedulerWLC,
-		config.SchedulerSED, config.SchedulerNQ:
-		return schedList(s, usable, ids)
-	case config.SchedulerLBLC, config.SchedulerLBLCR:
-		sc, err := schedList(s, usable, ids)
-		sc.Expire = LBLCExpiration
-		return sc, err
-	case config.SchedulerMaglev, 0: // 0: a DesiredService built without one
+	if s.Scheduler == 0 { // a DesiredService built without one: maglev
 		return state.Sched{}, nil
 	}
-	return state.Sched{}, fmt.Errorf("scheduler %s is not supported by this forwarder", s.Scheduler)
-}
-
-// listKinds are the list schedulers' kinds.
-var listKinds = map[config.Scheduler]state.SchedKind{
-	config.SchedulerRR: state.SchedRR, config.SchedulerWRR: state.SchedWRR, config.SchedulerLC: state.SchedLC,
-	config.SchedulerWLC: state.SchedWLC, config.SchedulerSED: state.SchedSED, config.SchedulerNQ: state.SchedNQ,
-	config.SchedulerLBLC: state.SchedLBLC, config.SchedulerLBLCR: state.SchedLBLCR,
+	info := s.Scheduler.Info()
+	if info == nil {
+		return state.Sched{}, fmt.Errorf("scheduler %s is not supported by this forwarder", s.Scheduler)
+	}
+	sc := state.Sched{Kind: state.SchedKind(info.Kind)}
+	if info.HashesSource {
+		sc.Plen4, sc.Plen6 = uint8(config.Prefix(s.SourceNetmask, 32)), uint8(config.Prefix(s.SourceNetmask6, 128))
+	}
+	if !info.UsesList() {
+		return sc, nil
+	}
+	sc, err := schedList(s, info, usable, ids)
+	if info.Expires {
+		sc.Expire = LBLCExpiration
+	}
+	return sc, err
 }
 
 // LBLCExpiration is how long an lblc or lblcr destination's entry lives
@@ -47,34 +44,34 @@ var listKinds = map[config.Scheduler]state.SchedKind{
 // lblcr_expiration).
 const LBLCExpiration = 24 * time.Hour
 
-// schedList is the list of a list scheduler: the usable backends by
-// address (the same list for the same backends, whatever the config
-// order), the weights divided by their greatest common divisor (rr: 1;
-// lblc and lblcr: as configured, since their overload test compares
-// connection counts with the weights themselves).
-func schedList(s *config.DesiredService, usable []config.Backend, ids map[netip.Addr]uint32) (state.Sched, error) {
+// schedList is the list of a list scheduler (info): the usable backends
+// by address (the same list for the same backends, whatever the config
+// order), the weights as info.Weights says: 1 (rr), divided by their
+// greatest common divisor, or as configured (lblc and lblcr, whose
+// overload test compares connection counts with the weights themselves).
+func schedList(s *config.DesiredService, info *sched.Info, usable []config.Backend, ids map[netip.Addr]uint32) (state.Sched, error) {
 	if len(usable) > state.SchedListMax {
 		return state.Sched{}, fmt.Errorf("scheduler %s takes at most %d usable backends, the active pool has %d (use a hash scheduler, or fewer backends per pool)",
 			s.Scheduler, state.SchedListMax, len(usable))
 	}
-	sc := state.Sched{Kind: listKinds[s.Scheduler]}
+	sc := state.Sched{Kind: state.SchedKind(info.Kind)}
 	bs := slices.Clone(usable)
 	slices.SortFunc(bs, func(a, b config.Backend) int { return a.Addr.Compare(b.Addr) })
 	var g uint32
 	for _, b := range bs {
 		g = gcd(g, b.Weight)
 	}
-	if s.Scheduler == config.SchedulerLBLC || s.Scheduler == config.SchedulerLBLCR {
+	if info.Weights == sched.WeightsAsIs {
 		g = 1
 	}
 	for _, b := range bs {
 		w := uint32(1)
-		if sc.Kind != state.SchedRR {
+		if info.Weights != sched.WeightsOne {
 			w = b.Weight / g
 		}
 		sc.List = append(sc.List, state.SchedEnt{RealID: ids[b.Addr], Weight: w})
 	}
-	if sc.Kind == state.SchedWRR {
+	if info.Stride {
 		sc.Stride = wrrStride(sc.Total())
 	}
 	return sc, nil
@@ -85,21 +82,6 @@ func gcd(a, b uint32) uint32 {
 		a, b = b, a%b
 	}
 	return a
-}
-
-// wrrStride is the stride of wrr's walk over total weight units: coprime
-// with total (every unit once per total new flows) and near the golden
-// section of it, so consecutive new flows land far apart on the line of
-// weights, interleaving the backends.
-func wrrStride(total uint32) uint32 {
-	if total <= 2 {
-		return 1
-	}
-	st := uint32(uint64(total) * 618 / 1000)
-	for gcd(total, st) != 1 {
-		st++
-	}
-	return st
 }
 
 // schedName is the scheduler's name as the file spells it (maglev when
@@ -132,7 +114,7 @@ func persistOf(sc *state.Sched, s *config.DesiredService, id uint32, usable []co
 	if len(usable) > state.SchedListMax {
 		return fmt.Errorf("persistence takes at most %d usable backends, the active pool has %d", state.SchedListMax, len(usable))
 	}
-	l, err := schedList(&config.DesiredService{Scheduler: config.SchedulerWRR}, usable, ids)
+	l, err := schedList(s, config.SchedulerWRR.Info(), usable, ids)
 	sc.List = l.List
 	return err
 }

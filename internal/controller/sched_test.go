@@ -35,10 +35,10 @@ func TestSchedOf(t *testing.T) {
 	}
 	// lblc, lblcr: the weights as configured (the overload test compares
 	// active connections with them), IPVS's expiration.
-	for _, k := range []config.Scheduler{config.SchedulerLBLC, config.SchedulerLBLCR} {
+	for k, kind := range map[config.Scheduler]state.SchedKind{config.SchedulerLBLC: state.SchedLBLC, config.SchedulerLBLCR: state.SchedLBLCR} {
 		lb, err := schedOf(&config.DesiredService{Scheduler: k}, usable, ids)
 		want := []state.SchedEnt{{RealID: 8, Weight: 100}, {RealID: 7, Weight: 300}, {RealID: 9, Weight: 200}}
-		if err != nil || lb.Kind != listKinds[k] || lb.Expire != 24*time.Hour || len(lb.List) != 3 ||
+		if err != nil || lb.Kind != kind || lb.Expire != 24*time.Hour || len(lb.List) != 3 ||
 			lb.List[0] != want[0] || lb.List[1] != want[1] || lb.List[2] != want[2] {
 			t.Errorf("%s: %+v, %v", k, lb, err)
 		}

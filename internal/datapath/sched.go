@@ -15,7 +15,7 @@ func schedInfo(sc *state.Sched) xlbSvcSched {
 	v := xlbSvcSched{Kind: uint8(sc.Kind), Proto: sc.Proto, Plen4: sc.Plen4, Plen6: sc.Plen6,
 		N: uint32(len(sc.List)), Total: sc.Total(), Stride: sc.Stride,
 		PersistId: sc.Persist.ID, PersistTimeout: Ticks(sc.Persist.Timeout), Pplen4: sc.Persist.Plen4, Pplen6: sc.Persist.Plen6}
-	if sc.Kind == state.SchedLBLC || sc.Kind == state.SchedLBLCR {
+	if i := sc.Kind.Info(); i != nil && i.Expires {
 		v.Stride = LBLCTicks(sc.Expire)
 	}
 	for i, e := range sc.List {
@@ -33,7 +33,7 @@ func schedFromInfo(v *xlbSvcSched) state.Sched {
 		sc.Persist = state.Persist{ID: v.PersistId, Timeout: time.Duration(v.PersistTimeout) << ctTickShift,
 			Plen4: v.Pplen4, Plen6: v.Pplen6}
 	}
-	if sc.Kind == state.SchedLBLC || sc.Kind == state.SchedLBLCR {
+	if i := sc.Kind.Info(); i != nil && i.Expires {
 		sc.Stride, sc.Expire = 0, time.Duration(v.Stride)<<ctTickShift
 	}
 	for i := uint32(0); i < v.N && int(i) < len(v.Ent); i++ {

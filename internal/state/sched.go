@@ -3,29 +3,22 @@ package state
 import (
 	"slices"
 	"time"
+
+	"github.com/xlbproject/xlb/internal/sched"
 )
 
 // SchedKind is how the forwarder picks the backend of a flow it does not
-// track (the numbering is the data plane's enum xlb_sched).
+// track: svc_sched.kind, the data plane's enum xlb_sched, numbered by the
+// scheduler list (internal/sched).
 type SchedKind uint8
 
-// Scheduler kinds.
-const (
-	SchedMaglev       SchedKind = iota // the flow's slot of the Maglev table
-	SchedMaglevSource                  // the slot of the client address under Plen4/Plen6
-	SchedDH                            // the slot of the destination address
-	SchedRR                            // List in turn
-	SchedWRR                           // List in proportion to the weights
-	SchedLC                            // least (active << 8) + inactive of List
-	SchedWLC                           // the same relative to the weight
-	SchedSED                           // least (active + 1) / weight
-	SchedNQ                            // the first without active connections, else as SED
-	SchedLBLC                          // the destination's backend, wlc when it is overloaded
-	SchedLBLCR                         // the destination's set of backends, grown by wlc under overload
-)
-
-// SchedListMax is the most entries a list scheduler's List may hold.
-const SchedListMax = 256
+// Info is the scheduler of kind k in the list (internal/sched), which
+// numbers the kinds (sched_kind.go is generated from it); nil for a kind
+// not in it.
+func (k SchedKind) Info() *sched.Info {
+	i, _ := sched.Of(uint8(k))
+	return i
+}
 
 // Sched is a service's scheduler; the zero value is Maglev on the 5-tuple.
 type Sched struct {
