@@ -26,6 +26,7 @@ import (
 	"github.com/xlbproject/xlb/internal/datapath"
 	xmetrics "github.com/xlbproject/xlb/internal/metrics"
 	"github.com/xlbproject/xlb/internal/peersync"
+	"github.com/xlbproject/xlb/internal/plan"
 	"github.com/xlbproject/xlb/internal/prober"
 	"github.com/xlbproject/xlb/internal/version"
 )
@@ -272,7 +273,7 @@ func startRings(ctx context.Context, log *slog.Logger, dp *datapath.Datapath, no
 // newController makes the controller and, with a bgp section, its speaker.
 func newController(log *slog.Logger, cfg *config.Config, path string, dp *datapath.Datapath, m *xmetrics.Metrics, so serveOpts, syncer *peersync.Syncer) (*controller.Controller, *bgp.Speaker, error) {
 	probe := so.probe
-	lim := controller.Limits{MaxServices: maxServices, MaxReals: maxReals}
+	lim := plan.Limits{MaxServices: maxServices, MaxReals: maxReals}
 	copts := controller.Options{Path: path, Limits: lim, Log: log, OnCommit: func(e controller.CommitEvent) {
 		m.ObserveCommit(xmetrics.Commit{Trigger: e.Trigger, Plan: e.Plan, Apply: e.Apply, Err: e.Err})
 		if syncer != nil {

@@ -633,3 +633,12 @@ func (a *API) NodeUndrain(ctx context.Context) (bool, error) {
 	})
 	return changed, err
 }
+
+// schedName is the scheduler's name as the file spells it (maglev when
+// none was set).
+func schedName(s config.Scheduler) string {
+	if s == 0 {
+		return config.SchedulerMaglev.String()
+	}
+	return s.String()
+}
