@@ -24,6 +24,7 @@ import (
 	"github.com/xlbproject/xlb/internal/config"
 	"github.com/xlbproject/xlb/internal/controller"
 	"github.com/xlbproject/xlb/internal/datapath"
+	"github.com/xlbproject/xlb/internal/kernelnet"
 	xmetrics "github.com/xlbproject/xlb/internal/metrics"
 	"github.com/xlbproject/xlb/internal/peersync"
 	"github.com/xlbproject/xlb/internal/plan"
@@ -81,7 +82,7 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 	slog.SetDefault(log)
 
-	config.UseRoutes(datapath.KernelRoute)                                             // methods dr and nat need connected backends
+	config.UseRoutes(kernelnet.Route)                                                  // methods dr and nat need connected backends
 	cfg, src, err := loadConfig(context.Background(), log, *cfgPath, *nodeCfg, *cache) // cluster.go
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "xlbd: %v\n", err)

@@ -17,6 +17,7 @@ import (
 	"github.com/xlbproject/xlb/internal/config"
 	"github.com/xlbproject/xlb/internal/datapath"
 	"github.com/xlbproject/xlb/internal/health"
+	"github.com/xlbproject/xlb/internal/kernelnet"
 	"github.com/xlbproject/xlb/internal/plan"
 	"github.com/xlbproject/xlb/internal/prober"
 	"github.com/xlbproject/xlb/internal/state"
@@ -212,7 +213,7 @@ func nextHopAddrs(d *config.Desired) []netip.Addr {
 // kernel's FIB.
 func (c *Controller) resolveNextHops(d *config.Desired, all bool) (changed bool) {
 	lookup := func(a netip.Addr) state.NextHop {
-		nh, err := datapath.LookupNextHop(a)
+		nh, err := kernelnet.LookupNextHop(a)
 		if err != nil {
 			c.log.Debug("next hop not resolved", "address", a, "error", err)
 		}
@@ -503,9 +504,9 @@ func (c *Controller) keepNeighbours() {
 		return
 	}
 	for _, a := range nextHopAddrs(c.desired) {
-		nh, err := datapath.ResolveNextHop(a)
+		nh, err := kernelnet.ResolveNextHop(a)
 		if err == nil && !nh.Local {
-			err = datapath.KeepNeighbour(nh)
+			err = kernelnet.KeepNeighbour(nh)
 		}
 		if err != nil {
 			c.log.Warn("next hop not kept resolved; first packets may use the fallback gateway", "address", a, "error", err)
