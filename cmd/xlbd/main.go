@@ -64,16 +64,7 @@ func main() {
 	if *showVer || *kernel {
 		infoAndExit(*showVer, *kernel)
 	}
-	// `xlbd --check-config FILE`: the file may follow the flag.
-	if flag.NArg() > 0 {
-		cfgSet := false
-		flag.Visit(func(f *flag.Flag) { cfgSet = cfgSet || f.Name == "config" })
-		if !*check || flag.NArg() > 1 || cfgSet {
-			fmt.Fprintf(os.Stderr, "xlbd: unexpected arguments %q (the config file is --config FILE, or --check-config FILE)\n", flag.Args())
-			os.Exit(2)
-		}
-		*cfgPath = flag.Arg(0)
-	}
+	configArg(*check, cfgPath)
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
 		fmt.Fprintf(os.Stderr, "xlbd: --log-level: %v\n", err)
@@ -102,16 +93,7 @@ func main() {
 		}
 	}
 	if *cleanup {
-		if err := datapath.Cleanup(*pinDir); err != nil {
-			log.Error("cleanup failed", "pin_dir", *pinDir, "error", err)
-			os.Exit(1)
-		}
-		if err := cleanupKernelRoutes(cfg.BGP, log); err != nil {
-			log.Error("cleanup of the VIP routes failed", "error", err)
-			os.Exit(1)
-		}
-		log.Info("forwarder detached and pins removed", "pin_dir", *pinDir)
-		return
+		cleanupAndExit(log, *pinDir, cfg.BGP)
 	}
 	srv := serveOpts{cluster: src, tcp: *apiTCP, tls: api.TLSFiles{Cert: *tlsCert, Key: *tlsKey, CA: *tlsCA}, discardCT: *discard, probe: *probe,
 		statusPage: *page || cfg.Node.StatusPage}
@@ -124,6 +106,36 @@ func main() {
 		log.Error("xlbd stopped", "error", err)
 		os.Exit(1)
 	}
+}
+
+// configArg takes the config file from the argument after the flags,
+// as in `xlbd --check-config FILE`; it exits on any other argument.
+func configArg(check bool, cfgPath *string) {
+	if flag.NArg() == 0 {
+		return
+	}
+	cfgSet := false
+	flag.Visit(func(f *flag.Flag) { cfgSet = cfgSet || f.Name == "config" })
+	if !check || flag.NArg() > 1 || cfgSet {
+		fmt.Fprintf(os.Stderr, "xlbd: unexpected arguments %q (the config file is --config FILE, or --check-config FILE)\n", flag.Args())
+		os.Exit(2)
+	}
+	*cfgPath = flag.Arg(0)
+}
+
+// cleanupAndExit answers --cleanup: it detaches the forwarder pinned in
+// pinDir, removes its pins and the VIP routes, and exits.
+func cleanupAndExit(log *slog.Logger, pinDir string, b *config.BGP) {
+	if err := datapath.Cleanup(pinDir); err != nil {
+		log.Error("cleanup failed", "pin_dir", pinDir, "error", err)
+		os.Exit(1)
+	}
+	if err := cleanupKernelRoutes(b, log); err != nil {
+		log.Error("cleanup of the VIP routes failed", "error", err)
+		os.Exit(1)
+	}
+	log.Info("forwarder detached and pins removed", "pin_dir", pinDir)
+	os.Exit(0)
 }
 
 // infoAndExit answers --version and --check-kernel.
