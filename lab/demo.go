@@ -48,39 +48,10 @@ func RunDemo(ctx context.Context, w io.Writer, opts DemoOptions) (err error) {
 	}
 	defer func() { err = l.endDemo(w, opts.Keep, err) }()
 	PrintTopology(w, l)
-
-	if _, err := l.StartServers(Ports{}); err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "\nattaching xlb-decap to eth0 of every backend ...\n")
-	if err := l.AttachDecap(ctx); err != nil {
-		return err
-	}
-	cfg, err := l.WriteXLBDConfig(0, XLBDOptions{
-		Weights:    opts.Weights,
-		Services:   webServices(l),
-		StatusPage: true,
-	})
+	targets, err := l.startDemo(ctx, w, opts.Weights)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "starting xlbd on %s with %s ...\n", l.Nodes[0].Name, cfg)
-	d, err := l.StartXLBD(ctx, 0, cfg)
-	if err != nil {
-		return err
-	}
-	var targets []netip.AddrPort
-	for _, v := range []netip.Addr{l.VIP4(), l.VIP6()} {
-		if v.IsValid() {
-			targets = append(targets, netip.AddrPortFrom(v, DefaultPorts.HTTP))
-		}
-	}
-	for _, t := range targets {
-		if err := l.WaitForwarding(ctx, t, 30*time.Second, d); err != nil {
-			return err
-		}
-	}
-	printStatusPage(w, l)
 	fmt.Fprintf(w, "xlbd forwards; sending traffic ...\n")
 
 	before, err := snapshot(l)
@@ -112,17 +83,7 @@ func RunDemo(ctx context.Context, w io.Writer, opts DemoOptions) (err error) {
 		served[k] -= base[k]
 	}
 
-	var failures []string
-	for i, res := range results {
-		if res.Errors > 0 {
-			failures = append(failures, fmt.Sprintf("%d of %d requests to %v failed, first: %s", res.Errors, res.Requests, targets[i], strings.Join(res.FirstErrors[:min(3, len(res.FirstErrors))], "; ")))
-		}
-		for j, h := range l.Backends {
-			if opts.Weights[j] > 0 && res.Counts[h.Short] == 0 {
-				failures = append(failures, fmt.Sprintf("backend %s (weight %d) got none of the requests to %v", h.Short, opts.Weights[j], targets[i]))
-			}
-		}
-	}
+	failures := demoFailures(l, targets, results, opts.Weights)
 	fmt.Fprintln(w)
 	explain(w, l, before, after)
 	if len(failures) > 0 {
@@ -130,6 +91,63 @@ func RunDemo(ctx context.Context, w io.Writer, opts DemoOptions) (err error) {
 	}
 	fmt.Fprintf(w, "\ndemo OK\n")
 	return nil
+}
+
+// startDemo starts the backends' servers and decapsulation and xlbd on
+// node 1 with the backends' weights, and waits until it forwards to the
+// HTTP port of each VIP. It returns those VIP:port targets.
+func (l *Lab) startDemo(ctx context.Context, w io.Writer, weights []int) ([]netip.AddrPort, error) {
+	if _, err := l.StartServers(Ports{}); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(w, "\nattaching xlb-decap to eth0 of every backend ...\n")
+	if err := l.AttachDecap(ctx); err != nil {
+		return nil, err
+	}
+	cfg, err := l.WriteXLBDConfig(0, XLBDOptions{
+		Weights:    weights,
+		Services:   webServices(l),
+		StatusPage: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(w, "starting xlbd on %s with %s ...\n", l.Nodes[0].Name, cfg)
+	d, err := l.StartXLBD(ctx, 0, cfg)
+	if err != nil {
+		return nil, err
+	}
+	var targets []netip.AddrPort
+	for _, v := range []netip.Addr{l.VIP4(), l.VIP6()} {
+		if v.IsValid() {
+			targets = append(targets, netip.AddrPortFrom(v, DefaultPorts.HTTP))
+		}
+	}
+	for _, t := range targets {
+		if err := l.WaitForwarding(ctx, t, 30*time.Second, d); err != nil {
+			return nil, err
+		}
+	}
+	printStatusPage(w, l)
+	return targets, nil
+}
+
+// demoFailures says what went wrong with the requests to targets (their
+// results, in order): failed requests, and backends of non-zero weight
+// that got none.
+func demoFailures(l *Lab, targets []netip.AddrPort, results []HTTPResult, weights []int) []string {
+	var failures []string
+	for i, res := range results {
+		if res.Errors > 0 {
+			failures = append(failures, fmt.Sprintf("%d of %d requests to %v failed, first: %s", res.Errors, res.Requests, targets[i], strings.Join(res.FirstErrors[:min(3, len(res.FirstErrors))], "; ")))
+		}
+		for j, h := range l.Backends {
+			if weights[j] > 0 && res.Counts[h.Short] == 0 {
+				failures = append(failures, fmt.Sprintf("backend %s (weight %d) got none of the requests to %v", h.Short, weights[j], targets[i]))
+			}
+		}
+	}
+	return failures
 }
 
 // printStatusPage brings node 1's status page out of its namespace and

@@ -46,26 +46,10 @@ func RunScaleDemo(ctx context.Context, w io.Writer, opts ScaleDemoOptions) (err 
 		}
 	}()
 	PrintTopology(w, l)
-	servers, err := l.StartServers(Ports{})
-	if err != nil {
+	d := &scaleDemo{w: w, l: l, opts: opts, vip: netip.PrefixFrom(l.VIP4(), 32)}
+	if err := d.start(ctx); err != nil {
 		return err
 	}
-	if err := l.AttachDecap(ctx); err != nil {
-		return err
-	}
-	if _, err := l.StartBIRD(ctx, BIRDOptions{}); err != nil {
-		return err
-	}
-	daemons, configs, err := startSyncNodes(ctx, l, opts.Sync) // syncdemo.go
-	if err != nil {
-		return err
-	}
-	vip := netip.PrefixFrom(l.VIP4(), 32)
-	all := []int{0, 1, 2}
-	if _, err := l.WaitRoute(ctx, vip, l.NodeNextHops(vip.Addr(), all...), 30*time.Second); err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "\nBIRD learned %s from every node; the router's kernel route: %v\n", vip, route(l, vip))
 
 	old := TCPTimeout
 	TCPTimeout = 10 * time.Second // rerouting after a node failure takes the hold time
@@ -75,18 +59,84 @@ func RunScaleDemo(ctx context.Context, w io.Writer, opts ScaleDemoOptions) (err 
 		return err
 	}
 	defer sess.Stop()
+	d.sess = sess
 	fmt.Fprintf(w, "%d long-lived TCP connections, one message each 100 ms; first backends: %v\n", opts.Connections, sortedCounts(sess.res.Sessions))
-	seen := 0
-	step := func(title, what string) {
-		time.Sleep(3 * time.Second)
-		br := sess.Breaks()
-		fmt.Fprintf(w, "\n== %s\n   %s\n   router next hops for %s: %v\n   connections broken in this step: %d\n", title, what, vip, route(l, vip), len(br)-seen)
-		for _, b := range br[seen:min(len(br), seen+3)] {
-			fmt.Fprintf(w, "     %s\n", b)
-		}
-		seen = len(br)
+	if err := d.breakAndRestore(ctx); err != nil {
+		return err
 	}
+	if err := d.account(sess.Stop()); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "scale demo OK: every broken connection is accounted for")
+	if opts.Sync {
+		return simultaneousSteps(ctx, w, opts)
+	}
+	return nil
+}
 
+// scaleDemo is a running scale demo: its lab, what runs in it and the
+// connections it watches.
+type scaleDemo struct {
+	w       io.Writer
+	l       *Lab
+	opts    ScaleDemoOptions
+	vip     netip.Prefix // the IPv4 VIP, whose route the router learns
+	servers []*Servers
+	daemons []*Daemon
+	configs []string // each node's xlbd config
+	sess    *TCPSessions
+	seen    int // the connection breaks reported so far
+}
+
+// start brings up the backends' servers and decapsulation, BIRD on the
+// router and xlbd on every node, and waits until the router routes the
+// VIP over all three nodes.
+func (d *scaleDemo) start(ctx context.Context) error {
+	l := d.l
+	var err error
+	if d.servers, err = l.StartServers(Ports{}); err != nil {
+		return err
+	}
+	if err := l.AttachDecap(ctx); err != nil {
+		return err
+	}
+	if _, err := l.StartBIRD(ctx, BIRDOptions{}); err != nil {
+		return err
+	}
+	if d.daemons, d.configs, err = startSyncNodes(ctx, l, d.opts.Sync); err != nil { // syncdemo.go
+		return err
+	}
+	if err := d.waitEveryNode(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(d.w, "\nBIRD learned %s from every node; the router's kernel route: %v\n", d.vip, route(l, d.vip))
+	return nil
+}
+
+// waitEveryNode waits until the router's route for the VIP goes over the
+// three nodes.
+func (d *scaleDemo) waitEveryNode(ctx context.Context) error {
+	_, err := d.l.WaitRoute(ctx, d.vip, d.l.NodeNextHops(d.vip.Addr(), 0, 1, 2), 30*time.Second)
+	return err
+}
+
+// step lets a step settle, then prints it: its title, what is expected,
+// the router's next hops and the connections broken since the last step
+// (the first three of them).
+func (d *scaleDemo) step(title, what string) {
+	time.Sleep(3 * time.Second)
+	br := d.sess.Breaks()
+	fmt.Fprintf(d.w, "\n== %s\n   %s\n   router next hops for %s: %v\n   connections broken in this step: %d\n", title, what, d.vip, route(d.l, d.vip), len(br)-d.seen)
+	for _, b := range br[d.seen:min(len(br), d.seen+3)] {
+		fmt.Fprintf(d.w, "     %s\n", b)
+	}
+	d.seen = len(br)
+}
+
+// breakAndRestore drains node n1, kills backend b2, kills node n3, then
+// restores the nodes and the backend, one step at a time.
+func (d *scaleDemo) breakAndRestore(ctx context.Context) error {
+	l := d.l
 	xlbctl, err := l.Binary("xlbctl")
 	if err != nil {
 		return err
@@ -94,16 +144,16 @@ func RunScaleDemo(ctx context.Context, w io.Writer, opts ScaleDemoOptions) (err 
 	if out, err := l.Nodes[0].Run(ctx, xlbctl, "--socket", l.APISocket(0), "node", "drain"); err != nil {
 		return fmt.Errorf("xlbctl node drain: %w: %s", err, out)
 	}
-	step("drain node n1 (xlbctl node drain)", "n1 announces with GRACEFUL_SHUTDOWN, then withdraws: its flows move to n2/n3, which pick the same backends (Maglev)")
+	d.step("drain node n1 (xlbctl node drain)", "n1 announces with GRACEFUL_SHUTDOWN, then withdraws: its flows move to n2/n3, which pick the same backends (Maglev)")
 
-	servers[1].Close()
-	step("kill backend b2 (its servers stop)", "the health check fails: b2 leaves every table; its own connections are lost (that is the backend dying), the others continue")
+	d.servers[1].Close()
+	d.step("kill backend b2 (its servers stop)", "the health check fails: b2 leaves every table; its own connections are lost (that is the backend dying), the others continue")
 
 	if err := l.SetLinkUp(l.Nodes[2], false); err != nil {
 		return err
 	}
-	daemons[2].Kill()
-	step("kill node n3 (link down, xlbd killed)", "after the hold time BIRD drops n3; the router rehashes its flows to the remaining node(s): they keep their backends, "+
+	d.daemons[2].Kill()
+	d.step("kill node n3 (link down, xlbd killed)", "after the hold time BIRD drops n3; the router rehashes its flows to the remaining node(s): they keep their backends, "+
 		"except a flow n2 never saw whose Maglev slot moved when b2 left")
 
 	if out, err := l.Nodes[0].Run(ctx, xlbctl, "--socket", l.APISocket(0), "node", "undrain"); err != nil {
@@ -112,13 +162,13 @@ func RunScaleDemo(ctx context.Context, w io.Writer, opts ScaleDemoOptions) (err 
 	if err := l.SetLinkUp(l.Nodes[2], true); err != nil {
 		return err
 	}
-	if daemons[2], err = l.StartXLBD(ctx, 2, configs[2]); err != nil {
+	if d.daemons[2], err = l.StartXLBD(ctx, 2, d.configs[2]); err != nil {
 		return err
 	}
-	if _, err := l.WaitRoute(ctx, vip, l.NodeNextHops(vip.Addr(), all...), 30*time.Second); err != nil {
+	if err := d.waitEveryNode(ctx); err != nil {
 		return err
 	}
-	step("restore the nodes: undrain n1, n3 back", "3-way ECMP again: flows that move to n1 or n3 are new to them, and they pick the backends the other nodes picked (same table), and track them")
+	d.step("restore the nodes: undrain n1, n3 back", "3-way ECMP again: flows that move to n1 or n3 are new to them, and they pick the backends the other nodes picked (same table), and track them")
 
 	if s, err := StartServers(l.Backends[1], l.VIPs, Ports{}); err == nil {
 		l.mu.Lock()
@@ -127,66 +177,84 @@ func RunScaleDemo(ctx context.Context, w io.Writer, opts ScaleDemoOptions) (err 
 	}
 	restoreNote := "(Nodes first: a node that meets a flow for the first time while b2 comes back picks by the new table, so restoring " +
 		"both at once can break flows placed while b2 was away; connection sync, node.sync, keeps them: see the last step.)"
-	if opts.Sync {
+	if d.opts.Sync {
 		restoreNote = "(With connection sync every node holds the others' decisions, so the order does not matter: see the last step.)"
 	}
-	step("restore backend b2", "b2 passes its check and takes new flows; the tracked flows keep their backends on every node. "+restoreNote)
+	d.step("restore backend b2", "b2 passes its check and takes new flows; the tracked flows keep their backends on every node. "+restoreNote)
+	return nil
+}
 
-	res := sess.Stop()
-	moved, err := slotMoved(l, 1)
+// brokenConns are the connections broken during the demo, by cause.
+type brokenConns struct {
+	onB2   int     // to the backend that was killed
+	follow int     // reconnects after a break, answered elsewhere or refused
+	slot   []Break // placed by the table with b2 in a slot that moved when b2 left
+	other  []Break // none of these: a fault
+}
+
+// classify sorts the breaks of res by cause.
+func (d *scaleDemo) classify(res TCPResult) (brokenConns, error) {
+	var bc brokenConns
+	moved, err := slotMoved(d.l, 1)
 	if err != nil {
-		return err
+		return bc, err
 	}
-	var onB2, follow int
-	var slot, other []Break
 	for _, b := range res.Breaks {
 		switch {
 		case b.Kind == BreakBackend || b.Kind == BreakDial:
-			follow++ // a reconnect after a break, answered elsewhere or refused
+			bc.follow++ // a reconnect after a break, answered elsewhere or refused
 		case b.Backend == "b2":
-			onB2++ // a connection to the backend that was killed
+			bc.onB2++ // a connection to the backend that was killed
 		case b.Local.IsValid() && moved(b.Local, b.Backend):
 			// Placed by the table with b2: before b2 left, or in the
 			// moment before a node's health check noticed.
-			slot = append(slot, b)
+			bc.slot = append(bc.slot, b)
 		default:
-			other = append(other, b)
+			bc.other = append(bc.other, b)
 		}
 	}
+	return bc, nil
+}
+
+// account prints the connections broken in all, by cause, and fails when
+// one broke for no reason the design accounts for, or (with sync) on a
+// surviving backend.
+func (d *scaleDemo) account(res TCPResult) error {
+	w := d.w
+	bc, err := d.classify(res)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(w, "\nIn all: %d connections, %d messages answered. Connections broken:\n", len(res.Sessions), res.Messages())
-	fmt.Fprintf(w, "   on the killed backend b2:   %d\n", onB2)
-	fmt.Fprintf(w, "   on a surviving backend:     %d, each a flow the table with b2 placed (before b2 left, or before a node's check\n", len(slot))
+	fmt.Fprintf(w, "   on the killed backend b2:   %d\n", bc.onB2)
+	fmt.Fprintf(w, "   on a surviving backend:     %d, each a flow the table with b2 placed (before b2 left, or before a node's check\n", len(bc.slot))
 	fmt.Fprintf(w, "                               noticed) in a slot that went to another backend when b2 left, and that then moved to a\n")
-	if opts.Sync {
+	if d.opts.Sync {
 		fmt.Fprintf(w, "                               node that had not seen it (with connection sync on, that node had its peers' decision)\n")
 	} else {
 		fmt.Fprintf(w, "                               node that had not seen it (that node picks by the new table; connection sync,\n")
 		fmt.Fprintf(w, "                               node.sync, keeps it)\n")
 	}
-	for _, b := range slot {
+	for _, b := range bc.slot {
 		fmt.Fprintf(w, "     %s\n", b)
 	}
-	fmt.Fprintf(w, "   other:                      %d\n", len(other))
-	fmt.Fprintf(w, "   (and %d reconnects answered by another backend or refused)\n", follow)
-	if len(other) > 0 {
-		for _, b := range other {
+	fmt.Fprintf(w, "   other:                      %d\n", len(bc.other))
+	fmt.Fprintf(w, "   (and %d reconnects answered by another backend or refused)\n", bc.follow)
+	if len(bc.other) > 0 {
+		for _, b := range bc.other {
 			fmt.Fprintf(w, "     %s\n", b)
 		}
-		for i, d := range daemons {
-			for _, line := range strings.Split(d.Output(), "\n") {
+		for i, dm := range d.daemons {
+			for _, line := range strings.Split(dm.Output(), "\n") {
 				if strings.Contains(line, "health changed") {
-					fmt.Fprintf(w, "   %s: %s\n", l.Nodes[i].Short, line)
+					fmt.Fprintf(w, "   %s: %s\n", d.l.Nodes[i].Short, line)
 				}
 			}
 		}
-		return fmt.Errorf("%d connections to live backends broke for no reason the design accounts for", len(other))
+		return fmt.Errorf("%d connections to live backends broke for no reason the design accounts for", len(bc.other))
 	}
-	if opts.Sync && len(slot) > 0 {
-		return fmt.Errorf("%d connections to surviving backends broke with connection sync on", len(slot))
-	}
-	fmt.Fprintln(w, "scale demo OK: every broken connection is accounted for")
-	if opts.Sync {
-		return simultaneousSteps(ctx, w, opts)
+	if d.opts.Sync && len(bc.slot) > 0 {
+		return fmt.Errorf("%d connections to surviving backends broke with connection sync on", len(bc.slot))
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/xlbproject/xlb/internal/datapath"
+	"github.com/xlbproject/xlb/internal/kernelnet"
 	"github.com/xlbproject/xlb/internal/packet"
 	"github.com/xlbproject/xlb/internal/progrun"
 	"github.com/xlbproject/xlb/internal/state"
@@ -108,7 +109,7 @@ func newHarness(o Options, specs []targetSpec, ifindex int, fib bool) (h *harnes
 	if fib && !o.FIBPerPacket {
 		// As xlbd does: cache each backend's resolved next hop in its real.
 		for id, r := range st.Reals.All() {
-			if r.NextHop, err = datapath.LookupNextHop(r.Addr); err != nil {
+			if r.NextHop, err = kernelnet.LookupNextHop(r.Addr); err != nil {
 				return nil, fmt.Errorf("next hop of %s: %w", r.Addr, err)
 			}
 			st.Reals.Set(id, r)

@@ -88,7 +88,7 @@ func schedValues(o Options, spec *SchedSpec) (schedWrite, error) {
 	return w, nil
 }
 
-// lblcExpire is xlbd's lblc/lblcr expiration (controller.LBLCExpiration).
+// lblcExpire is xlbd's lblc/lblcr expiration (plan.LBLCExpiration).
 const lblcExpire = 24 * time.Hour
 
 // useSched writes t's scheduler settings into the forwarder's

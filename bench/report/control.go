@@ -9,8 +9,8 @@ import (
 
 	"github.com/xlbproject/xlb/bench/stats"
 	"github.com/xlbproject/xlb/internal/config"
-	"github.com/xlbproject/xlb/internal/controller"
 	"github.com/xlbproject/xlb/internal/datapath"
+	"github.com/xlbproject/xlb/internal/plan"
 	"github.com/xlbproject/xlb/internal/state"
 	"github.com/xlbproject/xlb/internal/testenv/genconfig"
 )
@@ -34,7 +34,7 @@ type ColdCommit struct {
 	ApplyMs float64 `json:"apply_ms"` // datapath.Commit
 	TotalS  float64 `json:"total_s"`
 	datapath.ApplyStats
-	controller.PlanStats
+	plan.PlanStats
 	ConfigBytes int `json:"config_bytes"`
 }
 
@@ -66,7 +66,7 @@ type ChangeResult struct {
 // of every backend and installs kernel neighbour entries for their next
 // hops, which a benchmark must not do to this machine. The steps timed are
 // the ones Commit makes for the data plane: config.Parse,
-// Config.Desired, Planner.Plan (the controller's, which reuses unchanged
+// Config.Desired, plan.Planner.Plan (the controller's, which reuses unchanged
 // tables) and datapath.Commit.
 func (b *runner) control(ctx context.Context) error {
 	yaml := genconfig.Control(ctlServices, ctlBackends, ctlTable, -1, 0)
@@ -76,11 +76,11 @@ func (b *runner) control(ctx context.Context) error {
 	}
 	b.printf("  %d services x %d backends, M = %d, config of %d KiB; %d cold commits, %d runs per change\n",
 		ctlServices, ctlBackends, ctlTable, len(yaml)>>10, reps, changeRuns)
-	lim := controller.Limits{MaxServices: 4096, MaxReals: ctlMaxReals}
+	lim := plan.Limits{MaxServices: 4096, MaxReals: ctlMaxReals}
 	var (
 		kept    *ctlInstance
 		cold    []ColdCommit
-		planner *controller.Planner
+		planner *plan.Planner
 		state   *state.State
 		cfg     *config.Config
 	)
@@ -240,7 +240,7 @@ func (c *ctlInstance) close() {
 
 // coldCommit parses yaml, plans it with a new Planner against dp's
 // (empty) state and applies it.
-func coldCommit(dp *datapath.Datapath, yaml []byte, lim controller.Limits) (ColdCommit, *controller.Planner, *state.State, *config.Config, error) {
+func coldCommit(dp *datapath.Datapath, yaml []byte, lim plan.Limits) (ColdCommit, *plan.Planner, *state.State, *config.Config, error) {
 	c := ColdCommit{ConfigBytes: len(yaml)}
 	t0 := time.Now()
 	cfg, err := config.Parse(yaml, "bench.yaml")
@@ -248,8 +248,8 @@ func coldCommit(dp *datapath.Datapath, yaml []byte, lim controller.Limits) (Cold
 		return c, nil, nil, nil, fmt.Errorf("parse: %w", err)
 	}
 	t1 := time.Now()
-	p := controller.NewPlanner(lim)
-	pl, err := p.Plan(dp.Snapshot(), controller.Input{Desired: cfg.Desired()})
+	p := plan.NewPlanner(lim)
+	pl, err := p.Plan(dp.Snapshot(), plan.Input{Desired: cfg.Desired()})
 	if err != nil {
 		return c, nil, nil, nil, fmt.Errorf("plan: %w", err)
 	}
@@ -271,9 +271,9 @@ func coldCommit(dp *datapath.Datapath, yaml []byte, lim controller.Limits) (Cold
 // changeRunsOf applies `to` and `back` alternately, runs times in all
 // (with healthy hto for `to`, every backend healthy for `back`), timing
 // each plan and apply. It returns the medians and the state in the maps.
-func changeRunsOf(dp *datapath.Datapath, p *controller.Planner, cur *state.State, to, back *config.Desired,
+func changeRunsOf(dp *datapath.Datapath, p *plan.Planner, cur *state.State, to, back *config.Desired,
 	hto func(config.Backend) bool, runs int) (ChangeResult, *state.State, error) {
-	var plan, apply, total []float64
+	var plans, apply, total []float64
 	cr := ChangeResult{Runs: runs}
 	for i := range runs {
 		d, h := to, hto
@@ -281,7 +281,7 @@ func changeRunsOf(dp *datapath.Datapath, p *controller.Planner, cur *state.State
 			d, h = back, nil
 		}
 		t0 := time.Now()
-		pl, err := p.Plan(cur, controller.Input{Desired: d, Healthy: h})
+		pl, err := p.Plan(cur, plan.Input{Desired: d, Healthy: h})
 		if err != nil {
 			return cr, cur, err
 		}
@@ -293,17 +293,17 @@ func changeRunsOf(dp *datapath.Datapath, p *controller.Planner, cur *state.State
 		}
 		t2 := time.Now()
 		cur = st
-		plan, apply, total = append(plan, ms(t1.Sub(t0))), append(apply, ms(t2.Sub(t1))), append(total, ms(t2.Sub(t0)))
+		plans, apply, total = append(plans, ms(t1.Sub(t0))), append(apply, ms(t2.Sub(t1))), append(total, ms(t2.Sub(t0)))
 		cr.TablesBuilt, cr.TablesPatched, cr.TablesReplaced = ps.TablesBuilt, as.TablesPatched, as.TablesReplaced
 		cr.EntriesWritten, cr.RealsWritten = as.TableEntries, as.RealsWritten
 	}
-	cr.PlanMs, cr.ApplyMs, cr.TotalMs, cr.MaxMs = stats.Median(plan), stats.Median(apply), stats.Median(total), maxOf(total)
+	cr.PlanMs, cr.ApplyMs, cr.TotalMs, cr.MaxMs = stats.Median(plans), stats.Median(apply), stats.Median(total), maxOf(total)
 	return cr, cur, nil
 }
 
 // reloadRuns is changeRunsOf for whole files: parse included.
-func reloadRuns(dp *datapath.Datapath, p *controller.Planner, cur *state.State, to, back []byte, runs int) (ChangeResult, *state.State, error) {
-	var parse, plan, apply, total []float64
+func reloadRuns(dp *datapath.Datapath, p *plan.Planner, cur *state.State, to, back []byte, runs int) (ChangeResult, *state.State, error) {
+	var parse, plans, apply, total []float64
 	cr := ChangeResult{Kind: "whole file reloaded, one weight 100 -> 50", Runs: runs}
 	for i := range runs {
 		y := to
@@ -316,7 +316,7 @@ func reloadRuns(dp *datapath.Datapath, p *controller.Planner, cur *state.State, 
 			return cr, cur, err
 		}
 		t1 := time.Now()
-		pl, err := p.Plan(cur, controller.Input{Desired: cfg.Desired()})
+		pl, err := p.Plan(cur, plan.Input{Desired: cfg.Desired()})
 		if err != nil {
 			return cr, cur, err
 		}
@@ -328,12 +328,12 @@ func reloadRuns(dp *datapath.Datapath, p *controller.Planner, cur *state.State, 
 		}
 		t3 := time.Now()
 		cur = st
-		parse, plan, apply = append(parse, ms(t1.Sub(t0))), append(plan, ms(t2.Sub(t1))), append(apply, ms(t3.Sub(t2)))
+		parse, plans, apply = append(parse, ms(t1.Sub(t0))), append(plans, ms(t2.Sub(t1))), append(apply, ms(t3.Sub(t2)))
 		total = append(total, ms(t3.Sub(t0)))
 		cr.TablesBuilt, cr.TablesPatched, cr.TablesReplaced = ps.TablesBuilt, as.TablesPatched, as.TablesReplaced
 		cr.EntriesWritten, cr.RealsWritten = as.TableEntries, as.RealsWritten
 	}
-	cr.ParseMs, cr.PlanMs, cr.ApplyMs, cr.TotalMs, cr.MaxMs = stats.Median(parse), stats.Median(plan), stats.Median(apply), stats.Median(total), maxOf(total)
+	cr.ParseMs, cr.PlanMs, cr.ApplyMs, cr.TotalMs, cr.MaxMs = stats.Median(parse), stats.Median(plans), stats.Median(apply), stats.Median(total), maxOf(total)
 	return cr, cur, nil
 }
 
@@ -348,7 +348,7 @@ func maxOf(v []float64) float64 {
 func controlMarkdown(cold []ColdCommit, changes []ChangeResult) string {
 	var s strings.Builder
 	fmt.Fprintf(&s, "%d services × %d backends (a pool of its own each, TCP health check), M = %d: %d reals, %d table entries. "+
-		"Timed: `config.Parse`, `Config.Desired` + `controller.Planner.Plan`, `datapath.Commit` into a forwarder loaded "+
+		"Timed: `config.Parse`, `Config.Desired` + `plan.Planner.Plan`, `datapath.Commit` into a forwarder loaded "+
 		"(`datapath.Load`, private bpffs pin directory, not attached) for each cold commit.\n\n",
 		ctlServices, ctlBackends, ctlTable, ctlServices*ctlBackends, ctlServices*ctlTable)
 	s.WriteString("| cold commit | parse ms | plan ms | apply ms | total s | tables built | tables installed | reals written |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")

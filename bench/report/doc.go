@@ -17,7 +17,7 @@
 //	conntrack  bytes per tracked flow from the kernel's map memory accounting
 //	           (memlock in /proc/self/fdinfo), 20 M flows, per-packet cost once full
 //	control    3,000 services x 30 backends: file -> data plane, and one backend's
-//	           change -> data plane (config.Parse, controller.Planner, datapath.Commit)
+//	           change -> data plane (config.Parse, plan.Planner, datapath.Commit)
 //
 // Figures are printed as they are measured and gathered in a Report whose
 // JSON keys are stable (RequiredKeys lists those a full report must have);

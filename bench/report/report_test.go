@@ -16,8 +16,8 @@ import (
 
 	"github.com/xlbproject/xlb/bench/study"
 	"github.com/xlbproject/xlb/internal/config"
-	"github.com/xlbproject/xlb/internal/controller"
 	"github.com/xlbproject/xlb/internal/datapath"
+	"github.com/xlbproject/xlb/internal/plan"
 	"github.com/xlbproject/xlb/internal/testenv"
 	"github.com/xlbproject/xlb/internal/testenv/genconfig"
 )
@@ -228,7 +228,7 @@ func TestControlConfig(t *testing.T) {
 	if b := d.Services[299].Pools[0].Backends[29]; b.Addr != genconfig.BackendAddr(299, 29) || b.HealthCheck == "" {
 		t.Errorf("last backend %+v", b)
 	}
-	pl, err := controller.Plan(nil, controller.Input{Desired: d}, controller.Limits{MaxServices: 4096, MaxReals: ctlMaxReals})
+	pl, err := plan.Plan(nil, plan.Input{Desired: d}, plan.Limits{MaxServices: 4096, MaxReals: ctlMaxReals})
 	if err != nil {
 		t.Fatal(err)
 	}

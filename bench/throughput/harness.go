@@ -18,6 +18,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"github.com/xlbproject/xlb/internal/datapath"
+	"github.com/xlbproject/xlb/internal/kernelnet"
 	"github.com/xlbproject/xlb/internal/maglev"
 	"github.com/xlbproject/xlb/internal/packet"
 	"github.com/xlbproject/xlb/internal/state"
@@ -278,7 +279,7 @@ func (h *harness) stateFor(m Method) (*state.State, error) {
 	ids := map[string]uint32{}
 	for b := 1; b <= h.o.Backends; b++ {
 		a := netip.AddrFrom4([4]byte{10, 0, 1, byte(b)})
-		nh, err := datapath.LookupNextHop(a)
+		nh, err := kernelnet.LookupNextHop(a)
 		if err != nil {
 			return nil, fmt.Errorf("next hop of %s: %w", a, err)
 		}

@@ -25,7 +25,7 @@
 // the node to a backend carrying the generated packet, counts it (and per
 // backend), and drops it. Nothing reaches a network stack. The backends'
 // next hop is resolved from the namespace's FIB and neighbour table
-// (datapath.LookupNextHop, as xlbd does) and cached in the reals.
+// (kernelnet.LookupNextHop, as xlbd does) and cached in the reals.
 //
 // # Where the work runs
 //

@@ -80,6 +80,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// dispatch runs the command that args (the arguments after the program's
+// name) give, writing what it reports to stdout.
 func dispatch(args []string, stdout io.Writer) error {
 	if len(args) == 0 {
 		return usagef("missing command")
@@ -120,25 +122,7 @@ func dispatch(args []string, stdout io.Writer) error {
 
 	switch cmd {
 	case "attach":
-		m, err := decap.ParseMode(*mode)
-		if err != nil {
-			return usagef("%v", err)
-		}
-		if *guePort > 65535 {
-			return usagef("--gue-port %d is not a UDP port (0: strip no GUE)", *guePort)
-		}
-		if err := checkKernel(); err != nil {
-			return err
-		}
-		if err := decap.AttachGUE(iface, m, uint16(*guePort)); err != nil {
-			return err
-		}
-		st, err := decap.Status(iface)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "attached to %s (%s), %d local addresses\n", iface, st.Mode, len(st.LocalAddrs))
-		return nil
+		return attach(stdout, iface, *mode, *guePort)
 	case "detach":
 		if err := decap.Detach(iface); err != nil {
 			return err
@@ -153,21 +137,50 @@ func dispatch(args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "%d local addresses: %v\n", len(addrs), addrs)
 		return nil
 	default:
-		if *output != "text" && *output != "json" {
-			return usagef("-o %s (want text or json)", *output)
-		}
-		st, err := decap.Status(iface)
-		if err != nil {
-			return err
-		}
-		if *output == "json" {
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(st)
-		}
-		printStatus(stdout, st)
-		return nil
+		return status(stdout, iface, *output)
 	}
+}
+
+// attach answers `attach IFACE`: the program on iface in mode, stripping
+// GUE on guePort.
+func attach(stdout io.Writer, iface, mode string, guePort uint) error {
+	m, err := decap.ParseMode(mode)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if guePort > 65535 {
+		return usagef("--gue-port %d is not a UDP port (0: strip no GUE)", guePort)
+	}
+	if err := checkKernel(); err != nil {
+		return err
+	}
+	if err := decap.AttachGUE(iface, m, uint16(guePort)); err != nil {
+		return err
+	}
+	st, err := decap.Status(iface)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "attached to %s (%s), %d local addresses\n", iface, st.Mode, len(st.LocalAddrs))
+	return nil
+}
+
+// status answers `status IFACE` in output format text or json.
+func status(stdout io.Writer, iface, output string) error {
+	if output != "text" && output != "json" {
+		return usagef("-o %s (want text or json)", output)
+	}
+	st, err := decap.Status(iface)
+	if err != nil {
+		return err
+	}
+	if output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	printStatus(stdout, st)
+	return nil
 }
 
 // parseArgs accepts the interface before or after the options.

@@ -24,8 +24,10 @@ import (
 	"github.com/xlbproject/xlb/internal/config"
 	"github.com/xlbproject/xlb/internal/controller"
 	"github.com/xlbproject/xlb/internal/datapath"
+	"github.com/xlbproject/xlb/internal/kernelnet"
 	xmetrics "github.com/xlbproject/xlb/internal/metrics"
 	"github.com/xlbproject/xlb/internal/peersync"
+	"github.com/xlbproject/xlb/internal/plan"
 	"github.com/xlbproject/xlb/internal/prober"
 	"github.com/xlbproject/xlb/internal/version"
 )
@@ -62,16 +64,7 @@ func main() {
 	if *showVer || *kernel {
 		infoAndExit(*showVer, *kernel)
 	}
-	// `xlbd --check-config FILE`: the file may follow the flag.
-	if flag.NArg() > 0 {
-		cfgSet := false
-		flag.Visit(func(f *flag.Flag) { cfgSet = cfgSet || f.Name == "config" })
-		if !*check || flag.NArg() > 1 || cfgSet {
-			fmt.Fprintf(os.Stderr, "xlbd: unexpected arguments %q (the config file is --config FILE, or --check-config FILE)\n", flag.Args())
-			os.Exit(2)
-		}
-		*cfgPath = flag.Arg(0)
-	}
+	configArg(*check, cfgPath)
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
 		fmt.Fprintf(os.Stderr, "xlbd: --log-level: %v\n", err)
@@ -80,7 +73,7 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 	slog.SetDefault(log)
 
-	config.UseRoutes(datapath.KernelRoute)                                             // methods dr and nat need connected backends
+	config.UseRoutes(kernelnet.Route)                                                  // methods dr and nat need connected backends
 	cfg, src, err := loadConfig(context.Background(), log, *cfgPath, *nodeCfg, *cache) // cluster.go
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "xlbd: %v\n", err)
@@ -100,16 +93,7 @@ func main() {
 		}
 	}
 	if *cleanup {
-		if err := datapath.Cleanup(*pinDir); err != nil {
-			log.Error("cleanup failed", "pin_dir", *pinDir, "error", err)
-			os.Exit(1)
-		}
-		if err := cleanupKernelRoutes(cfg.BGP, log); err != nil {
-			log.Error("cleanup of the VIP routes failed", "error", err)
-			os.Exit(1)
-		}
-		log.Info("forwarder detached and pins removed", "pin_dir", *pinDir)
-		return
+		cleanupAndExit(log, *pinDir, cfg.BGP)
 	}
 	srv := serveOpts{cluster: src, tcp: *apiTCP, tls: api.TLSFiles{Cert: *tlsCert, Key: *tlsKey, CA: *tlsCA}, discardCT: *discard, probe: *probe,
 		statusPage: *page || cfg.Node.StatusPage}
@@ -122,6 +106,36 @@ func main() {
 		log.Error("xlbd stopped", "error", err)
 		os.Exit(1)
 	}
+}
+
+// configArg takes the config file from the argument after the flags,
+// as in `xlbd --check-config FILE`; it exits on any other argument.
+func configArg(check bool, cfgPath *string) {
+	if flag.NArg() == 0 {
+		return
+	}
+	cfgSet := false
+	flag.Visit(func(f *flag.Flag) { cfgSet = cfgSet || f.Name == "config" })
+	if !check || flag.NArg() > 1 || cfgSet {
+		fmt.Fprintf(os.Stderr, "xlbd: unexpected arguments %q (the config file is --config FILE, or --check-config FILE)\n", flag.Args())
+		os.Exit(2)
+	}
+	*cfgPath = flag.Arg(0)
+}
+
+// cleanupAndExit answers --cleanup: it detaches the forwarder pinned in
+// pinDir, removes its pins and the VIP routes, and exits.
+func cleanupAndExit(log *slog.Logger, pinDir string, b *config.BGP) {
+	if err := datapath.Cleanup(pinDir); err != nil {
+		log.Error("cleanup failed", "pin_dir", pinDir, "error", err)
+		os.Exit(1)
+	}
+	if err := cleanupKernelRoutes(b, log); err != nil {
+		log.Error("cleanup of the VIP routes failed", "error", err)
+		os.Exit(1)
+	}
+	log.Info("forwarder detached and pins removed", "pin_dir", pinDir)
+	os.Exit(0)
 }
 
 // infoAndExit answers --version and --check-kernel.
@@ -272,7 +286,7 @@ func startRings(ctx context.Context, log *slog.Logger, dp *datapath.Datapath, no
 // newController makes the controller and, with a bgp section, its speaker.
 func newController(log *slog.Logger, cfg *config.Config, path string, dp *datapath.Datapath, m *xmetrics.Metrics, so serveOpts, syncer *peersync.Syncer) (*controller.Controller, *bgp.Speaker, error) {
 	probe := so.probe
-	lim := controller.Limits{MaxServices: maxServices, MaxReals: maxReals}
+	lim := plan.Limits{MaxServices: maxServices, MaxReals: maxReals}
 	copts := controller.Options{Path: path, Limits: lim, Log: log, OnCommit: func(e controller.CommitEvent) {
 		m.ObserveCommit(xmetrics.Commit{Trigger: e.Trigger, Plan: e.Plan, Apply: e.Apply, Err: e.Err})
 		if syncer != nil {

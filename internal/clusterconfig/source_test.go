@@ -18,6 +18,7 @@ import (
 	"github.com/xlbproject/xlb/internal/controller"
 	"github.com/xlbproject/xlb/internal/ctl"
 	"github.com/xlbproject/xlb/internal/datapath"
+	"github.com/xlbproject/xlb/internal/plan"
 	"github.com/xlbproject/xlb/internal/testenv"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -139,7 +140,7 @@ func startNode(t *testing.T, ctx context.Context, e *etcdServer, name string, v6
 	if err != nil {
 		t.Fatalf("%s: load: %v", name, err)
 	}
-	ctl := controller.New(loadForwarder(t), controller.Options{Path: loc.String(), Limits: controller.Limits{MaxServices: 16, MaxReals: 64}})
+	ctl := controller.New(loadForwarder(t), controller.Options{Path: loc.String(), Limits: plan.Limits{MaxServices: 16, MaxReals: 64}})
 	if err := ctl.Commit(cfg); err != nil {
 		t.Fatalf("%s: commit: %v", name, err)
 	}

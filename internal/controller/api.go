@@ -15,6 +15,7 @@ import (
 	"github.com/xlbproject/xlb/internal/bgp"
 	"github.com/xlbproject/xlb/internal/config"
 	"github.com/xlbproject/xlb/internal/datapath"
+	"github.com/xlbproject/xlb/internal/health"
 	"github.com/xlbproject/xlb/internal/packet"
 	"github.com/xlbproject/xlb/internal/state"
 )
@@ -229,90 +230,118 @@ func encapName(e state.Encap) string {
 
 // Services lists every service with every backend of every pool once.
 func (a *API) Services(ctx context.Context) ([]api.ServiceInfo, error) {
-	c0, err0 := a.ctlr()
-	if err0 != nil {
-		return nil, err0
+	c, err := a.ctlr()
+	if err != nil {
+		return nil, err
 	}
 	var out []api.ServiceInfo
-	err := c0.call(ctx, func() error {
-		c := c0
+	err = c.call(ctx, func() error {
 		if c.desired == nil {
 			return nil
 		}
 		snap := c.mon.Snapshot()
 		probes := c.probesByVIP()
 		for i := range c.desired.Services {
-			s := &c.desired.Services[i]
-			key := state.VIPKey{Addr: s.VIP, Port: s.Port, Proto: uint8(s.Proto)}
-			svc := c.state.Services[key]
-			si := api.ServiceInfo{Name: s.Name, VIP: s.VIP, Port: s.Port, Proto: api.Proto(s.Proto),
-				Scheduler: schedName(s.Scheduler), TableSize: s.TableSize, Encap: s.Encap.String(), Probe: probes[key.String()]}
-			if p, ok := s.ActivePoolWith(snap.Healthy); ok {
-				si.ActivePool = p.Name
-			}
-			if p := s.Persistence; p.Timeout != 0 {
-				si.Persistence = &api.Persistence{Timeout: p.Timeout, Group: p.Group,
-					Netmask: uint8(config.Prefix(p.Netmask, 32)), Netmask6: uint8(config.Prefix(p.Netmask6, 128))}
-			}
-			for _, p := range s.Pools {
-				si.Pools = append(si.Pools, p.Name)
-			}
-			entries := map[uint32]uint32{}
-			realOf := map[netip.Addr]uint32{}
-			if svc != nil {
-				si.ID = svc.SvcID
-				if cnt, err := c.dp.ServiceCounters(svc.SvcID); err == nil {
-					si.Counters = api.Counters(cnt)
-				}
-				for _, rid := range svc.Table {
-					entries[rid]++
-				}
-				for id, r := range c.state.Reals.All() {
-					if r.SvcID == svc.SvcID {
-						realOf[r.Addr] = id
-					}
-				}
-			}
-			seen := map[netip.Addr]bool{}
-			for _, p := range s.Pools {
-				for _, b := range p.Backends {
-					if seen[b.Addr] {
-						continue
-					}
-					seen[b.Addr] = true
-					bi := api.BackendInfo{Address: b.Addr, Service: s.Name, Pool: p.Name, Weight: b.Weight, Drain: b.Drain,
-						Encap: s.EncapFor(b).String()}
-					for _, k := range []overrideKey{{"", b.Addr}, {s.Name, b.Addr}} {
-						if o := c.overrides[k]; o != nil {
-							bi.Override = &api.Override{Weight: o.weight, Drain: o.drain, Since: o.since}
-						}
-					}
-					bi.Health = api.Health{Check: b.HealthCheck, Healthy: true, Known: true}
-					if b.HealthCheck != "" {
-						h := snap[config.HealthKey{Addr: b.Addr, Check: b.HealthCheck}]
-						bi.Health = api.Health{Check: b.HealthCheck, Healthy: h.Healthy, Known: h.Known, Since: h.Since,
-							LastError: h.LastErr, LastProbe: h.LastProbe}
-					}
-					if rid, ok := realOf[b.Addr]; ok {
-						bi.RealID = rid
-						bi.InDataPlane = c.state.Reals.At(rid).Active
-						bi.Local = c.state.Reals.At(rid).NextHop.Local
-						bi.TableEntries = entries[rid]
-						if cnt, err := c.dp.RealCounters(rid); err == nil {
-							bi.Counters = api.Counters(cnt)
-						}
-						if cn, err := c.dp.RealConns(rid); err == nil {
-							bi.ActiveConns, bi.InactConns = cn.Active, cn.Inactive
-						}
-					}
-					si.Backends = append(si.Backends, bi)
-				}
-			}
-			out = append(out, si)
+			out = append(out, c.serviceInfo(&c.desired.Services[i], snap, probes))
 		}
 		return nil
 	})
 	return out, err
+}
+
+// serviceInfo is desired service s as the API shows it: its settings, its
+// data plane id and counters, and each of its backends once (the first
+// pool that lists it).
+func (c *Controller) serviceInfo(s *config.DesiredService, snap health.Snapshot, probes map[string]*api.Probe) api.ServiceInfo {
+	key := state.VIPKey{Addr: s.VIP, Port: s.Port, Proto: uint8(s.Proto)}
+	si := api.ServiceInfo{Name: s.Name, VIP: s.VIP, Port: s.Port, Proto: api.Proto(s.Proto),
+		Scheduler: schedName(s.Scheduler), TableSize: s.TableSize, Encap: s.Encap.String(), Probe: probes[key.String()]}
+	if p, ok := s.ActivePoolWith(snap.Healthy); ok {
+		si.ActivePool = p.Name
+	}
+	if p := s.Persistence; p.Timeout != 0 {
+		si.Persistence = &api.Persistence{Timeout: p.Timeout, Group: p.Group,
+			Netmask: uint8(config.Prefix(p.Netmask, 32)), Netmask6: uint8(config.Prefix(p.Netmask6, 128))}
+	}
+	for _, p := range s.Pools {
+		si.Pools = append(si.Pools, p.Name)
+	}
+	entries := map[uint32]uint32{}
+	realOf := map[netip.Addr]uint32{}
+	if svc := c.state.Services[key]; svc != nil {
+		si.ID = svc.SvcID
+		if cnt, err := c.dp.ServiceCounters(svc.SvcID); err == nil {
+			si.Counters = api.Counters(cnt)
+		}
+		for _, rid := range svc.Table {
+			entries[rid]++
+		}
+		for id, r := range c.state.Reals.All() {
+			if r.SvcID == svc.SvcID {
+				realOf[r.Addr] = id
+			}
+		}
+	}
+	seen := map[netip.Addr]bool{}
+	for _, p := range s.Pools {
+		for _, b := range p.Backends {
+			if seen[b.Addr] {
+				continue
+			}
+			seen[b.Addr] = true
+			bi := c.backendInfo(s, p.Name, b, snap)
+			if rid, ok := realOf[b.Addr]; ok {
+				c.realInfo(&bi, rid, entries[rid])
+			}
+			si.Backends = append(si.Backends, bi)
+		}
+	}
+	return si
+}
+
+// backendInfo is backend b of service s, listed by pool, as the config,
+// the runtime overrides and the health checks have it.
+func (c *Controller) backendInfo(s *config.DesiredService, pool string, b config.Backend, snap health.Snapshot) api.BackendInfo {
+	bi := api.BackendInfo{Address: b.Addr, Service: s.Name, Pool: pool, Weight: b.Weight, Drain: b.Drain,
+		Encap: s.EncapFor(b).String()}
+	for _, k := range []overrideKey{{"", b.Addr}, {s.Name, b.Addr}} {
+		if o := c.overrides[k]; o != nil {
+			bi.Override = &api.Override{Weight: o.weight, Drain: o.drain, Since: o.since}
+		}
+	}
+	bi.Health = api.Health{Check: b.HealthCheck, Healthy: true, Known: true}
+	if b.HealthCheck != "" {
+		h := snap[config.HealthKey{Addr: b.Addr, Check: b.HealthCheck}]
+		bi.Health = api.Health{Check: b.HealthCheck, Healthy: h.Healthy, Known: h.Known, Since: h.Since,
+			LastError: h.LastErr, LastProbe: h.LastProbe}
+	}
+	return bi
+}
+
+// realInfo adds to bi the data plane's view of its real rid: whether it
+// is active, its share of the service's table (entries), its counters and
+// connections.
+func (c *Controller) realInfo(bi *api.BackendInfo, rid, entries uint32) {
+	r := c.state.Reals.At(rid)
+	bi.RealID = rid
+	bi.InDataPlane = r.Active
+	bi.Local = r.NextHop.Local
+	bi.TableEntries = entries
+	if cnt, err := c.dp.RealCounters(rid); err == nil {
+		bi.Counters = api.Counters(cnt)
+	}
+	if cn, err := c.dp.RealConns(rid); err == nil {
+		bi.ActiveConns, bi.InactConns = cn.Active, cn.Inactive
+	}
+}
+
+// schedName is the scheduler's name as the file spells it (maglev when
+// none was set).
+func schedName(s config.Scheduler) string {
+	if s == 0 {
+		return config.SchedulerMaglev.String()
+	}
+	return s.String()
 }
 
 // GlobalCounters returns the data plane's global counters.

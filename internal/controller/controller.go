@@ -1,7 +1,7 @@
 // Package controller owns every change to the data plane: one reconcile
 // loop turns a validated config, the backends' health and the forwarder's
-// self-check into a planned state (Plan, pure), commits it through the
-// datapath and tells the BGP speaker what to announce.
+// self-check into a planned state (package plan, pure), commits it
+// through the datapath and tells the BGP speaker what to announce.
 package controller
 
 import (
@@ -17,6 +17,8 @@ import (
 	"github.com/xlbproject/xlb/internal/config"
 	"github.com/xlbproject/xlb/internal/datapath"
 	"github.com/xlbproject/xlb/internal/health"
+	"github.com/xlbproject/xlb/internal/kernelnet"
+	"github.com/xlbproject/xlb/internal/plan"
 	"github.com/xlbproject/xlb/internal/prober"
 	"github.com/xlbproject/xlb/internal/state"
 )
@@ -50,10 +52,10 @@ type Announcer interface {
 type Controller struct {
 	log     *slog.Logger
 	dp      *datapath.Datapath
-	limits  Limits
+	limits  plan.Limits
 	path    string
 	mon     *health.Monitor
-	planner *Planner
+	planner *plan.Planner
 	bgp     Announcer
 	cfg     *config.Config
 	desired *config.Desired
@@ -63,7 +65,7 @@ type Controller struct {
 	drained     bool // node drain requested
 	// nexthops are the backends' resolved next hops, planned into the
 	// reals so the forwarder needs no FIB lookup per packet.
-	nexthops NextHops
+	nexthops plan.NextHops
 
 	calls     chan func()     // work from API goroutines, run by Run's loop
 	base      *config.Desired // the config's desired state, before overrides
@@ -103,7 +105,7 @@ type CommitEvent struct {
 // Options configure New.
 type Options struct {
 	Path   string // config file, reread by Reload
-	Limits Limits
+	Limits plan.Limits
 	Log    *slog.Logger
 	BGP    Announcer // nil: no BGP
 	// HealthInitial is how targets of the first config start (default:
@@ -127,7 +129,7 @@ func New(dp *datapath.Datapath, o Options) *Controller {
 	c := &Controller{
 		log: o.Log, dp: dp, limits: o.Limits, path: o.Path, bgp: o.BGP,
 		mon:         health.New(health.Options{Logger: o.Log, Initial: o.HealthInitial}),
-		planner:     NewPlanner(o.Limits),
+		planner:     plan.NewPlanner(o.Limits),
 		state:       dp.Snapshot(),
 		forwarderOK: true,
 		calls:       make(chan func()),
@@ -211,7 +213,7 @@ func nextHopAddrs(d *config.Desired) []netip.Addr {
 // kernel's FIB.
 func (c *Controller) resolveNextHops(d *config.Desired, all bool) (changed bool) {
 	lookup := func(a netip.Addr) state.NextHop {
-		nh, err := datapath.LookupNextHop(a)
+		nh, err := kernelnet.LookupNextHop(a)
 		if err != nil {
 			c.log.Debug("next hop not resolved", "address", a, "error", err)
 		}
@@ -241,7 +243,7 @@ func (c *Controller) resolveNextHops(d *config.Desired, all bool) (changed bool)
 	}
 	if changed {
 		c.nhGen++
-		c.nexthops = NextHops{Gen: c.nhGen, ByAddr: next}
+		c.nexthops = plan.NextHops{Gen: c.nhGen, ByAddr: next}
 	}
 	return changed
 }
@@ -265,7 +267,7 @@ func (c *Controller) apply(d *config.Desired, what, trigger string) (err error) 
 	var (
 		planned time.Duration
 		as      datapath.ApplyStats
-		pl      Planned
+		pl      plan.Planned
 	)
 	defer func() {
 		if c.onCommit != nil {
@@ -274,7 +276,7 @@ func (c *Controller) apply(d *config.Desired, what, trigger string) (err error) 
 		}
 	}()
 	c.resolveNextHops(d, false)
-	pl, err = c.planner.Plan(c.state, Input{Desired: d, Healthy: c.mon.Snapshot().Healthy, NextHops: c.nexthops})
+	pl, err = c.planner.Plan(c.state, plan.Input{Desired: d, Healthy: c.mon.Snapshot().Healthy, NextHops: c.nexthops})
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
@@ -502,15 +504,15 @@ func (c *Controller) keepNeighbours() {
 		return
 	}
 	for _, a := range nextHopAddrs(c.desired) {
-		nh, err := datapath.ResolveNextHop(a)
+		nh, err := kernelnet.ResolveNextHop(a)
 		if err == nil && !nh.Local {
-			err = datapath.KeepNeighbour(nh)
+			err = kernelnet.KeepNeighbour(nh)
 		}
 		if err != nil {
 			c.log.Warn("next hop not kept resolved; first packets may use the fallback gateway", "address", a, "error", err)
 		}
 	}
-	if usesNAT(c.desired) {
+	if plan.UsesNAT(c.desired) {
 		c.keepGateways() // methods.go
 	}
 }

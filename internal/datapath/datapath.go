@@ -28,6 +28,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
+	"github.com/xlbproject/xlb/internal/kernelnet"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,7 +39,7 @@ const BPFFSRoot = "/sys/fs/bpf/xlb"
 type Mode string
 
 // Attach modes. ModeAuto tries native XDP first and falls back to generic
-// when native fails or would not deliver (txpeer.go).
+// when native fails or would not deliver (kernelnet.NativeTXProblem).
 const (
 	ModeAuto    Mode = "auto"
 	ModeNative  Mode = "native"
@@ -213,7 +214,7 @@ func Open(o Options) (*Datapath, error) {
 	if err != nil {
 		return nil, err
 	}
-	if changed, err := EnableForwarding(o.Interface); err != nil {
+	if changed, err := kernelnet.EnableForwarding(o.Interface); err != nil {
 		d.Close()
 		return nil, err
 	} else if changed {
@@ -379,9 +380,10 @@ func (d *Datapath) pinnedLink() (link.Link, error) {
 }
 
 // attachMode attaches the program in mode m. In native mode it checks
-// that the interface delivers what XDP sends (txpeer.go): under
-// xdp_mode auto a device that does not is an error (the caller falls
-// back to generic); under native it is logged as an error and attached.
+// that the interface delivers what XDP sends
+// (kernelnet.NativeTXProblem): under xdp_mode auto a device that does
+// not is an error (the caller falls back to generic); under native it is
+// logged as an error and attached.
 func (d *Datapath) attachMode(m Mode) (link.Link, error) {
 	flags := link.XDPDriverMode
 	if m == ModeGeneric {
@@ -397,7 +399,7 @@ func (d *Datapath) attachMode(m Mode) (link.Link, error) {
 	if m != ModeNative {
 		return l, nil
 	}
-	problem, perr := nativeTXProblem(d.ifindex, d.opts.Interface)
+	problem, perr := kernelnet.NativeTXProblem(d.ifindex, d.opts.Interface)
 	switch {
 	case perr != nil:
 		d.log.Warn("cannot verify that native XDP delivers; the self-check watches the transmit counters", "interface", d.opts.Interface, "error", perr)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
+	"github.com/xlbproject/xlb/internal/packet"
 	"github.com/xlbproject/xlb/internal/progrun"
 	"golang.org/x/sys/unix"
 )
@@ -63,7 +64,7 @@ type heldFrame struct {
 // frames of datagrams whose first fragment has not come, bounded and
 // expiring, and re-injects them when the program reports the first
 // fragment's decision; and it fragments the datagrams the program hands
-// it as too big (fragneeded.go), re-injecting the pieces.
+// it as too big (packet.SplitFrame), re-injecting the pieces.
 type FragHolder struct {
 	opts     FragHoldOptions
 	rd       *ringbuf.Reader
@@ -220,10 +221,14 @@ func (h *FragHolder) inject(frame []byte, ifindex uint32) {
 	h.st.Released++
 }
 
-// fragment splits a FRAGMENT record's frame into pieces of at most
-// maxIP bytes and re-injects each; runs with h.mu held.
+// fragment splits a FRAGMENT record's frame (bpf/toobig.h: an IPv4
+// datagram without DF that does not fit its backend's egress once
+// encapsulated) into pieces of at most maxIP bytes (IP length) and
+// re-injects each: the program sends a piece by the datagram's
+// XLB_FRAG_LOCAL entry in the fragment table, the backend the whole
+// datagram was given. Runs with h.mu held.
 func (h *FragHolder) fragment(frame []byte, maxIP int, ifindex uint32) {
-	pieces, err := splitFrame(frame, maxIP)
+	pieces, err := packet.SplitFrame(frame, maxIP)
 	if err != nil {
 		h.st.FragmentErrs++
 		return

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
+	"github.com/xlbproject/xlb/internal/kernelnet"
 	"github.com/xlbproject/xlb/internal/packet"
 	"golang.org/x/sys/unix"
 )
@@ -60,7 +61,7 @@ func TestTooBigUnresolvedNextHop(t *testing.T) {
 			t.Fatal(err)
 		}
 		// bpf_fib_lookup answers for an interface that forwards (as xlbd sets it)
-		if _, err := EnableForwarding("lo"); err != nil {
+		if _, err := kernelnet.EnableForwarding("lo"); err != nil {
 			t.Fatal(err)
 		}
 		tcp := func(src, dst netip.Addr, n int) packet.Flow {

@@ -1,6 +1,10 @@
 package datapath
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/xlbproject/xlb/internal/kernelnet"
+)
 
 // anyModeTXProblem says why no XDP mode can deliver on the interface
 // (ifindex, name): a veth whose peer is down drops every frame sent on
@@ -8,7 +12,7 @@ import "fmt"
 // nothing is known against it (not a veth, a peer that is up, or one that
 // cannot be looked at).
 func anyModeTXProblem(ifindex int, name string) string {
-	p, isVeth, err := lookupVethPeer(ifindex)
+	p, isVeth, err := kernelnet.LookupVethPeer(ifindex)
 	if err != nil || !isVeth || p.Up {
 		return ""
 	}

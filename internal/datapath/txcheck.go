@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/vishvananda/netlink"
+	"github.com/xlbproject/xlb/internal/kernelnet"
 )
 
 // ErrNoTransmit is wrapped by self-check failures of the transmit check.
@@ -55,7 +56,7 @@ func (d *Datapath) TX() TXStatus { return d.tx.last }
 func (d *Datapath) CheckTX() TXStatus {
 	st := TXStatus{OK: true}
 	if d.mode == ModeNative {
-		problem, err := nativeTXProblem(d.ifindex, d.opts.Interface)
+		problem, err := kernelnet.NativeTXProblem(d.ifindex, d.opts.Interface)
 		switch {
 		case err != nil:
 			st.Detail = err.Error() + "; only the transmit counters are checked"

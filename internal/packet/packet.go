@@ -2,7 +2,8 @@
 // (+802.1Q), IPv4 (with options), IPv6 (with extension headers), TCP, UDP,
 // and the GRE and IP-in-IP encapsulations. Checksums are computed, so built
 // frames are what a real stack would send. Used by tests, the fuzzer and
-// `xlbctl explain`; nothing here is on the packet path.
+// `xlbctl explain`; nothing here is on the packet path but SplitFrame,
+// with which xlbd fragments the datagrams the forwarder hands it.
 package packet
 
 import (

@@ -1,7 +1,7 @@
 // Package state is the data plane's content as the control plane plans it:
 // node settings, services (VIPs) with their Maglev tables, and reals
 // (backends of services) with their next hops. It has no kernel or I/O
-// dependency: the planner (internal/controller) makes states, the datapath
+// dependency: the planner (internal/plan) makes states, the datapath
 // (internal/datapath) writes them into the forwarder's maps.
 //
 // A State is a value that is never changed once it is handed on: a new

@@ -1,25 +1,18 @@
-package datapath
+package packet
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-
-	"github.com/xlbproject/xlb/internal/packet"
 )
 
-// FRAGMENT records (bpf/toobig.h): an IPv4 datagram without DF that does
-// not fit its backend's egress once encapsulated. The holder splits it
-// into pieces of at most the record's size (IP length) and runs each
-// through the program, which sends it by the datagram's XLB_FRAG_LOCAL
-// entry in the fragment table: the backend the whole datagram was given.
-
-// splitFrame splits the IPv4 datagram of frame (Ethernet, up to two VLAN
+// SplitFrame splits the IPv4 datagram of frame (Ethernet, up to two VLAN
 // tags) into frames of the same L2 header whose IP datagrams are at most
 // maxIP bytes (RFC 791 fragmentation: offsets in 8-byte units, MF on all
 // but the last, the original's MF and offset kept, options whose copied
-// flag is set repeated in every piece).
-func splitFrame(frame []byte, maxIP int) ([][]byte, error) {
+// flag is set repeated in every piece). The forwarder's fragment holder
+// splits with it the datagrams too big for their backend's egress.
+func SplitFrame(frame []byte, maxIP int) ([][]byte, error) {
 	l3, err := l2Len(frame)
 	if err != nil {
 		return nil, err
@@ -67,7 +60,7 @@ func splitFrame(frame []byte, maxIP int) ([][]byte, error) {
 		}
 		binary.BigEndian.PutUint16(p[6:], nfo)
 		binary.BigEndian.PutUint16(p[10:], 0)
-		binary.BigEndian.PutUint16(p[10:], packet.Checksum(p[:h]))
+		binary.BigEndian.PutUint16(p[10:], Checksum(p[:h]))
 		out = append(out, piece)
 		off = end
 	}

@@ -1,4 +1,4 @@
-package controller
+package plan
 
 import (
 	"cmp"
@@ -25,7 +25,7 @@ func nodeState(desired *config.Desired, nh NextHops) state.Node {
 		Fragments:        fragPool(n, nh),
 		TraceRate:        n.TraceRate,
 		GUEPort:          n.GUEPort,
-		NAT:              usesNAT(desired),
+		NAT:              UsesNAT(desired),
 		Timeouts: state.Timeouts{
 			TCPSyn: n.Timeouts.TCPSyn, TCP: n.Timeouts.TCP,
 			TCPFin: n.Timeouts.TCPFin, UDP: n.Timeouts.UDP,
@@ -54,8 +54,8 @@ func fragPool(n config.Node, nh NextHops) state.FragPool {
 	return p
 }
 
-// usesNAT reports whether some backend of desired is reached by NAT.
-func usesNAT(d *config.Desired) bool {
+// UsesNAT reports whether some backend of desired is reached by NAT.
+func UsesNAT(d *config.Desired) bool {
 	for i := range d.Services {
 		s := &d.Services[i]
 		for _, p := range s.Pools {

@@ -1,4 +1,9 @@
-package datapath
+// Package kernelnet asks the kernel's networking what the forwarder
+// depends on and cannot see from XDP: routes and next hops (netlink FIB
+// lookups), neighbour entries kept resolved, forwarding sysctls and
+// whether a veth's peer can receive what XDP sends. It touches no BPF
+// map or program.
+package kernelnet
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package datapath
+package kernelnet
 
 // The veth transmit check: a frame a native XDP program sends on a veth
 // (XDP_TX, XDP_REDIRECT) is only received when the peer veth is up and
@@ -19,8 +19,8 @@ import (
 // (in a network namespace this one has no id for, or the query failed).
 var ErrPeerNotVisible = errors.New("veth peer not visible")
 
-// vethPeer is what the transmit check needs to know of a veth's peer.
-type vethPeer struct {
+// VethPeer is what the transmit check needs to know of a veth's peer.
+type VethPeer struct {
 	Name    string
 	Index   int
 	NetNsID int // -1: same namespace
@@ -28,9 +28,11 @@ type vethPeer struct {
 	XDP     bool // an XDP program is attached
 }
 
-// lookupVethPeer returns the peer of the interface ifindex; isVeth is false
-// (and nothing else set) when the interface is not a veth.
-func lookupVethPeer(ifindex int) (p vethPeer, isVeth bool, err error) {
+// LookupVethPeer returns the peer of the interface ifindex; isVeth is false
+// (and nothing else set) when the interface is not a veth. An error
+// wrapping ErrPeerNotVisible means the interface is a veth whose peer
+// could not be looked at.
+func LookupVethPeer(ifindex int) (p VethPeer, isVeth bool, err error) {
 	l, err := netlink.LinkByIndex(ifindex)
 	if err != nil {
 		return p, false, fmt.Errorf("interface %d: %w", ifindex, err)
@@ -79,12 +81,12 @@ func linkInNetNs(ifindex, nsid int) (netlink.Link, error) {
 	return netlink.LinkDeserialize(nil, msgs[0])
 }
 
-// nativeTXProblem says why a native XDP program on the interface
+// NativeTXProblem says why a native XDP program on the interface
 // (ifindex, name) cannot transmit what it sends, or "" if nothing is
 // known against it (not a veth, or a peer that is up and runs XDP). An
 // error wrapping ErrPeerNotVisible means the peer could not be checked.
-func nativeTXProblem(ifindex int, name string) (string, error) {
-	p, isVeth, err := lookupVethPeer(ifindex)
+func NativeTXProblem(ifindex int, name string) (string, error) {
+	p, isVeth, err := LookupVethPeer(ifindex)
 	if err != nil || !isVeth {
 		return "", err
 	}

@@ -1,4 +1,4 @@
-package datapath
+package kernelnet
 
 import (
 	"net/netip"
@@ -7,12 +7,12 @@ import (
 	"github.com/xlbproject/xlb/internal/config"
 )
 
-// KernelRoute is config.RouteLookup by the kernel's FIB (what `ip route
+// Route is config.RouteLookup by the kernel's FIB (what `ip route
 // get` answers): whether a is local, or reached through a gateway, and
 // the outgoing interface. xlbd gives it to config.UseRoutes, so methods
 // dr and nat are refused toward backends that are not on a directly
 // connected segment.
-func KernelRoute(a netip.Addr) (config.Route, error) {
+func Route(a netip.Addr) (config.Route, error) {
 	nh, err := ResolveNextHop(a)
 	if err != nil {
 		return config.Route{}, err

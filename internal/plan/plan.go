@@ -1,4 +1,10 @@
-package controller
+// Package plan computes, without I/O, the data plane state that a desired
+// config and the backends' health ask for, and how it differs from the
+// state before: service and real ids kept across commits, a Maglev table
+// per service (built on every CPU, reused while its inputs are unchanged),
+// each scheduler's backend list and persistence. The controller's loop
+// feeds it and commits what it returns.
+package plan
 
 import (
 	"fmt"
