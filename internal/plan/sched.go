@@ -84,15 +84,6 @@ func gcd(a, b uint32) uint32 {
 	return a
 }
 
-// schedName is the scheduler's name as the file spells it (maglev when
-// none was set).
-func schedName(s config.Scheduler) string {
-	if s == 0 {
-		return config.SchedulerMaglev.String()
-	}
-	return s.String()
-}
-
 // persistOf gives sc the persistence of service s (id): templates keyed
 // by the service id, or by its group's (FNV-1a of the name, top bit set:
 // never a service id), over the usable backends' list.

@@ -1,4 +1,4 @@
-package controller
+package plan
 
 // The wrr scheduler's Go part (bpf/sched/wrr.h is its C): the stride the
 // data plane walks the line of weights by (sched.Info.Stride).
