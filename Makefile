@@ -9,7 +9,7 @@ export GOFLAGS
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 LDFLAGS := -X github.com/xlbproject/xlb/internal/version.Version=$(VERSION)
 
-.PHONY: all deps generate proto build check test test-unit test-packages test-e2e-a test-e2e-b test-alone fuzz demo bench performance check-generated clean dist install deb
+.PHONY: all deps generate proto build check test test-unit test-packages test-e2e-a test-e2e-b test-e2e-c test-alone fuzz demo bench performance check-generated clean dist install deb
 
 all: build
 
@@ -53,8 +53,8 @@ check:
 # Every test, phase by phase: scripts/phases.sh announces each phase and
 # prints their times at the end. The binaries are built once (e2e and lab
 # run bin/'s). Most of the time is spent waiting (daemons converging,
-# timeouts, ticks), so the "parallel" phase runs four lanes side by side:
-# e2e in two groups (every test builds its own lab: a random namespace
+# timeouts, ticks), so the "parallel" phase runs five lanes side by side:
+# e2e in three groups (every test builds its own lab: a random namespace
 # prefix, its own pins, daemons, ports and etcd), the other packages two
 # at a time (their namespaces, veths and pin directories are private or
 # randomly named too), and make fuzz. The "alone" phase then runs what
@@ -63,23 +63,27 @@ test:
 	@./scripts/phases.sh "make test" \
 		build "$(MAKE) --no-print-directory build" \
 		vet "$(GO) vet ./..." \
-		parallel "$(MAKE) --no-print-directory -j4 test-e2e-a test-e2e-b test-packages fuzz" \
+		parallel "$(MAKE) --no-print-directory -j5 test-e2e-a test-e2e-b test-e2e-c test-packages fuzz" \
 		alone "$(MAKE) --no-print-directory test-alone"
 
 TEST_TIMEOUT ?= 30m
 # TEST_ALONE: packages that want the machine to themselves (the bench
 # smoke run has deadlines); E2E_ALONE: e2e's floods, which time every
-# message; E2E_A and E2E_B split the rest of e2e into two groups.
+# message; E2E_A, E2E_B and E2E_C split the rest of e2e into three
+# groups of about equal time.
 TEST_ALONE ?= ./bench/report
 E2E_ALONE  ?= ^(TestSYNFloodKeepsEstablished|TestACKFloodKeepsEstablished|TestUDPFloodKeepsEstablished)$$
-E2E_A      ?= ^Test[A-O]
-E2E_B      ?= ^Test[P-Z]
+E2E_A      ?= ^Test[A-M]
+E2E_B      ?= ^Test[N-R]
+E2E_C      ?= ^Test[S-Z]
 test-packages:
 	$(GO) test -count=1 -p 2 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e '/e2e$$' $(addprefix -e ,$(patsubst ./%,'/%$$',$(TEST_ALONE))))
 test-e2e-a:
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '$(E2E_A)' -skip '$(E2E_ALONE)' ./e2e
 test-e2e-b:
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '$(E2E_B)' -skip '$(E2E_ALONE)' ./e2e
+test-e2e-c:
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '$(E2E_C)' -skip '$(E2E_ALONE)' ./e2e
 test-alone:
 	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) $(TEST_ALONE)
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '$(E2E_ALONE)' ./e2e
