@@ -9,7 +9,7 @@ export GOFLAGS
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 LDFLAGS := -X github.com/xlbproject/xlb/internal/version.Version=$(VERSION)
 
-.PHONY: all deps generate proto build test test-unit fuzz demo bench check-generated clean dist install deb
+.PHONY: all deps generate proto build check test test-unit test-packages test-e2e-a test-e2e-b test-alone fuzz demo bench performance check-generated clean dist install deb
 
 all: build
 
@@ -33,29 +33,77 @@ proto:
 		--go-grpc_out=api --go-grpc_opt=paths=source_relative \
 		$(PROTOS)
 
+# bin/xlbd-variant is xlbd with the upgrade variant of the forwarder
+# (bpf/xlb_variant.c): the e2e restart tests run it beside bin/xlbd.
 build: deps
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
+	$(GO) build -tags xlb_variant -ldflags '$(LDFLAGS)' -o $(BIN)/xlbd-variant ./cmd/xlbd
 
-# Privileged tests (netns, XDP) run serially: they share the kernel.
-test: build
-	$(GO) vet ./...
-	$(GO) test -count=1 -p 1 -timeout 40m ./...
-	@$(MAKE) --no-print-directory fuzz
+# The inner loop (minutes): vet, the unit tests and the BPF_PROG_TEST_RUN
+# fixtures, then the generated-file check. -short leaves out every test
+# that builds network namespaces, veths or labs (testenv.RequireNetns).
+# Needs root for the fixtures.
+check:
+	@./scripts/phases.sh "make check" \
+		vet "$(GO) vet ./..." \
+		unit "$(GO) test -count=1 -short -timeout 10m ./..." \
+		generated "$(MAKE) --no-print-directory check-generated"
+
+# Every test, phase by phase: scripts/phases.sh announces each phase and
+# prints their times at the end. The binaries are built once (e2e and lab
+# run bin/'s). Lanes run side by side where they share nothing and do
+# not starve each other: the packages other than e2e two at a time beside
+# make fuzz (their namespaces are anonymous or randomly named, their pin
+# directories random), then e2e in two groups (every test builds its own
+# lab: a random namespace prefix, its own pins, daemons, ports and etcd).
+# Each e2e test starts xlbd, whose forwarder the kernel verifies in
+# seconds of CPU: beside the CPU-bound lanes, or in three groups, starts
+# missed the tests' 20 s deadlines on two cores. The "alone" phase runs
+# what measures or floods and wants the machine to itself.
+test:
+	@./scripts/phases.sh "make test" \
+		build "$(MAKE) --no-print-directory build" \
+		vet "$(GO) vet ./..." \
+		packages "$(MAKE) --no-print-directory -j2 test-packages fuzz" \
+		e2e "$(MAKE) --no-print-directory -j2 test-e2e-a test-e2e-b" \
+		alone "$(MAKE) --no-print-directory test-alone"
+
+TEST_TIMEOUT ?= 30m
+# TEST_ALONE: packages that want the machine to themselves (the bench
+# smoke run has deadlines); E2E_ALONE: e2e's floods, which time every
+# message; E2E_A and E2E_B split the rest of e2e into two groups of about
+# equal time (310 and 381 s of the 690 s measured one test at a time).
+TEST_ALONE ?= ./bench/report
+E2E_ALONE  ?= ^(TestSYNFloodKeepsEstablished|TestACKFloodKeepsEstablished|TestUDPFloodKeepsEstablished)$$
+E2E_A      ?= ^Test[A-P]
+E2E_B      ?= ^Test[Q-Z]
+test-packages:
+	$(GO) test -count=1 -p 2 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e '/e2e$$' $(addprefix -e ,$(patsubst ./%,'/%$$',$(TEST_ALONE))))
+test-e2e-a:
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '$(E2E_A)' -skip '$(E2E_ALONE)' ./e2e
+test-e2e-b:
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '$(E2E_B)' -skip '$(E2E_ALONE)' ./e2e
+test-alone:
+	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) $(TEST_ALONE)
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '$(E2E_ALONE)' ./e2e
 
 # Fuzzing, bounded: the packet fuzzer at its full size
 # (10 M random and mutated packets through the loaded forwarder), then the
 # native Go fuzzers of the config decoder, of its fast YAML reader against
-# yaml.v3, of the API's request decoding and of the sync message decoder
-# for FUZZTIME each (plain `go test` runs only their seeds).
+# yaml.v3, of the API's request decoding, of the API's frame describer and
+# of the sync message decoder for FUZZTIME each (plain `go test` runs only
+# their seeds).
 FUZZTIME ?= 30s
 fuzz:
 	XLB_FUZZ_PACKETS=10000000 $(GO) test -count=1 -run '^TestPacketFuzz$$' -v ./internal/datapath
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -parallel 2 ./internal/config
 	$(GO) test -run '^$$' -fuzz '^FuzzFastPathMatchesYAML$$' -fuzztime $(FUZZTIME) -parallel 2 ./internal/config
 	$(GO) test -run '^$$' -fuzz '^FuzzAPIRequests$$' -fuzztime $(FUZZTIME) -parallel 2 ./internal/api
+	$(GO) test -run '^$$' -fuzz '^FuzzDescribeFrame$$' -fuzztime $(FUZZTIME) -parallel 2 ./internal/api
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -parallel 2 ./internal/peersync
 
+# The unit tests alone: make check's test phase.
 test-unit:
 	$(GO) test -count=1 -short ./...
 
@@ -63,8 +111,8 @@ demo: build
 	./$(BIN)/xlb-lab demo
 	./$(BIN)/xlb-lab demo --scale
 
-check-generated: generate
-	@git diff --exit-code -- bpf internal api bench lab docs/CONFIG.md || { echo "generated files differ from the committed ones: run 'make generate' and commit" >&2; exit 1; }
+check-generated: generate performance
+	@git diff --exit-code -- bpf internal api bench lab docs/CONFIG.md docs/PERFORMANCE.md || { echo "generated files differ from the committed ones: run 'make generate' (docs/PERFORMANCE.md: make performance) and commit" >&2; exit 1; }
 	@test -z "$$(git status --porcelain --untracked-files=all -- internal bpf api bench lab)" || { git status --porcelain -- internal bpf api bench lab; echo "untracked generated files: commit them" >&2; exit 1; }
 
 clean:
@@ -125,6 +173,12 @@ BENCH_FLAGS ?=
 bench: build
 	$(GO) build -o $(BIN)/ ./cmd/xlb-bench
 	./$(BIN)/xlb-bench -out bench/out -profile bench/out/profiles $(BENCH_FLAGS) $(BENCH_PARTS)
+
+# docs/PERFORMANCE.md's figures, from bench/report.json: the committed
+# report of a full make bench (to publish a new one: make bench, copy
+# bench/out/report.json to bench/report.json, make performance).
+performance:
+	$(GO) run ./cmd/xlb-bench -docs docs/PERFORMANCE.md -report bench/report.json
 
 # Every part shortened (under two minutes): proves they work, as CI's
 # TestBenchSmoke does; figures not for quoting. Writes bench/out/smoke.

@@ -58,7 +58,7 @@ func probesUp(st *pb.StatusResponse) bool {
 // VIP (returned with its next hops).
 func announcingNode(ctx context.Context, t *testing.T) (*lab.Lab, netip.Prefix, []netip.Addr) {
 	t.Helper()
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	testenv.RequireCommands(t, "nsenter", "ip", "bird", "birdc")
 	l := newLab(ctx, t, lab.Config{Backends: 2, Routing: lab.RouteNone})
 	if _, err := l.StartBIRD(ctx, lab.BIRDOptions{}); err != nil {
@@ -137,7 +137,7 @@ func TestTXBlackHoleWithdraws(t *testing.T) {
 // starts but reports the problem (self-check and transmit check failing).
 func TestModeOnVethWithoutPeerXDP(t *testing.T) {
 	proberOn(t)
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	testenv.RequireCommands(t, "nsenter", "ip")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

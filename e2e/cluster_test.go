@@ -22,7 +22,7 @@ import (
 // before anything is written. With etcd stopped, both keep forwarding and
 // their status says etcd is unreachable.
 func TestClusterConfigEtcd(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	testenv.RequireCommands(t, "nsenter", "ip", "etcd")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

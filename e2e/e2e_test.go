@@ -64,7 +64,7 @@ func newLab(ctx context.Context, t *testing.T, cfg lab.Config) *lab.Lab {
 // setupWith is setup with the generated config passed through edit.
 func setupWith(t *testing.T, weights []int, mode string, edit func(string) string) *env {
 	t.Helper()
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	testenv.RequireCommands(t, "nsenter", "ip")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

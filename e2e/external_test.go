@@ -33,6 +33,7 @@ const (
 // nodes withdraw and come back with the backends; a failed self-check
 // (forwarder detached behind xlbd's back) withdraws the node.
 func TestExternalBGP(t *testing.T) {
+	testenv.RequireNetns(t)
 	t.Run("table", func(t *testing.T) {
 		testExternalBGP(t, lab.XLBDOptions{RouteTable: externalTable}, lab.NodeBIRDOptions{KernelTable: externalTable})
 	})
@@ -55,7 +56,7 @@ type externalEnv struct {
 }
 
 func testExternalBGP(t *testing.T, opts lab.XLBDOptions, bopts lab.NodeBIRDOptions) {
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	testenv.RequireCommands(t, "nsenter", "ip", "bird", "birdc", "bpftool")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -117,7 +117,7 @@ func (r *fragReceiver) count() int {
 // backend its unfragmented 5-tuple reaches (a probe datagram of the same
 // 5-tuple, sent first, tells which).
 func TestFragmentsAcceptance(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	testenv.RequireCommands(t, "nsenter", "ip")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

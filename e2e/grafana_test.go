@@ -31,7 +31,7 @@ var targetLabels = []string{"instance", "job"}
 // the query matches or groups on.
 func TestGrafanaDashboard(t *testing.T) {
 	queries := dashboardQueries(t)
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	testenv.RequireCommands(t, "nsenter", "ip", "bird", "birdc")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -24,11 +24,21 @@ import (
 	"github.com/xlbproject/xlb/lab"
 )
 
-// buildVariantXLBD builds xlbd with the upgrade variant of the forwarder
+// variantBinary is the variant xlbd that make test builds beside the
+// others (bin/xlbd-variant), so that the tests do not build it each.
+const variantBinary = "xlbd-variant"
+
+// buildVariantXLBD returns xlbd with the upgrade variant of the forwarder
 // (go build -tags xlb_variant: bpf/xlb_variant.c, other instructions, the
-// same maps) into a temporary directory.
+// same maps): bin/xlbd-variant if make built it, else one built into a
+// temporary directory.
 func buildVariantXLBD(t *testing.T) string {
 	t.Helper()
+	if dir, err := lab.FindBinDir(); err == nil {
+		if bin := filepath.Join(dir, variantBinary); fileExists(bin) {
+			return bin
+		}
+	}
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		testenv.Unavailable(t, "the go command is needed to build the variant xlbd: %v", err)
@@ -539,4 +549,10 @@ func lastLine(out, substr string) string {
 		}
 	}
 	return ""
+}
+
+// fileExists reports whether path names an existing file.
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

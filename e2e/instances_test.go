@@ -68,7 +68,7 @@ func instanceStatus(t *testing.T, l *lab.Lab, name string) map[string]any {
 // each; a third whose VIPs overlap the first's is refused before it
 // touches the data plane.
 func TestTwoInstancesOneHost(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	testenv.RequireCommands(t, "nsenter", "ip")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -117,7 +117,7 @@ var natPorts = lab.Ports{HTTP: 8080, UDP: 8053, TCP: 8007}
 // and xlbd with the config cfg makes.
 func setupNAT(t *testing.T, weights []int, cfg func(l *lab.Lab) string) *env {
 	t.Helper()
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	testenv.RequireCommands(t, "nsenter", "ip")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -208,7 +208,7 @@ func TestMethodGUE(t *testing.T) {
 // (its own LAN address, the VIP on its lo): the node's share goes up its
 // own stack; the other two get it by direct routing.
 func TestMethodLocal(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	l := newLab(ctx, t, lab.Config{})

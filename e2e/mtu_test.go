@@ -92,7 +92,7 @@ func serveBulk(t *testing.T, b *lab.Host, vip netip.Addr) {
 // kernel having learnt the path MTU from the node's ICMP errors (its route
 // cache shows the advertised MTU).
 func TestPlainMTU(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	testenv.RequireCommands(t, "nsenter", "ip")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -50,6 +50,7 @@ func newFlows(ctx context.Context, l *lab.Lab, target netip.AddrPort, stop <-cha
 // had go on unbroken; a node drain survives a restart too (the VIP route
 // stays withdrawn until undrain).
 func TestOperatorStateSurvivesRestarts(t *testing.T) {
+	testenv.RequireNetns(t)
 	testenv.RequireCommands(t, "nsenter", "ip", "bird", "birdc")
 	variant := buildVariantXLBD(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

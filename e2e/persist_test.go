@@ -23,7 +23,7 @@ import (
 // but the unit's writable paths; unitSandbox), so this also shows the unit
 // lets the applied config persist and xlbd writes nowhere else.
 func TestAppliedConfigSurvivesRestart(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	testenv.RequireCommands(t, "nsenter", "ip", "unshare", "mount")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

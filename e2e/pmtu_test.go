@@ -46,7 +46,7 @@ import (
 // Last, a 3000-byte message is echoed over the connection (the backend now
 // sends smaller segments).
 func TestICMPFragNeededLowersBackendPMTU(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	testenv.RequireCommands(t, "nsenter", "ip", "ss")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

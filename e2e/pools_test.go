@@ -20,7 +20,7 @@ type poolsEnv struct {
 
 func setupPools(t *testing.T, cfg func(l *lab.Lab) string) *poolsEnv {
 	t.Helper()
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	testenv.RequireCommands(t, "nsenter", "ip")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -25,7 +25,7 @@ import (
 // nodes (the router also rehashes flows between survivors); undrain and
 // restoring the failed node bring them back, again with 0 breaks.
 func TestScaleOutECMP(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	testenv.RequireCommands(t, "nsenter", "ip", "bird", "birdc")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

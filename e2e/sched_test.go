@@ -33,7 +33,7 @@ func schedConfig(l *lab.Lab, weights [3]int, keys string) string {
 // config cfg gives.
 func startSched(ctx context.Context, t *testing.T, cfg func(l *lab.Lab) string) *env {
 	t.Helper()
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	testenv.RequireCommands(t, "nsenter", "ip")
 	l := newLab(ctx, t, lab.Config{Backends: 3})
 	e := &env{lab: l, config: l.Dir + "/xlbd-sched.yaml"}
@@ -231,7 +231,7 @@ func TestLeastConnections(t *testing.T) {
 // whichever node each went through: the nodes compute the same hash of
 // the client address and the same table.
 func TestMaglevSourceECMP(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	testenv.RequireCommands(t, "nsenter", "ip", "bird", "birdc")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

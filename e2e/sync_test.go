@@ -23,7 +23,7 @@ import (
 // connection table. The same steps without sync (a new lab) break the
 // sessions whose slot moved.
 func TestSyncMovedFlowKeepsBackend(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	testenv.RequireCommands(t, "nsenter", "ip")
 	with := moveScenario(t, true)
 	without := moveScenario(t, false)
@@ -180,7 +180,7 @@ func scrapeNode(t *testing.T, l *lab.Lab, i int, name string, match func(string)
 // within 5 s `xlbctl status` on every node flags the mismatch (on n2 both
 // peers, on n1 and n3 the peer n2), and the metric says so too.
 func TestSyncDriftVisible(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	testenv.RequireCommands(t, "nsenter", "ip")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -266,7 +266,7 @@ func metricLabelled(t *testing.T, l *lab.Lab, i int, name, label string) float64
 // their counts reported (the join with a weight change must break some
 // connections there and move some UDP flows, or the test shows nothing).
 func TestSyncSimultaneousChange(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	testenv.RequireCommands(t, "nsenter", "ip", "bird", "birdc")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -114,7 +114,7 @@ func TestUDPFloodKeepsEstablished(t *testing.T) {
 
 // floodKeepsEstablished runs the flood acceptance with a flood of kind.
 func floodKeepsEstablished(t *testing.T, kind throughput.FloodKind) {
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	testenv.RequireCommands(t, "nsenter", "ip", "cat")
 	if runtime.NumCPU() < 2 {
 		testenv.Unavailable(t, "the SYN-flood test needs 2 CPUs (the flood takes one), have %d", runtime.NumCPU())

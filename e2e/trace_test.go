@@ -161,7 +161,7 @@ func TestMetricsExactCounts(t *testing.T) {
 // tracer at rate per CPU.
 func traceLab(t *testing.T, ctx context.Context, rate int) *lab.Lab {
 	t.Helper()
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	testenv.RequireCommands(t, "nsenter", "ip", "bird", "birdc")
 	l := newLab(ctx, t, lab.Config{Nodes: 3, Backends: 3, Routing: lab.RouteNone})
 	if _, err := l.StartBIRD(ctx, lab.BIRDOptions{}); err != nil {

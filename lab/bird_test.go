@@ -299,7 +299,7 @@ n2_v4      BGP        ---        start  23:31:38      Active        Socket: Conn
 // BIRD with ropts and a stand-in speaker on every node with nopts(i).
 func startBGPLab(t *testing.T, n int, ropts BIRDOptions, nopts func(i int) NodeBIRDOptions) (*Lab, *BIRD, []*BIRD) {
 	t.Helper()
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	testenv.RequireCommands(t, BIRDBinary, BIRDCBinary)
 	l := newTestLab(t, Config{Nodes: n, Backends: 1, Routing: RouteNone})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

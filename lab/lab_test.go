@@ -21,7 +21,7 @@ import (
 // when t ends.
 func newTestLab(t *testing.T, cfg Config) *Lab {
 	t.Helper()
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	testenv.RequireCommands(t, "nsenter")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -91,7 +91,7 @@ func TestDirectTopology(t *testing.T) {
 }
 
 func TestLeftoversFound(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	prefix := NewPrefix()
 	ns, err := createNS(prefix + "x")
 	if err != nil {
@@ -177,7 +177,7 @@ func TestMultipathRoutes(t *testing.T) {
 }
 
 func TestDoSwitchesOnlyItsThread(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	ns, err := createNS(NewPrefix() + "do")
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 // line is there, and the demo's own checks (every backend served, NAT's
 // replies through the node, the others' direct) pass.
 func TestMethodsDemo(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out bytes.Buffer

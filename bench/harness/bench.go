@@ -1,6 +1,6 @@
 // Package bench measures the forwarder per packet, and the same job with
 // kernel LRU hash maps as the connection table, with BPF_PROG_TEST_RUN on
-// one pinned CPU (docs/ARCHITECTURE.md, "Conntrack design: measured").
+// one pinned CPU (docs/PERFORMANCE.md, "The connection table against LRU maps").
 //
 // How a figure is taken. The runs happen on one OS thread pinned to
 // Options.CPU, inside a network namespace private to that thread, where a

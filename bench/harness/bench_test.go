@@ -18,11 +18,11 @@ func fullMode() bool { return os.Getenv("XLB_BENCH_FULL") == "1" }
 // the LRU tables. By default a smoke run (seconds, full-size tables, few
 // packets) that checks the harness and the programs: every run forwarded
 // every packet with XDP_TX, hit or missed as intended, figures positive.
-// With XLB_BENCH_FULL=1 it is the measurement docs/ARCHITECTURE.md quotes;
+// With XLB_BENCH_FULL=1 it is the measurement docs/PERFORMANCE.md quotes;
 // run it alone (go test -run TestConntrackComparison -v -timeout 60m).
 // XLB_BENCH_NOFIB=1 leaves forwarding off (Options.NoFIB).
 func TestConntrackComparison(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	if err := datapath.EnsureBPFFS(); err != nil {
 		testenv.Unavailable(t, "bpffs: %v", err)
 	}
@@ -78,7 +78,7 @@ func checkResults(t *testing.T, r Results, o Options) {
 // TestCostBreakdown measures, for the hit scenarios, the forwarder's job
 // stage by stage, by elimination (MeasureBreakdown).
 func TestCostBreakdown(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	if err := datapath.EnsureBPFFS(); err != nil {
 		testenv.Unavailable(t, "bpffs: %v", err)
 	}
@@ -150,7 +150,7 @@ func TestScenariosDefined(t *testing.T) {
 // both forward every packet as each scenario intends, and a missing object
 // file is an error that names it.
 func TestMeasureBuilds(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	if err := datapath.EnsureBPFFS(); err != nil {
 		testenv.Unavailable(t, "bpffs: %v", err)
 	}
@@ -180,7 +180,7 @@ func TestMeasureBuilds(t *testing.T) {
 // TestLoadLatency: a region that fits in L1 is reached faster than one of
 // 64 MiB, and both take a positive time.
 func TestLoadLatency(t *testing.T) {
-	testenv.RequireRoot(t) // the pinned thread has a network namespace of its own
+	testenv.RequireNetns(t) // the pinned thread has a network namespace of its own
 	small, err := LoadLatency(0, 16<<10)
 	if err != nil {
 		t.Fatal(err)

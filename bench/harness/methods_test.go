@@ -12,7 +12,7 @@ import (
 // forwarding method, and for NAT its replies too: every run's verdicts,
 // counters and output frame are checked for the method (checkOutput).
 func TestMethods(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	if err := datapath.EnsureBPFFS(); err != nil {
 		testenv.Unavailable(t, "bpffs: %v", err)
 	}

@@ -18,7 +18,7 @@ import (
 //
 //	XLB_BENCH_FULL=1 go test -run TestSchedulerCost -v -timeout 60m ./bench/harness
 func TestSchedulerCost(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	if err := datapath.EnsureBPFFS(); err != nil {
 		testenv.Unavailable(t, "bpffs: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -241,15 +242,32 @@ var targets = []Target{
 	{Key: "sync.apply_flows_per_s", What: "synced flows one node applies, one core", Unit: "flows/s", Target: 1e6},
 }
 
-// references are published figures the report quotes.
-var references = []Reference{
+// references are published figures the report quotes; the Maglev paper's
+// over-provision figures are study.PaperOverProvision's, after the first
+// three.
+var references = slices.Insert(fixedReferences, 3, paperOverProvision()...)
+
+// paperOverProvision lists the Maglev paper's over-provision factors of
+// the comparators (Fig. 11), in percent, as study.PaperOverProvision
+// gives them.
+func paperOverProvision() []Reference {
+	var out []Reference
+	for _, m := range []int{study.SmallM, study.LargeM} {
+		for _, method := range study.Methods {
+			if op, ok := study.PaperOverProvision(method, m); ok {
+				name := strings.ToUpper(string(method[:1])) + string(method[1:])
+				out = append(out, Reference{fmt.Sprintf("%s over-provision, N=1000, M=%d", name, m),
+					math.Round(op*1000) / 10, "%", "Maglev paper, Fig. 11"})
+			}
+		}
+	}
+	return out
+}
+
+var fixedReferences = []Reference{
 	{"packet thread time per packet", 350, "ns", "Maglev paper, section 3.2"},
 	{"Maglev table generation, N=1000, M=65537", 1.8, "ms", "Maglev paper, section 5.3"},
 	{"Maglev table generation, N=1000, M=655373", 22.9, "ms", "Maglev paper, section 5.3"},
-	{"Karger over-provision, N=1000, M=65537", 29.7, "%", "Maglev paper, Fig. 11"},
-	{"Rendezvous over-provision, N=1000, M=65537", 49.5, "%", "Maglev paper, Fig. 11"},
-	{"Karger over-provision, N=1000, M=655373", 10.3, "%", "Maglev paper, Fig. 11"},
-	{"Rendezvous over-provision, N=1000, M=655373", 12.3, "%", "Maglev paper, Fig. 11"},
 	{"well-known XDP L4LB, TCP ACK hit", 81, "ns", "measured outside this repository on a 2-vCPU KVM guest of the same kind (BPF_PROG_TEST_RUN, 1M entries per CPU)"},
 	{"well-known XDP L4LB, UDP hit", 106, "ns", "the same measurement"},
 	{"well-known XDP L4LB, new flow, table not full", 536, "ns", "the same measurement"},

@@ -20,7 +20,7 @@ import (
 // address and port), or whose forwarder's XDP_TX count disagrees with the
 // receiver's count.
 func TestThroughputMethods(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	if err := datapath.EnsureBPFFS(); err != nil {
 		testenv.Unavailable(t, "bpffs: %v", err)
 	}

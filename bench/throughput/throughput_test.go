@@ -21,7 +21,7 @@ import (
 // sampled frame does not parse as GRE from the node to a backend carrying
 // the generated packet.
 func TestThroughputSmoke(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	if err := datapath.EnsureBPFFS(); err != nil {
 		testenv.Unavailable(t, "bpffs: %v", err)
 	}
@@ -130,7 +130,7 @@ func TestThroughputFull(t *testing.T) {
 	if os.Getenv("XLB_BENCH_FULL") != "1" {
 		t.Skip("the full measurement runs with XLB_BENCH_FULL=1")
 	}
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	var out string
 	for _, mode := range []datapath.Mode{datapath.ModeNative, datapath.ModeGeneric} {
 		for _, pl := range []Placement{PlacementSplit, PlacementShared} {

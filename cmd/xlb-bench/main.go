@@ -3,9 +3,11 @@
 // `xlb-bench all`, `make bench-smoke` `xlb-bench -smoke all`.
 //
 //	xlb-bench [flags] all | pkt tput tablegen balance flowhash conntrack control ...
+//	xlb-bench -docs docs/PERFORMANCE.md [-report bench/report.json]
 //
 // Needs root for pkt, tput, conntrack and control (BPF, network
-// namespaces, bpffs).
+// namespaces, bpffs). With -docs it measures nothing: it rewrites the
+// page's generated figures from a report (`make performance`).
 package main
 
 import (
@@ -34,6 +36,9 @@ func main() {
 	flag.StringVar(&scenarios, "pkt-scenarios", "", "comma-separated scenarios of the pkt part (default all): "+strings.Join(scenarioNames(), ", "))
 	flag.IntVar(&o.PktRuns, "pkt-runs", 0, "runs per figure of the pkt part (default 21; with -pkt-scenarios, to profile one scenario)")
 	flag.BoolVar(&o.Verbose, "v", false, "print every run of the per-packet harness")
+	var docs, reportPath string
+	flag.StringVar(&docs, "docs", "", "measure nothing: rewrite the generated figures of this page (docs/PERFORMANCE.md) from -report")
+	flag.StringVar(&reportPath, "report", "bench/report.json", "with -docs, the report.json to take the figures from")
 	var builds string
 	flag.StringVar(&builds, "pkt-builds", "", "comma-separated forwarder objects of other builds (internal/datapath/xlb_bpfel.o) the pkt part measures side by side with this build's (an A/B of a data-plane change); the sched part, the first one's schedulers")
 	flag.Usage = func() {
@@ -41,6 +46,13 @@ func main() {
 		flag.PrintDefaults()
 	}
 	flag.Parse()
+	if docs != "" {
+		if err := report.WriteDocs(docs, reportPath); err != nil {
+			fmt.Fprintf(os.Stderr, "xlb-bench: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if tables != "" {
 		for _, t := range strings.Split(tables, ",") {
 			o.PktTables = append(o.PktTables, harness.Table(strings.TrimSpace(t)))

@@ -34,7 +34,7 @@ import (
 // restart and a SIGKILL restart, removes them after GracefulShutdown, at
 // once on Stop(false), and after the hold time when the speaker hangs.
 func TestBIRDGracefulRestart(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	testenv.RequireCommands(t, "ip", "nsenter", "bird", "birdc")
 
 	tag := fmt.Sprintf("%d", os.Getpid()%100000)

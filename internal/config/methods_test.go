@@ -74,15 +74,20 @@ func TestMethodsParse(t *testing.T) {
 	}
 }
 
-func TestMethodsReject(t *testing.T) {
-	withRoutes(t)
+// methodRejection is a config the methods' checks refuse, the error kind
+// and the message they give.
+type methodRejection struct {
+	name string
+	in   string
+	kind error
+	want string
+}
+
+// methodRejections are TestMethodsReject's cases, judged with
+// kernelRoutes as the route lookup.
+func methodRejections() []methodRejection {
 	svc := func(line string) string { return methodsHead + "services:\n  - " + line + "\n" }
-	for _, tc := range []struct {
-		name string
-		in   string
-		kind error
-		want string
-	}{
+	return []methodRejection{
 		{"port on a GRE backend", svc("{name: web, vip: 10.0.100.1, port: 80, protocol: tcp, pools: [web]}"), ErrInvalid,
 			`c.yaml:7: pools.web.backends[2].port: port 8080 needs method nat, but service "web" (services[0], line 9) sends to this backend with gre: remove port`},
 		{"port on a DR backend", svc("{name: web, vip: 10.0.100.1, port: 80, protocol: tcp, pools: [web], method: dr}"), ErrInvalid,
@@ -108,7 +113,12 @@ func TestMethodsReject(t *testing.T) {
 		{"GUE port clash", strings.Replace(methodsHead, "address6: fd00::11}", "address6: fd00::11, gue_port: 53}", 1) +
 			"services:\n  - {name: dns, vip: 10.0.100.1, port: 53, protocol: udp, pools: [web], method: gue}\n", ErrInvalid,
 			`c.yaml:9: services[0].port: UDP port 53 is node.gue_port (line 1), the port backend 10.0.0.21 receives GUE on`},
-	} {
+	}
+}
+
+func TestMethodsReject(t *testing.T) {
+	withRoutes(t)
+	for _, tc := range methodRejections() {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.in), "c.yaml")
 			if err == nil {
@@ -125,12 +135,30 @@ func TestMethodsReject(t *testing.T) {
 }
 
 // Without a route lookup (a file checked away from its node) the
-// directly-connected check is skipped; the others stay.
+// directly-connected check is skipped; the others stay: every rejection of
+// TestMethodsReject that does not come from a route is still made, with the
+// same message.
 func TestMethodsNoRouteLookup(t *testing.T) {
 	UseRoutes(nil)
 	in := strings.Replace(methodsHead, "10.0.0.21", "192.0.2.21", 1) +
 		"services:\n  - {name: web, vip: 10.0.100.1, port: 80, protocol: tcp, pools: [web], method: nat}\n"
 	if _, err := Parse([]byte(in), "c.yaml"); err != nil {
 		t.Fatalf("Parse: %v", err)
+	}
+	n := 0
+	for _, tc := range methodRejections() {
+		if strings.Contains(tc.want, "the kernel routes it") {
+			continue
+		}
+		n++
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.in), "c.yaml")
+			if !errors.Is(err, tc.kind) || err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("without a route lookup: error %v, want %v with\n%s", err, tc.kind, tc.want)
+			}
+		})
+	}
+	if n < 5 {
+		t.Errorf("only %d rejections checked without a route lookup", n)
 	}
 }

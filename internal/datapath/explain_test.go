@@ -147,6 +147,9 @@ func withoutAge(es []CTEntry) []CTEntry {
 // conntrack entry and moves no conntrack, service or real counter (its
 // CPU's share of them is unchanged; selfcheck_probe counts each).
 func TestExplainReadOnlyUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("50,000 explains under load on the other CPU, tens of seconds: make test runs it, -short (make check) does not")
+	}
 	d := newTestDatapath(t, Options{})
 	if n, err := ebpf.PossibleCPU(); err != nil || n < 2 {
 		testenv.Unavailable(t, "the explain-under-load test needs 2 CPUs (the load takes one), have %d (%v)", n, err)

@@ -297,6 +297,9 @@ func TestTablePatchAndAdopt(t *testing.T) {
 // TestFloodDefence: over the per-CPU new-SYN limit, new SYN flows are
 // still forwarded (by Maglev) but not tracked, so they evict nothing.
 func TestFloodDefence(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out conntrack ticks, tens of seconds: make test runs it, -short (make check) does not")
+	}
 	d := newTestDatapath(t, Options{ConntrackEntries: 1024}) // 128 buckets per CPU
 	st := fixtureState()
 	st.Node.FloodSynRate = 4 // one new SYN flow per tick

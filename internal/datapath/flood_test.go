@@ -88,6 +88,9 @@ func lostEntries(t *testing.T, d *Datapath, est []packet.Flow) int {
 // UDP datagrams from random tuples is forwarded untracked and evicts no
 // established entry; without the limit the same flood does.
 func TestFloodDefenceNewFlows(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out conntrack ticks, tens of seconds: make test runs it, -short (make check) does not")
+	}
 	d := newTestDatapath(t, Options{ConntrackEntries: 1024}) // 128 buckets per CPU, 8 ways
 	pinCPU(t)
 	st := fixtureState()

@@ -11,11 +11,14 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"github.com/xlbproject/xlb/internal/state"
+	"github.com/xlbproject/xlb/internal/testenv"
 )
 
-// inNewNetns runs fn on a locked thread in a fresh network namespace.
+// inNewNetns runs fn on a locked thread in a fresh network namespace
+// (skipped under -short: testenv.RequireNetns).
 func inNewNetns(t *testing.T, fn func()) {
 	t.Helper()
+	testenv.RequireNetns(t)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	orig, err := netns.Get()

@@ -13,9 +13,6 @@ import (
 // own timeout. Judged by the conntrack counters of the next packet of each
 // flow (one CPU: pinned, so all entries are in one slice).
 func TestStateTimeouts(t *testing.T) {
-	if testing.Short() {
-		t.Skip("sleeps 1.6 s")
-	}
 	pinCPU(t)
 	short, long := time.Second, time.Hour
 	// a: TCP short after FIN/RST and SYN, long when established; UDP short.

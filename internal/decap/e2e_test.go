@@ -400,7 +400,7 @@ func TestInterfaceGone(t *testing.T) {
 // TestSameNameTwoNamespaces: two namespaces, each with an interface of the
 // same name (a lab's backends all have eth0), attach independently.
 func TestSameNameTwoNamespaces(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	sfx := randomSuffix(t)
 	ifname := "xdcn" + sfx
 	var dirs []string

@@ -94,7 +94,7 @@ func newNamedNS(t *testing.T, name string) netns.NsHandle {
 
 func newTestNet(t *testing.T) *testNet {
 	t.Helper()
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	sfx := randomSuffix(t)
 	n := &testNet{
 		senderName:  "xlbdc-s-" + sfx,

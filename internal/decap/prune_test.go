@@ -83,7 +83,7 @@ func waitDetached(t *testing.T, dir string) {
 // was deleted and of namespaces that were destroyed (their directory
 // included); live attachments elsewhere keep theirs.
 func TestAttachPrunes(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t)
 	sfx := randomSuffix(t)
 	gone := newAnonNS(t)
 	goneDir := attachIn(t, gone, "xdpa"+sfx)

@@ -95,7 +95,7 @@ func TestTablesCoverTheForwarder(t *testing.T) {
 // TestRealProbesOnThisKernel runs every probe on the running kernel,
 // which has them all (the test machine runs a kernel after 5.18).
 func TestRealProbesOnThisKernel(t *testing.T) {
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t) // the probes build a scratch namespace
 	spec, err := datapath.EmbeddedSpec()
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ func TestDecapProbesOnThisKernel(t *testing.T) {
 	if versionLess(MinimumKernel, Minimum(fs)) {
 		t.Errorf("xlb-decap needs Linux %s, more than xlbd's %s", Minimum(fs), MinimumKernel)
 	}
-	testenv.RequireRoot(t)
+	testenv.RequireNetns(t) // the probes build a scratch namespace
 	if _, err := Check(fs); err != nil {
 		t.Error(err)
 	}

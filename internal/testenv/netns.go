@@ -12,10 +12,10 @@ import (
 // cleanup, after the cleanups registered later, the thread returns to its
 // namespace and is unlocked; the new namespace goes with its last
 // reference. Code that starts goroutines does not follow: they run in
-// whatever namespace their thread has.
+// whatever namespace their thread has. Like RequireNetns, -short skips it.
 func InNewNetns(t testing.TB) {
 	t.Helper()
-	RequireRoot(t)
+	RequireNetns(t)
 	runtime.LockOSThread()
 	orig, err := netns.Get()
 	if err != nil {

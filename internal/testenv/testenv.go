@@ -4,6 +4,11 @@
 // in the environment the same condition fails the test: CI runs as root on a
 // kernel with XDP, so a missing capability there is a broken machine or a
 // broken install step, never a reason to pass.
+//
+// One skip is a selection, not a missing capability: `go test -short` (make
+// check, the inner loop) leaves out every test that builds network
+// namespaces, devices or labs (RequireNetns), under CI=true too. make test
+// runs without -short, so CI runs them all.
 package testenv
 
 import (
@@ -32,6 +37,17 @@ func RequireRoot(t testing.TB) {
 	if os.Geteuid() != 0 {
 		Unavailable(t, "root privileges (run as root)")
 	}
+}
+
+// RequireNetns marks a test that builds network namespaces, veths or a
+// lab of daemons: `go test -short` skips it (make check runs no
+// namespace), whatever CI says; otherwise it needs root (RequireRoot).
+func RequireNetns(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds network namespaces: left out of -short (make check); make test runs it")
+	}
+	RequireRoot(t)
 }
 
 // RequireCommands needs each named executable on PATH.

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* bench_lru.h: backend selection with a kernel LRU hash map as the connection
  * table, for the measured comparison with the forwarder's per-CPU way table
- * (select.h; docs/ARCHITECTURE.md "Conntrack design: measured"). Everything
+ * (select.h; docs/PERFORMANCE.md, the connection table against LRU maps). Everything
  * around the table is the forwarder's: the same VIP match, timeouts, state
  * machine, "write only when it changed" policy, coarse clock, Maglev lookup
  * and real checks. Not part of the forwarder. */
