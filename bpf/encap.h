@@ -130,6 +130,71 @@ static __always_inline __be16 encap_inner_ethertype(const struct pkt *p)
 	return p->family == XLB_AF_INET ? BE_ETH_P_IP : BE_ETH_P_IPV6;
 }
 
+/* encap_outer4 writes the outer IPv4 header at l3: five words (little-endian
+ * loads of the wire bytes): version 4, IHL 5, TOS, total length | id 0, DF |
+ * TTL, protocol, checksum | source | destination. The checksum is summed from
+ * these registers, not read back. */
+static __always_inline void encap_outer4(__u32 *w, const struct pkt *p, const struct real_info *r,
+					 const struct node_info *n, __u16 outer, __u8 proto)
+{
+	__u32 saddr = *(const __u32 *)n->addr4;
+	__u32 daddr = *(const __u32 *)r->addr;
+	__u32 w0 = 0x45 | (__u32)p->tos << 8 | (__u32)bpf_htons(outer + p->l3_len) << 16;
+	__u32 w1 = (__u32)bpf_htons(IP_DF) << 16;
+	__u32 w2 = OUTER_TTL | (__u32)proto << 8;
+
+	w2 |= (__u32)csum_ipv4_words(w0, w1, w2, saddr, daddr) << 16;
+	w[0] = w0;
+	w[1] = w1;
+	w[2] = w2;
+	w[3] = saddr;
+	w[4] = daddr;
+}
+
+/* encap_outer6 writes the outer IPv6 header: version 6, traffic class from
+ * the inner packet, flow label from the flow hash so routers spread tunnels
+ * by flow. */
+static __always_inline void encap_outer6(struct ipv6hdr *ip6, const struct pkt *p,
+					 const struct real_info *r, const struct node_info *n,
+					 __u16 gre, __u8 proto, __u64 h)
+{
+	__u32 label = (__u32)h & 0xfffff;
+
+	*(__be32 *)ip6 = bpf_htonl(6U << 28 | (__u32)p->tos << 20 | label);
+	ip6->payload_len = bpf_htons(gre + p->l3_len);
+	ip6->nexthdr = proto;
+	ip6->hop_limit = OUTER_TTL;
+	copy_addr6(&ip6->saddr, n->addr6);
+	copy_addr6(&ip6->daddr, r->addr);
+}
+
+/* encap_tunnel_hdr writes the GRE or GUE header that ends the outer headers
+ * at l3 + outer (nothing for IPIP). */
+static __always_inline int encap_tunnel_hdr(void *l3, void *data_end, const struct pkt *p,
+					    const struct node_info *n, __u8 encap, __u16 outer, __u64 h)
+{
+	if (encap == XLB_ENCAP_GRE) {
+		struct gre_base *g = l3 + outer - GRE_HLEN;
+
+		if ((void *)(g + 1) > data_end)
+			return XLB_STAT_DROP_INTERNAL;
+		g->flags = 0;
+		g->proto = encap_inner_ethertype(p);
+	} else if (encap == XLB_ENCAP_GUE) {
+		__be16 *u = l3 + outer - GUE_HLEN;
+
+		if ((void *)(u + 4) > data_end)
+			return XLB_STAT_DROP_INTERNAL;
+		/* source, destination, length, checksum 0: none for IPv4,
+		 * the zero checksum of tunnels for IPv6 (RFC 6935) */
+		u[0] = encap_gue_sport(h);
+		u[1] = n->gue_port;
+		u[2] = bpf_htons(GUE_HLEN + p->l3_len);
+		u[3] = 0;
+	}
+	return 0;
+}
+
 /* encap_push grows the head and writes the outer headers. The outer
  * ethertype is set; MAC addresses are left to the next-hop stage. Returns 0
  * or an enum xlb_stat drop reason. */
@@ -167,58 +232,11 @@ static __always_inline int encap_push(struct xdp_md *ctx, const struct pkt *p,
 		return XLB_STAT_DROP_INTERNAL;
 
 	if (r->family == XLB_AF_INET) {
-		__u32 *w = l3;
-		__u32 saddr, daddr;
-
 		*ethertype = BE_ETH_P_IP;
-		/* The header as five words (little-endian loads of the wire
-		 * bytes): version 4, IHL 5, TOS, total length | id 0, DF |
-		 * TTL, protocol, checksum | source | destination. The checksum
-		 * is summed from these registers, not read back. */
-		saddr = *(const __u32 *)n->addr4;
-		daddr = *(const __u32 *)r->addr;
-		__u32 w0 = 0x45 | (__u32)p->tos << 8 | (__u32)bpf_htons(outer + p->l3_len) << 16;
-		__u32 w1 = (__u32)bpf_htons(IP_DF) << 16;
-		__u32 w2 = OUTER_TTL | (__u32)proto << 8;
-
-		w2 |= (__u32)csum_ipv4_words(w0, w1, w2, saddr, daddr) << 16;
-		w[0] = w0;
-		w[1] = w1;
-		w[2] = w2;
-		w[3] = saddr;
-		w[4] = daddr;
+		encap_outer4(l3, p, r, n, outer, proto);
 	} else {
-		struct ipv6hdr *ip6 = l3;
-		__u32 label = (__u32)h & 0xfffff;
-
 		*ethertype = BE_ETH_P_IPV6;
-		/* version 6, traffic class from the inner packet, flow label
-		 * from the flow hash so routers spread tunnels by flow. */
-		*(__be32 *)ip6 = bpf_htonl(6U << 28 | (__u32)p->tos << 20 | label);
-		ip6->payload_len = bpf_htons(gre + p->l3_len);
-		ip6->nexthdr = proto;
-		ip6->hop_limit = OUTER_TTL;
-		copy_addr6(&ip6->saddr, n->addr6);
-		copy_addr6(&ip6->daddr, r->addr);
+		encap_outer6(l3, p, r, n, gre, proto, h);
 	}
-	if (encap == XLB_ENCAP_GRE) {
-		struct gre_base *g = l3 + outer - GRE_HLEN;
-
-		if ((void *)(g + 1) > data_end)
-			return XLB_STAT_DROP_INTERNAL;
-		g->flags = 0;
-		g->proto = encap_inner_ethertype(p);
-	} else if (encap == XLB_ENCAP_GUE) {
-		__be16 *u = l3 + outer - GUE_HLEN;
-
-		if ((void *)(u + 4) > data_end)
-			return XLB_STAT_DROP_INTERNAL;
-		/* source, destination, length, checksum 0: none for IPv4,
-		 * the zero checksum of tunnels for IPv6 (RFC 6935) */
-		u[0] = encap_gue_sport(h);
-		u[1] = n->gue_port;
-		u[2] = bpf_htons(GUE_HLEN + p->l3_len);
-		u[3] = 0;
-	}
-	return 0;
+	return encap_tunnel_hdr(l3, data_end, p, n, encap, outer, h);
 }
