@@ -310,10 +310,16 @@ func acceptSets(accept []netip.Prefix) (set4, set6 []string) {
 	return set4, set6
 }
 
-// writeNodeTemplate writes the router's template of its sessions with
-// the nodes.
-func writeNodeTemplate(w func(string, ...any), o BIRDOptions) {
-	w("\ntemplate bgp xlbnode {\n")
+// sessionTimes is what the router's and the nodes' BIRD templates share:
+// the local AS, the timers, graceful restart and passive mode.
+type sessionTimes struct {
+	ASN                                  uint32
+	HoldTime, KeepaliveTime, RestartTime time.Duration
+	NoGracefulRestart, Passive           bool
+}
+
+// writeSessionTimes writes a template's sessionTimes.
+func writeSessionTimes(w func(string, ...any), o sessionTimes) {
 	w("\tlocal as %d;\n", o.ASN)
 	w("\thold time %d;\n\tkeepalive time %d;\n", secs(o.HoldTime), secs(o.KeepaliveTime))
 	w("\tconnect delay time 1;\n\tconnect retry time 1;\n\terror wait time 1, 3;\n")
@@ -325,6 +331,13 @@ func writeNodeTemplate(w func(string, ...any), o BIRDOptions) {
 	if o.Passive {
 		w("\tpassive on;\n")
 	}
+}
+
+// writeNodeTemplate writes the router's template of its sessions with
+// the nodes.
+func writeNodeTemplate(w func(string, ...any), o BIRDOptions) {
+	w("\ntemplate bgp xlbnode {\n")
+	writeSessionTimes(w, sessionTimes{o.ASN, o.HoldTime, o.KeepaliveTime, o.RestartTime, o.NoGracefulRestart, o.Passive})
 	if o.Debug {
 		w("\tdebug all;\n")
 	}
@@ -462,17 +475,7 @@ func (l *Lab) NodeBIRDConfig(i int, opts NodeBIRDOptions, log string) ([]byte, e
 	}
 	w("\nfilter vips_out { if source != %s then reject; bgp_origin = ORIGIN_IGP; accept; }\n", source)
 	w("\ntemplate bgp uplink_tmpl {\n")
-	w("\tlocal as %d;\n", o.ASN)
-	w("\thold time %d;\n\tkeepalive time %d;\n", secs(o.HoldTime), secs(o.KeepaliveTime))
-	w("\tconnect delay time 1;\n\tconnect retry time 1;\n\terror wait time 1, 3;\n")
-	if o.NoGracefulRestart {
-		w("\tgraceful restart off;\n")
-	} else {
-		w("\tgraceful restart on;\n\tgraceful restart time %d;\n", secs(o.RestartTime))
-	}
-	if o.Passive {
-		w("\tpassive on;\n")
-	}
+	writeSessionTimes(w, sessionTimes{o.ASN, o.HoldTime, o.KeepaliveTime, o.RestartTime, o.NoGracefulRestart, o.Passive})
 	if o.Password != "" {
 		w("\tpassword %s;\n", birdString(o.Password))
 	}
