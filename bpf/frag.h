@@ -120,7 +120,8 @@ static __always_inline int frag_parse(struct xdp_md *ctx, struct pkt *p)
 	}
 	struct ipv6hdr *ip6 = data + l3;
 	__u32 off = l3 + IPV6_HLEN, tot;
-	__u8 next;
+	__u8 next, *eh;
+	int r;
 
 	if ((void *)(ip6 + 1) > data_end)
 		return -1;
@@ -132,37 +133,22 @@ static __always_inline int frag_parse(struct xdp_md *ctx, struct pkt *p)
 	p->tos = (ip6->priority << 4) | (ip6->flow_lbl[0] >> 4);
 	p->l3_len = tot;
 	next = ip6->nexthdr;
-	for (int i = 0; i < MAX_EXT_HDRS; i++) {
-		__u8 *eh;
-
-		if (off > 4096)
-			return -1;
-		/* the mask keeps the bound in the register used below */
-		asm volatile("%0 &= 0x1fff" : "+r"(off));
-		eh = data + off;
-		if ((void *)(eh + 8) > data_end)
-			return -1;
-		if (next == NEXTHDR_FRAGMENT) {
-			__u16 fo = bpf_ntohs(*(__be16 *)(eh + 2));
-
-			if (fo & 0xfff9) {
-				p->frag_id = *(__u32 *)(eh + 4);
-				p->frag_off = fo >> 3;
-				p->proto = eh[0];
-				p->l4_off = off + 8;
-				return off + 8 - l3 <= tot ? 0 : -1;
-			}
-			off += 8;
-		} else if (next == NEXTHDR_AUTH) {
-			off += ((__u32)eh[1] + 2) * 4;
-		} else if (next == NEXTHDR_HOP || next == NEXTHDR_ROUTING || next == NEXTHDR_DEST) {
-			off += ((__u32)eh[1] + 1) * 8;
-		} else {
-			return -1;
-		}
-		next = eh[0];
-	}
-	return -1;
+	r = ext6_is(next) ? xlb_ext6_walk(ctx, off, next, 1) : -1;
+	if (r < 0 || !(r & EXT6_WALK_FRAGMENT))
+		return -1;
+	off = (r >> 8) & 0xffff; /* the Fragment header's */
+	if (off > 4096)
+		return -1;
+	/* the mask keeps the bound in the register used below */
+	asm volatile("%0 &= 0x1fff" : "+r"(off));
+	eh = data + off;
+	if ((void *)(eh + 8) > data_end)
+		return -1;
+	p->frag_id = *(__u32 *)(eh + 4);
+	p->frag_off = bpf_ntohs(*(__be16 *)(eh + 2)) >> 3;
+	p->proto = eh[0];
+	p->l4_off = off + 8;
+	return off + 8 - l3 <= tot ? 0 : -1;
 }
 
 /* frag_first_l4 finds a first fragment's TCP/UDP header: p->l4_off is
@@ -177,23 +163,13 @@ static __always_inline int frag_first_l4(struct xdp_md *ctx, struct pkt *p)
 	__u32 end = p->l3_off + p->l3_len;
 	__u8 next = p->proto;
 
-	if (p->family == XLB_AF_INET6) {
-		for (int i = 0; i < MAX_EXT_HDRS; i++) {
-			__u8 *eh;
+	if (p->family == XLB_AF_INET6 && ext6_is(next)) {
+		int r = xlb_ext6_walk(ctx, off, next, 0);
 
-			if (next != NEXTHDR_HOP && next != NEXTHDR_ROUTING && next != NEXTHDR_DEST &&
-			    next != NEXTHDR_AUTH)
-				break;
-			if (off > 4096)
-				return 0;
-			/* the mask keeps the bound in the register used below */
-			asm volatile("%0 &= 0x1fff" : "+r"(off));
-			eh = data + off;
-			if ((void *)(eh + 8) > data_end)
-				return 0;
-			off += next == NEXTHDR_AUTH ? ((__u32)eh[1] + 2) * 4 : ((__u32)eh[1] + 1) * 8;
-			next = eh[0];
-		}
+		if (r < 0)
+			return 0;
+		off = (r >> 8) & 0xffff;
+		next = r;
 	}
 	if (off > 4096 || off >= end)
 		return 0;

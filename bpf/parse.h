@@ -124,12 +124,98 @@ static __always_inline int parse_ipv4(void *data, void *data_end, struct pkt *p)
 	return parse_l4((void *)ip + hlen, data_end, tot - hlen, p);
 }
 
-static __always_inline int parse_ipv6(void *data, void *data_end, struct pkt *p)
+/* ext6_is: type is an IPv6 extension header that xlb walks past (or, a
+ * Fragment header, stops at). */
+static __always_inline int ext6_is(__u32 type)
+{
+	return type == NEXTHDR_HOP || type == NEXTHDR_ROUTING || type == NEXTHDR_DEST ||
+	       type == NEXTHDR_AUTH || type == NEXTHDR_FRAGMENT;
+}
+
+/* The longest extension header chain a walk of MAX_EXT_HDRS headers can
+ * cover from an IPv6 header at the deepest VLAN offset: every offset the
+ * walks compute is within it, so the checks against it only state the
+ * bound for the verifier. */
+#define EXT6_REACH (ETH_HLEN + 2 * VLAN_HLEN + IPV6_HLEN + MAX_EXT_HDRS * 2048)
+
+/* xlb_ext6's answer for the Fragment header of a fragment (offset or M
+ * flag set), ORed with the header's length and next type. */
+#define EXT6_FRAGMENT 0x100000
+
+/* xlb_ext6 reads the IPv6 extension header of type type (ext6_is) at
+ * frame offset off. Returns its length << 8 | the type of the header
+ * after it, with EXT6_FRAGMENT for the Fragment header of a fragment (an
+ * atomic fragment's is walked past); -1 when it does not lie in the
+ * frame. A global function: the verifier checks it once, and the walks
+ * that call it (parse_ipv6, frag.h) go on from an offset it cannot tell
+ * apart by header kind, so their paths do not multiply with each header
+ * of the chain (inline, that walk was most of every program's
+ * verification). */
+__attribute__((noinline)) int xlb_ext6(struct xdp_md *ctx, __u32 off, __u32 type)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u8 *eh;
+	__u32 len;
+
+	if (off > EXT6_REACH)
+		return -1;
+	eh = data + off;
+	if ((void *)(eh + 8) > data_end)
+		return -1;
+	if (type == NEXTHDR_FRAGMENT) {
+		/* offset and M flag; an atomic fragment (both 0) is whole. */
+		if (*(__be16 *)(eh + 2) & bpf_htons(0xfff9))
+			return EXT6_FRAGMENT | 8 << 8 | eh[0];
+		len = 8;
+	} else if (type == NEXTHDR_AUTH) {
+		len = ((__u32)eh[1] + 2) * 4;
+	} else {
+		len = ((__u32)eh[1] + 1) * 8;
+	}
+	return len << 8 | eh[0];
+}
+
+/* xlb_ext6_walk's answer when the chain reaches the Fragment header of a
+ * fragment, ORed with that header's offset << 8 and the type after it. */
+#define EXT6_WALK_FRAGMENT (1 << 30)
+
+/* xlb_ext6_walk walks the IPv6 extension headers from the one of type next
+ * (ext6_is) at frame offset off, MAX_EXT_HDRS at most, as far as the first
+ * header that is not one: returns its frame offset << 8 | its type. A
+ * Fragment header of a fragment ends the walk (EXT6_WALK_FRAGMENT); that
+ * of an atomic fragment is walked past, unless frags is 0: then every
+ * Fragment header ends the walk like an upper-layer header. -1: a header
+ * does not lie in the frame, or the chain is longer. A global function,
+ * so that its callers' stacks stay apart from its calls. */
+__attribute__((noinline)) int xlb_ext6_walk(struct xdp_md *ctx, __u32 off, __u32 next, __u32 frags)
+{
+	for (int i = 0; i < MAX_EXT_HDRS; i++) {
+		int r;
+
+		if (!ext6_is(next) || (!frags && next == NEXTHDR_FRAGMENT))
+			return off << 8 | next;
+		r = xlb_ext6(ctx, off, next);
+		if (r < 0)
+			return -1;
+		if (r & EXT6_FRAGMENT)
+			return EXT6_WALK_FRAGMENT | off << 8 | (r & 0xff);
+		off += (r >> 8) & 0xfff;
+		if (off > EXT6_REACH)
+			return -1;
+		next = r & 0xff;
+	}
+	if (ext6_is(next) && (frags || next != NEXTHDR_FRAGMENT))
+		return -1; /* chain longer than MAX_EXT_HDRS */
+	return off << 8 | next;
+}
+
+static __always_inline int parse_ipv6(struct xdp_md *ctx, void *data, void *data_end, struct pkt *p)
 {
 	struct ipv6hdr *ip6 = data + p->l3_off;
-	void *cur = ip6 + 1;
-	__u32 tot;
+	__u32 tot, off = IPV6_HLEN; /* from ip6 */
 	__u8 next;
+	int r;
 
 	if ((void *)(ip6 + 1) > data_end)
 		return PARSE_BAD_L3;
@@ -143,35 +229,20 @@ static __always_inline int parse_ipv6(void *data, void *data_end, struct pkt *p)
 		return PARSE_BAD_L3;
 	p->l3_len = tot;
 	next = ip6->nexthdr;
-#pragma unroll
-	for (int i = 0; i < MAX_EXT_HDRS; i++) {
-		__u8 *eh = cur;
-
-		if (next != NEXTHDR_HOP && next != NEXTHDR_ROUTING && next != NEXTHDR_DEST &&
-		    next != NEXTHDR_AUTH && next != NEXTHDR_FRAGMENT)
-			break;
-		if ((void *)(eh + 8) > data_end)
+	if (ext6_is(next)) {
+		r = xlb_ext6_walk(ctx, p->l3_off + IPV6_HLEN, next, 1);
+		if (r < 0)
 			return PARSE_BAD_L3;
-		if (next == NEXTHDR_FRAGMENT) {
-			/* offset and M flag; an atomic fragment (both 0) is whole. */
-			if (*(__be16 *)(eh + 2) & bpf_htons(0xfff9))
-				return PARSE_FRAGMENT;
-			cur = eh + 8;
-		} else if (next == NEXTHDR_AUTH) {
-			cur = eh + ((__u32)eh[1] + 2) * 4;
-		} else {
-			cur = eh + ((__u32)eh[1] + 1) * 8;
-		}
-		next = eh[0];
+		if (r & EXT6_WALK_FRAGMENT)
+			return PARSE_FRAGMENT;
+		off = ((r >> 8) & 0xffff) - p->l3_off;
+		next = r;
 	}
-	if (next == NEXTHDR_HOP || next == NEXTHDR_ROUTING || next == NEXTHDR_DEST ||
-	    next == NEXTHDR_AUTH || next == NEXTHDR_FRAGMENT)
-		return PARSE_BAD_L3; /* chain longer than MAX_EXT_HDRS */
 	p->proto = next;
-	if (cur - (void *)ip6 > tot)
+	if (off > tot || off > EXT6_REACH)
 		return PARSE_BAD_L3; /* extension headers beyond the payload */
-	p->l4_off = p->l3_off + (__u16)(cur - (void *)ip6);
-	return parse_l4(cur, data_end, tot - (__u32)(cur - (void *)ip6), p);
+	p->l4_off = p->l3_off + off;
+	return parse_l4((void *)ip6 + off, data_end, tot - off, p);
 }
 
 /* parse_packet returns an enum parse_result. */
@@ -184,6 +255,6 @@ static __always_inline int parse_packet(struct xdp_md *ctx, struct pkt *p)
 	if (proto == BE_ETH_P_IP)
 		return parse_ipv4(data, data_end, p);
 	if (proto == BE_ETH_P_IPV6)
-		return parse_ipv6(data, data_end, p);
+		return parse_ipv6(ctx, data, data_end, p);
 	return PARSE_NOT_IP;
 }

@@ -102,7 +102,7 @@ const verifierBudget = 100_000
 // program holding every path (hits, new flows, ICMP, fragments, probes);
 // it is being split into tail-called stages.
 var overBudget = map[string]uint32{
-	"xlb_forward": 200_000,
+	"xlb_forward": 120_000,
 }
 
 // TestVerifierBudget loads every program of every object xlb ships (the
@@ -138,6 +138,9 @@ func TestVerifierBudget(t *testing.T) {
 		testenv.Unavailable(t, "kernel reports no verified instruction count")
 	} else {
 		t.Logf("xlb_forward as loaded: verifier processed %d (budget %d)", n, overBudget["xlb_forward"])
+		if n > verifierBudget {
+			over["xlb_forward"] = true
+		}
 		if n > overBudget["xlb_forward"] {
 			t.Errorf("xlb_forward as loaded: verifier processed %d instructions, over %d", n, overBudget["xlb_forward"])
 		}
