@@ -317,3 +317,19 @@ struct {
 	__type(value, __u64);
 	__uint(max_entries, 1);
 } xlb_frag_reader SEC(".maps");
+
+/* --- the forwarder's stages (xlb.c) --- */
+
+/* enum xlb_stage -> its program. The forwarder's object binds the
+ * programs (xlb.c), so the array is filled when the object is loaded; it
+ * is never adopted from a pin, since a program array holds the programs
+ * of its own build: the loader pins each build's array after its entry is
+ * attached (a pinned array keeps its programs while no xlbd holds it). */
+struct xlb_stage_array {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, XLB_STAGE__MAX);
+	__type(key, __u32);
+	__array(values, int(struct xdp_md *));
+};
+
+struct xlb_stage_array xlb_stages SEC(".maps");

@@ -457,25 +457,32 @@ static __always_inline int select_maglev_real(const struct vip_info *v, __u64 h,
 	return select_real(v, select_maglev(v, h), sel);
 }
 
-/* select_new: the real of a flow no connection table entry answers for,
+/* Every scheduler family (sched/kinds.h), for select_backend's family. */
+#define XLB_SCHED_ANY (~0ULL)
+
+/* select_sched: the real of a flow no connection table entry answers for,
  * by the service's scheduler: Maglev on the flow hash inline, list
  * schedulers (sched.h) and lblc, lblcr (lblc.h) only when stateful (the
- * flow is being tracked),
+ * flow is being tracked) and of family (a literal: the kinds whose code
+ * is compiled in; a service of another kind, one that changed scheduler
+ * while its packet went from the entry to the stage, gets the Maglev
+ * table),
  * else the Maglev table in xlb_sched_new: a read-only selection or an
  * untracked flow (flood) reads it at the flow's slot, the same for every
  * packet of the flow, hash schedulers at their own hash's. */
 static __always_inline int select_sched(const struct pkt *p, const struct vip_info *v, __u64 h,
-					struct selection *sel, bool stateful)
+					struct selection *sel, bool stateful, const __u64 family)
 {
 	__u32 id = v->svc_id;
 	struct svc_sched *s = bpf_map_lookup_elem(&xlb_svc_sched, &id);
 
 	if (!s || s->kind == XLB_SCHED_MAGLEV)
 		return select_maglev_real(v, h, sel);
-	if (stateful && sched_in(s->kind, XLB_SCHED_FAMILY_LOCALITY) &&
+	if (stateful && sched_in(s->kind, XLB_SCHED_FAMILY_LOCALITY & family) &&
 	    !select_real(v, xlb_sched_lblc(p, id), sel))
 		return 0;
-	if (stateful && sched_in(s->kind, XLB_SCHED_USES_LIST) && !select_real(v, xlb_sched_list(id), sel))
+	if (stateful && sched_in(s->kind, XLB_SCHED_USES_LIST & family) &&
+	    !select_real(v, xlb_sched_list(id), sel))
 		return 0;
 	return select_real(v, xlb_sched_new(p, id, (__u64)v->table_id << 32 | v->table_size, h), sel);
 }
@@ -483,9 +490,9 @@ static __always_inline int select_sched(const struct pkt *p, const struct vip_in
 /* select_new: select_sched, then, for a flow being tracked, the client's
  * persistence template (persist.h) overrides the choice or records it. */
 static __always_inline int select_new(const struct pkt *p, const struct vip_info *v, __u64 h,
-				      struct selection *sel, bool stateful, __u64 now)
+				      struct selection *sel, bool stateful, __u64 now, const __u64 family)
 {
-	int rc = select_sched(p, v, h, sel, stateful);
+	int rc = select_sched(p, v, h, sel, stateful, family);
 	__u32 chosen = sel->rid, rid;
 
 	if (rc || !stateful)
@@ -493,6 +500,57 @@ static __always_inline int select_new(const struct pkt *p, const struct vip_info
 	rid = xlb_persist_use(p, v->svc_id, chosen, now);
 	if (rid != chosen && select_real(v, rid, sel))
 		return select_real(v, chosen, sel);
+	return 0;
+}
+
+/* select_local_hit fills sel for the usable entry e of real r, at way of
+ * bucket idx in this CPU's slice. track: the entry is refreshed and the
+ * hit left for the caller to count (sel->hit); else read only. */
+static __always_inline void select_local_hit(const struct pkt *p, const struct vip_info *v,
+					     __u32 idx, int way, __u64 e, __u64 now,
+					     struct real_info *r, struct selection *sel,
+					     const bool track)
+{
+	if (track) {
+		__u64 ne = ct_refresh(idx, way, e, p, now, v->svc_id);
+
+		if (ne != e) {
+			sel->ct_prev = (__u32)e;
+			sel->ct_cur = (__u32)ne;
+		}
+		sel->hit = 1;
+	} else {
+		sel->ct = XLB_PROBE_CT_HIT;
+	}
+	sel->real = r;
+	sel->rid = conns_way_real(e);
+}
+
+/* select_hit fills sel for a packet of service v whose flow this CPU's
+ * slice of the connection table holds, usable: select_backend's hit, track
+ * true, without the rest. Returns 0 then, 1 for any other flow: the
+ * caller runs select_backend for it, in the stage of new flows
+ * (stage_new.c). */
+static __always_inline int select_hit(const struct pkt *p, const struct vip_info *v,
+				      const struct node_info *n, __u64 h, struct selection *sel)
+{
+	__u32 idx = bpf_get_smp_processor_id() << ct_shift | ((__u32)h & ((1U << ct_shift) - 1));
+	__u64 now = bpf_ktime_get_coarse_ns() >> XLB_TICK_SHIFT;
+	__u64 tag = h >> XLB_CT_TAG_SHIFT;
+	struct ct_bucket *b = bpf_map_lookup_elem(&xlb_ct, &idx);
+	struct real_info *r;
+	__u64 e = 0;
+	int way;
+
+	if (!b)
+		return 1;
+	way = ct_find_local(b, tag, &e);
+	if (way < 0)
+		return 1;
+	r = ct_usable(e, tag, now, n, p, v);
+	if (!r)
+		return 1;
+	select_local_hit(p, v, idx, way, e, now, r, sel, true);
 	return 0;
 }
 
@@ -512,10 +570,11 @@ static __always_inline int select_new(const struct pkt *p, const struct vip_info
  * CPU's slice, else in another CPU's (SYN or not), else the Maglev table;
  * no entry is inserted or refreshed and no conntrack counter moves
  * (sel->ct tells which answered). A node that does not track the flow
- * picks the backend the table gives, as the flow's own node did. */
+ * picks the backend the table gives, as the flow's own node did.
+ * family: the scheduler families compiled in (select_sched). */
 static __always_inline int select_backend(const struct pkt *p, const struct vip_info *v,
 					  const struct node_info *n, __u64 h,
-					  struct selection *sel, const bool track)
+					  struct selection *sel, const bool track, const __u64 family)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	__u32 bucket = (__u32)h & ((1U << ct_shift) - 1);
@@ -534,19 +593,7 @@ static __always_inline int select_backend(const struct pkt *p, const struct vip_
 	if (way >= 0) {
 		r = ct_usable(e, tag, now, n, p, v);
 		if (r) {
-			if (track) {
-				__u64 ne = ct_refresh(idx, way, e, p, now, v->svc_id);
-
-				if (ne != e) {
-					sel->ct_prev = (__u32)e;
-					sel->ct_cur = (__u32)ne;
-				}
-				sel->hit = 1;
-			} else {
-				sel->ct = XLB_PROBE_CT_HIT;
-			}
-			sel->real = r;
-			sel->rid = (e >> XLB_CT_REAL_SHIFT) & XLB_CT_REAL_MASK;
+			select_local_hit(p, v, idx, way, e, now, r, sel, track);
 			return 0;
 		}
 		if (track)
@@ -564,7 +611,7 @@ static __always_inline int select_backend(const struct pkt *p, const struct vip_
 		stats_count(XLB_STAT_CT_MISS);
 	else if (way < 0)
 		sel->ct = XLB_PROBE_CT_MISS;
-	rc = select_new(p, v, h, sel, track && !untracked, now);
+	rc = select_new(p, v, h, sel, track && !untracked, now, family);
 	if (rc || !track)
 		return rc;
 	sel->new_flow = 1;

@@ -493,6 +493,21 @@ _Static_assert(sizeof(struct real_conns) == 16, "ABI: struct real_conns size cha
 
 /* --- schedulers (sched.h) --- */
 
+/* xlb_stages index: the forwarder's stages, XDP programs the entry
+ * (xlb_forward) tail-calls (stage_*.c). A new flow goes to the stage of
+ * its scheduler's family (sched/kinds.h), which holds that family's code
+ * only. */
+enum xlb_stage {
+	XLB_STAGE_ICMP = 0,         /* ICMP and ICMPv6 (stage_icmp.c) */
+	XLB_STAGE_FRAG = 1,         /* fragments and GRE (stage_frag.c) */
+	XLB_STAGE_PROBE = 2,        /* self-check probes (stage_probe.c) */
+	XLB_STAGE_NEW_HASH = 3,     /* new flows, XLB_SCHED_FAMILY_HASH (stage_new.c) */
+	XLB_STAGE_NEW_CURSOR = 4,   /* new flows, XLB_SCHED_FAMILY_CURSOR */
+	XLB_STAGE_NEW_LEAST = 5,    /* new flows, XLB_SCHED_FAMILY_LEAST */
+	XLB_STAGE_NEW_LOCALITY = 6, /* new flows, XLB_SCHED_FAMILY_LOCALITY */
+	XLB_STAGE__MAX,
+};
+
 #include "sched/kinds.h" /* enum xlb_sched, generated from internal/sched/list.go */
 
 struct sched_ent {

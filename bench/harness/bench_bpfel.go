@@ -390,6 +390,7 @@ const (
 	benchMapXlbRealStats        = "xlb_real_stats"
 	benchMapXlbReals            = "xlb_reals"
 	benchMapXlbSchedCursor      = "xlb_sched_cursor"
+	benchMapXlbStages           = "xlb_stages"
 	benchMapXlbStats            = "xlb_stats"
 	benchMapXlbSvcSched         = "xlb_svc_sched"
 	benchMapXlbSvcStats         = "xlb_svc_stats"
@@ -501,6 +502,7 @@ type benchMapSpecs struct {
 	XlbRealStats   *ebpf.MapSpec `ebpf:"xlb_real_stats"`
 	XlbReals       *ebpf.MapSpec `ebpf:"xlb_reals"`
 	XlbSchedCursor *ebpf.MapSpec `ebpf:"xlb_sched_cursor"`
+	XlbStages      *ebpf.MapSpec `ebpf:"xlb_stages"`
 	XlbStats       *ebpf.MapSpec `ebpf:"xlb_stats"`
 	XlbSvcSched    *ebpf.MapSpec `ebpf:"xlb_svc_sched"`
 	XlbSvcStats    *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
@@ -584,6 +586,7 @@ type benchMaps struct {
 	XlbRealStats   *ebpf.Map `ebpf:"xlb_real_stats"`
 	XlbReals       *ebpf.Map `ebpf:"xlb_reals"`
 	XlbSchedCursor *ebpf.Map `ebpf:"xlb_sched_cursor"`
+	XlbStages      *ebpf.Map `ebpf:"xlb_stages"`
 	XlbStats       *ebpf.Map `ebpf:"xlb_stats"`
 	XlbSvcSched    *ebpf.Map `ebpf:"xlb_svc_sched"`
 	XlbSvcStats    *ebpf.Map `ebpf:"xlb_svc_stats"`
@@ -624,6 +627,7 @@ func (m *benchMaps) Close() error {
 		m.XlbRealStats,
 		m.XlbReals,
 		m.XlbSchedCursor,
+		m.XlbStages,
 		m.XlbStats,
 		m.XlbSvcSched,
 		m.XlbSvcStats,

@@ -199,6 +199,7 @@ func LoadSpec(o Options) (*ebpf.CollectionSpec, error) {
 			m.Pinning = ebpf.PinByName
 		}
 	}
+	unpinStages(spec) // stages.go
 	return spec, nil
 }
 
@@ -229,6 +230,10 @@ func Open(o Options) (*Datapath, error) {
 		d.Close()
 		return nil, err
 	}
+	if err := d.pinStages(); err != nil {
+		d.Close()
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -241,6 +246,10 @@ func Load(o Options) (*Datapath, error) {
 		return nil, err
 	}
 	if err := d.pinRecreated(); err != nil {
+		d.Close()
+		return nil, err
+	}
+	if err := d.pinStages(); err != nil {
 		d.Close()
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -97,59 +98,53 @@ func TestLoadAndApplyEmpty(t *testing.T) {
 // stages (tail calls) or its rare paths into global functions.
 const verifierBudget = 100_000
 
-// overBudget lists the programs still over verifierBudget, with the most
-// each may process until it is split. The forwarder's entry is one
-// program holding every path (hits, new flows, ICMP, fragments, probes);
-// it is being split into tail-called stages.
-var overBudget = map[string]uint32{
-	"xlb_forward": 120_000,
-}
-
 // TestVerifierBudget loads every program of every object xlb ships (the
 // forwarder's, its upgrade variant's and the decapsulator's: the XDP
-// entry, the sync and sweep programs) and checks each against
-// verifierBudget, or its overBudget entry; and the forwarder as xlbd
-// loads it.
+// entry, its stages, the sync and sweep programs) and checks each against
+// verifierBudget; and the forwarder's programs as xlbd loads them.
 func TestVerifierBudget(t *testing.T) {
 	testenv.RequireRoot(t)
-	over := map[string]bool{}
 	for _, obj := range []string{"xlb_bpfel.o", "xlbvariant_bpfel.o", filepath.Join("..", "decap", "decap_bpfel.o")} {
 		for name, n := range verifiedCounts(t, obj) {
-			budget, listed := overBudget[name]
-			if !listed {
-				budget = verifierBudget
-			} else if n > verifierBudget {
-				over[name] = true
-			}
-			t.Logf("%s %s: verifier processed %d (budget %d)", obj, name, n, budget)
-			if n > budget {
-				t.Errorf("%s %s: verifier processed %d instructions, over %d: split the program (tail calls or global functions)", obj, name, n, budget)
+			t.Logf("%s %s: verifier processed %d (budget %d)", obj, name, n, verifierBudget)
+			if n > verifierBudget {
+				t.Errorf("%s %s: verifier processed %d instructions, over %d: split the program (tail calls or global functions)", obj, name, n, verifierBudget)
 			}
 		}
 	}
 	// The forwarder as xlbd loads it (its settings written): the loader's
 	// constants change what the verifier walks.
 	d := newTestDatapath(t, Options{})
-	info, err := d.Program().Info()
-	if err != nil {
-		t.Fatal(err)
+	progs := loadedPrograms(d)
+	if len(progs) < int(xlbXlbStageXLB_STAGE__MAX)+1 {
+		t.Fatalf("loaded %d programs, want the entry and its %d stages at least", len(progs), xlbXlbStageXLB_STAGE__MAX)
 	}
-	if n, ok := info.VerifiedInstructions(); !ok {
-		testenv.Unavailable(t, "kernel reports no verified instruction count")
-	} else {
-		t.Logf("xlb_forward as loaded: verifier processed %d (budget %d)", n, overBudget["xlb_forward"])
+	for name, prog := range progs {
+		info, err := prog.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, ok := info.VerifiedInstructions()
+		if !ok {
+			testenv.Unavailable(t, "kernel reports no verified instruction count")
+		}
+		t.Logf("%s as loaded: verifier processed %d (budget %d)", name, n, verifierBudget)
 		if n > verifierBudget {
-			over["xlb_forward"] = true
-		}
-		if n > overBudget["xlb_forward"] {
-			t.Errorf("xlb_forward as loaded: verifier processed %d instructions, over %d", n, overBudget["xlb_forward"])
+			t.Errorf("%s as loaded: verifier processed %d instructions, over %d", name, n, verifierBudget)
 		}
 	}
-	for name := range overBudget {
-		if !over[name] {
-			t.Errorf("%s is within %d (or gone): remove it from overBudget", name, verifierBudget)
+}
+
+// loadedPrograms are the programs of d's forwarder object, by name.
+func loadedPrograms(d *Datapath) map[string]*ebpf.Program {
+	out := map[string]*ebpf.Program{}
+	v := reflect.ValueOf(d.objs.xlbPrograms)
+	for i := 0; i < v.NumField(); i++ {
+		if p, ok := v.Field(i).Interface().(*ebpf.Program); ok && p != nil {
+			out[v.Type().Field(i).Tag.Get("ebpf")] = p
 		}
 	}
+	return out
 }
 
 // verifiedCounts loads the object's programs as they are and returns the

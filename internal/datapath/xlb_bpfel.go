@@ -443,6 +443,19 @@ const (
 	xlbXlbSchedXLB_SCHED_LIST_MAX      xlbXlbSched = 256
 )
 
+type xlbXlbStage uint32
+
+const (
+	xlbXlbStageXLB_STAGE_ICMP         xlbXlbStage = 0
+	xlbXlbStageXLB_STAGE_FRAG         xlbXlbStage = 1
+	xlbXlbStageXLB_STAGE_PROBE        xlbXlbStage = 2
+	xlbXlbStageXLB_STAGE_NEW_HASH     xlbXlbStage = 3
+	xlbXlbStageXLB_STAGE_NEW_CURSOR   xlbXlbStage = 4
+	xlbXlbStageXLB_STAGE_NEW_LEAST    xlbXlbStage = 5
+	xlbXlbStageXLB_STAGE_NEW_LOCALITY xlbXlbStage = 6
+	xlbXlbStageXLB_STAGE__MAX         xlbXlbStage = 7
+)
+
 type xlbXlbStat uint32
 
 const (
@@ -583,6 +596,7 @@ const (
 	xlbMapXlbRealStats           = "xlb_real_stats"
 	xlbMapXlbReals               = "xlb_reals"
 	xlbMapXlbSchedCursor         = "xlb_sched_cursor"
+	xlbMapXlbStages              = "xlb_stages"
 	xlbMapXlbStats               = "xlb_stats"
 	xlbMapXlbSvcSched            = "xlb_svc_sched"
 	xlbMapXlbSvcStats            = "xlb_svc_stats"
@@ -600,6 +614,13 @@ const (
 	xlbMapXlbVips                = "xlb_vips"
 	xlbProgXlbCtSweep            = "xlb_ct_sweep"
 	xlbProgXlbForward            = "xlb_forward"
+	xlbProgXlbStageFrag          = "xlb_stage_frag"
+	xlbProgXlbStageIcmp          = "xlb_stage_icmp"
+	xlbProgXlbStageNewCursor     = "xlb_stage_new_cursor"
+	xlbProgXlbStageNewHash       = "xlb_stage_new_hash"
+	xlbProgXlbStageNewLeast      = "xlb_stage_new_least"
+	xlbProgXlbStageNewLocality   = "xlb_stage_new_locality"
+	xlbProgXlbStageProbe         = "xlb_stage_probe"
 	xlbProgXlbSyncApply          = "xlb_sync_apply"
 	xlbVarCtShift                = "ct_shift"
 	xlbVarNrCpus                 = "nr_cpus"
@@ -620,6 +641,7 @@ const (
 	xlbVarXlbAnchorRealConns     = "xlb_anchor_real_conns"
 	xlbVarXlbAnchorRealFlags     = "xlb_anchor_real_flags"
 	xlbVarXlbAnchorSched         = "xlb_anchor_sched"
+	xlbVarXlbAnchorStage         = "xlb_anchor_stage"
 	xlbVarXlbAnchorStat          = "xlb_anchor_stat"
 	xlbVarXlbAnchorSvcSched      = "xlb_anchor_svc_sched"
 	xlbVarXlbAnchorSweepCtx      = "xlb_anchor_sweep_ctx"
@@ -678,9 +700,16 @@ type xlbSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbProgramSpecs struct {
-	XlbCtSweep   *ebpf.ProgramSpec `ebpf:"xlb_ct_sweep"`
-	XlbForward   *ebpf.ProgramSpec `ebpf:"xlb_forward"`
-	XlbSyncApply *ebpf.ProgramSpec `ebpf:"xlb_sync_apply"`
+	XlbCtSweep          *ebpf.ProgramSpec `ebpf:"xlb_ct_sweep"`
+	XlbForward          *ebpf.ProgramSpec `ebpf:"xlb_forward"`
+	XlbStageFrag        *ebpf.ProgramSpec `ebpf:"xlb_stage_frag"`
+	XlbStageIcmp        *ebpf.ProgramSpec `ebpf:"xlb_stage_icmp"`
+	XlbStageNewCursor   *ebpf.ProgramSpec `ebpf:"xlb_stage_new_cursor"`
+	XlbStageNewHash     *ebpf.ProgramSpec `ebpf:"xlb_stage_new_hash"`
+	XlbStageNewLeast    *ebpf.ProgramSpec `ebpf:"xlb_stage_new_least"`
+	XlbStageNewLocality *ebpf.ProgramSpec `ebpf:"xlb_stage_new_locality"`
+	XlbStageProbe       *ebpf.ProgramSpec `ebpf:"xlb_stage_probe"`
+	XlbSyncApply        *ebpf.ProgramSpec `ebpf:"xlb_sync_apply"`
 }
 
 // xlbMapSpecs contains maps before they are loaded into the kernel.
@@ -706,6 +735,7 @@ type xlbMapSpecs struct {
 	XlbRealStats   *ebpf.MapSpec `ebpf:"xlb_real_stats"`
 	XlbReals       *ebpf.MapSpec `ebpf:"xlb_reals"`
 	XlbSchedCursor *ebpf.MapSpec `ebpf:"xlb_sched_cursor"`
+	XlbStages      *ebpf.MapSpec `ebpf:"xlb_stages"`
 	XlbStats       *ebpf.MapSpec `ebpf:"xlb_stats"`
 	XlbSvcSched    *ebpf.MapSpec `ebpf:"xlb_svc_sched"`
 	XlbSvcStats    *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
@@ -746,6 +776,7 @@ type xlbVariableSpecs struct {
 	XlbAnchorRealConns     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_conns"`
 	XlbAnchorRealFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_flags"`
 	XlbAnchorSched         *ebpf.VariableSpec `ebpf:"xlb_anchor_sched"`
+	XlbAnchorStage         *ebpf.VariableSpec `ebpf:"xlb_anchor_stage"`
 	XlbAnchorStat          *ebpf.VariableSpec `ebpf:"xlb_anchor_stat"`
 	XlbAnchorSvcSched      *ebpf.VariableSpec `ebpf:"xlb_anchor_svc_sched"`
 	XlbAnchorSweepCtx      *ebpf.VariableSpec `ebpf:"xlb_anchor_sweep_ctx"`
@@ -801,6 +832,7 @@ type xlbMaps struct {
 	XlbRealStats   *ebpf.Map `ebpf:"xlb_real_stats"`
 	XlbReals       *ebpf.Map `ebpf:"xlb_reals"`
 	XlbSchedCursor *ebpf.Map `ebpf:"xlb_sched_cursor"`
+	XlbStages      *ebpf.Map `ebpf:"xlb_stages"`
 	XlbStats       *ebpf.Map `ebpf:"xlb_stats"`
 	XlbSvcSched    *ebpf.Map `ebpf:"xlb_svc_sched"`
 	XlbSvcStats    *ebpf.Map `ebpf:"xlb_svc_stats"`
@@ -839,6 +871,7 @@ func (m *xlbMaps) Close() error {
 		m.XlbRealStats,
 		m.XlbReals,
 		m.XlbSchedCursor,
+		m.XlbStages,
 		m.XlbStats,
 		m.XlbSvcSched,
 		m.XlbSvcStats,
@@ -880,6 +913,7 @@ type xlbVariables struct {
 	XlbAnchorRealConns     *ebpf.Variable `ebpf:"xlb_anchor_real_conns"`
 	XlbAnchorRealFlags     *ebpf.Variable `ebpf:"xlb_anchor_real_flags"`
 	XlbAnchorSched         *ebpf.Variable `ebpf:"xlb_anchor_sched"`
+	XlbAnchorStage         *ebpf.Variable `ebpf:"xlb_anchor_stage"`
 	XlbAnchorStat          *ebpf.Variable `ebpf:"xlb_anchor_stat"`
 	XlbAnchorSvcSched      *ebpf.Variable `ebpf:"xlb_anchor_svc_sched"`
 	XlbAnchorSweepCtx      *ebpf.Variable `ebpf:"xlb_anchor_sweep_ctx"`
@@ -900,15 +934,29 @@ type xlbVariables struct {
 //
 // It can be passed to loadXlbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbPrograms struct {
-	XlbCtSweep   *ebpf.Program `ebpf:"xlb_ct_sweep"`
-	XlbForward   *ebpf.Program `ebpf:"xlb_forward"`
-	XlbSyncApply *ebpf.Program `ebpf:"xlb_sync_apply"`
+	XlbCtSweep          *ebpf.Program `ebpf:"xlb_ct_sweep"`
+	XlbForward          *ebpf.Program `ebpf:"xlb_forward"`
+	XlbStageFrag        *ebpf.Program `ebpf:"xlb_stage_frag"`
+	XlbStageIcmp        *ebpf.Program `ebpf:"xlb_stage_icmp"`
+	XlbStageNewCursor   *ebpf.Program `ebpf:"xlb_stage_new_cursor"`
+	XlbStageNewHash     *ebpf.Program `ebpf:"xlb_stage_new_hash"`
+	XlbStageNewLeast    *ebpf.Program `ebpf:"xlb_stage_new_least"`
+	XlbStageNewLocality *ebpf.Program `ebpf:"xlb_stage_new_locality"`
+	XlbStageProbe       *ebpf.Program `ebpf:"xlb_stage_probe"`
+	XlbSyncApply        *ebpf.Program `ebpf:"xlb_sync_apply"`
 }
 
 func (p *xlbPrograms) Close() error {
 	return _XlbClose(
 		p.XlbCtSweep,
 		p.XlbForward,
+		p.XlbStageFrag,
+		p.XlbStageIcmp,
+		p.XlbStageNewCursor,
+		p.XlbStageNewHash,
+		p.XlbStageNewLeast,
+		p.XlbStageNewLocality,
+		p.XlbStageProbe,
 		p.XlbSyncApply,
 	)
 }

@@ -35,6 +35,7 @@ const (
 	xlbvariantMapXlbRealStats           = "xlb_real_stats"
 	xlbvariantMapXlbReals               = "xlb_reals"
 	xlbvariantMapXlbSchedCursor         = "xlb_sched_cursor"
+	xlbvariantMapXlbStages              = "xlb_stages"
 	xlbvariantMapXlbStats               = "xlb_stats"
 	xlbvariantMapXlbSvcSched            = "xlb_svc_sched"
 	xlbvariantMapXlbSvcStats            = "xlb_svc_stats"
@@ -52,6 +53,13 @@ const (
 	xlbvariantMapXlbVips                = "xlb_vips"
 	xlbvariantProgXlbCtSweep            = "xlb_ct_sweep"
 	xlbvariantProgXlbForward            = "xlb_forward"
+	xlbvariantProgXlbStageFrag          = "xlb_stage_frag"
+	xlbvariantProgXlbStageIcmp          = "xlb_stage_icmp"
+	xlbvariantProgXlbStageNewCursor     = "xlb_stage_new_cursor"
+	xlbvariantProgXlbStageNewHash       = "xlb_stage_new_hash"
+	xlbvariantProgXlbStageNewLeast      = "xlb_stage_new_least"
+	xlbvariantProgXlbStageNewLocality   = "xlb_stage_new_locality"
+	xlbvariantProgXlbStageProbe         = "xlb_stage_probe"
 	xlbvariantProgXlbSyncApply          = "xlb_sync_apply"
 	xlbvariantVarCtShift                = "ct_shift"
 	xlbvariantVarNrCpus                 = "nr_cpus"
@@ -72,6 +80,7 @@ const (
 	xlbvariantVarXlbAnchorRealConns     = "xlb_anchor_real_conns"
 	xlbvariantVarXlbAnchorRealFlags     = "xlb_anchor_real_flags"
 	xlbvariantVarXlbAnchorSched         = "xlb_anchor_sched"
+	xlbvariantVarXlbAnchorStage         = "xlb_anchor_stage"
 	xlbvariantVarXlbAnchorStat          = "xlb_anchor_stat"
 	xlbvariantVarXlbAnchorSvcSched      = "xlb_anchor_svc_sched"
 	xlbvariantVarXlbAnchorSweepCtx      = "xlb_anchor_sweep_ctx"
@@ -131,9 +140,16 @@ type xlbvariantSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbvariantProgramSpecs struct {
-	XlbCtSweep   *ebpf.ProgramSpec `ebpf:"xlb_ct_sweep"`
-	XlbForward   *ebpf.ProgramSpec `ebpf:"xlb_forward"`
-	XlbSyncApply *ebpf.ProgramSpec `ebpf:"xlb_sync_apply"`
+	XlbCtSweep          *ebpf.ProgramSpec `ebpf:"xlb_ct_sweep"`
+	XlbForward          *ebpf.ProgramSpec `ebpf:"xlb_forward"`
+	XlbStageFrag        *ebpf.ProgramSpec `ebpf:"xlb_stage_frag"`
+	XlbStageIcmp        *ebpf.ProgramSpec `ebpf:"xlb_stage_icmp"`
+	XlbStageNewCursor   *ebpf.ProgramSpec `ebpf:"xlb_stage_new_cursor"`
+	XlbStageNewHash     *ebpf.ProgramSpec `ebpf:"xlb_stage_new_hash"`
+	XlbStageNewLeast    *ebpf.ProgramSpec `ebpf:"xlb_stage_new_least"`
+	XlbStageNewLocality *ebpf.ProgramSpec `ebpf:"xlb_stage_new_locality"`
+	XlbStageProbe       *ebpf.ProgramSpec `ebpf:"xlb_stage_probe"`
+	XlbSyncApply        *ebpf.ProgramSpec `ebpf:"xlb_sync_apply"`
 }
 
 // xlbvariantMapSpecs contains maps before they are loaded into the kernel.
@@ -159,6 +175,7 @@ type xlbvariantMapSpecs struct {
 	XlbRealStats   *ebpf.MapSpec `ebpf:"xlb_real_stats"`
 	XlbReals       *ebpf.MapSpec `ebpf:"xlb_reals"`
 	XlbSchedCursor *ebpf.MapSpec `ebpf:"xlb_sched_cursor"`
+	XlbStages      *ebpf.MapSpec `ebpf:"xlb_stages"`
 	XlbStats       *ebpf.MapSpec `ebpf:"xlb_stats"`
 	XlbSvcSched    *ebpf.MapSpec `ebpf:"xlb_svc_sched"`
 	XlbSvcStats    *ebpf.MapSpec `ebpf:"xlb_svc_stats"`
@@ -199,6 +216,7 @@ type xlbvariantVariableSpecs struct {
 	XlbAnchorRealConns     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_conns"`
 	XlbAnchorRealFlags     *ebpf.VariableSpec `ebpf:"xlb_anchor_real_flags"`
 	XlbAnchorSched         *ebpf.VariableSpec `ebpf:"xlb_anchor_sched"`
+	XlbAnchorStage         *ebpf.VariableSpec `ebpf:"xlb_anchor_stage"`
 	XlbAnchorStat          *ebpf.VariableSpec `ebpf:"xlb_anchor_stat"`
 	XlbAnchorSvcSched      *ebpf.VariableSpec `ebpf:"xlb_anchor_svc_sched"`
 	XlbAnchorSweepCtx      *ebpf.VariableSpec `ebpf:"xlb_anchor_sweep_ctx"`
@@ -255,6 +273,7 @@ type xlbvariantMaps struct {
 	XlbRealStats   *ebpf.Map `ebpf:"xlb_real_stats"`
 	XlbReals       *ebpf.Map `ebpf:"xlb_reals"`
 	XlbSchedCursor *ebpf.Map `ebpf:"xlb_sched_cursor"`
+	XlbStages      *ebpf.Map `ebpf:"xlb_stages"`
 	XlbStats       *ebpf.Map `ebpf:"xlb_stats"`
 	XlbSvcSched    *ebpf.Map `ebpf:"xlb_svc_sched"`
 	XlbSvcStats    *ebpf.Map `ebpf:"xlb_svc_stats"`
@@ -293,6 +312,7 @@ func (m *xlbvariantMaps) Close() error {
 		m.XlbRealStats,
 		m.XlbReals,
 		m.XlbSchedCursor,
+		m.XlbStages,
 		m.XlbStats,
 		m.XlbSvcSched,
 		m.XlbSvcStats,
@@ -334,6 +354,7 @@ type xlbvariantVariables struct {
 	XlbAnchorRealConns     *ebpf.Variable `ebpf:"xlb_anchor_real_conns"`
 	XlbAnchorRealFlags     *ebpf.Variable `ebpf:"xlb_anchor_real_flags"`
 	XlbAnchorSched         *ebpf.Variable `ebpf:"xlb_anchor_sched"`
+	XlbAnchorStage         *ebpf.Variable `ebpf:"xlb_anchor_stage"`
 	XlbAnchorStat          *ebpf.Variable `ebpf:"xlb_anchor_stat"`
 	XlbAnchorSvcSched      *ebpf.Variable `ebpf:"xlb_anchor_svc_sched"`
 	XlbAnchorSweepCtx      *ebpf.Variable `ebpf:"xlb_anchor_sweep_ctx"`
@@ -355,15 +376,29 @@ type xlbvariantVariables struct {
 //
 // It can be passed to loadXlbvariantObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbvariantPrograms struct {
-	XlbCtSweep   *ebpf.Program `ebpf:"xlb_ct_sweep"`
-	XlbForward   *ebpf.Program `ebpf:"xlb_forward"`
-	XlbSyncApply *ebpf.Program `ebpf:"xlb_sync_apply"`
+	XlbCtSweep          *ebpf.Program `ebpf:"xlb_ct_sweep"`
+	XlbForward          *ebpf.Program `ebpf:"xlb_forward"`
+	XlbStageFrag        *ebpf.Program `ebpf:"xlb_stage_frag"`
+	XlbStageIcmp        *ebpf.Program `ebpf:"xlb_stage_icmp"`
+	XlbStageNewCursor   *ebpf.Program `ebpf:"xlb_stage_new_cursor"`
+	XlbStageNewHash     *ebpf.Program `ebpf:"xlb_stage_new_hash"`
+	XlbStageNewLeast    *ebpf.Program `ebpf:"xlb_stage_new_least"`
+	XlbStageNewLocality *ebpf.Program `ebpf:"xlb_stage_new_locality"`
+	XlbStageProbe       *ebpf.Program `ebpf:"xlb_stage_probe"`
+	XlbSyncApply        *ebpf.Program `ebpf:"xlb_sync_apply"`
 }
 
 func (p *xlbvariantPrograms) Close() error {
 	return _XlbvariantClose(
 		p.XlbCtSweep,
 		p.XlbForward,
+		p.XlbStageFrag,
+		p.XlbStageIcmp,
+		p.XlbStageNewCursor,
+		p.XlbStageNewHash,
+		p.XlbStageNewLeast,
+		p.XlbStageNewLocality,
+		p.XlbStageProbe,
 		p.XlbSyncApply,
 	)
 }

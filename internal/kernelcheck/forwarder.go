@@ -40,6 +40,9 @@ func Program(spec *ebpf.CollectionSpec, use string) []Feature {
 			Probe: probeBTF,
 		})
 	}
+	if hasGlobalFunctions(spec) && usesTailCalls(spec) {
+		fs = append(fs, tailCallFeature)
+	}
 	fs = append(fs, mapFeatures(spec, use)...)
 	return append(fs, helperFeatures(spec, use)...)
 }
