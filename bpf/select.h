@@ -526,32 +526,17 @@ static __always_inline void select_local_hit(const struct pkt *p, const struct v
 	sel->rid = conns_way_real(e);
 }
 
-/* select_hit fills sel for a packet of service v whose flow this CPU's
- * slice of the connection table holds, usable: select_backend's hit, track
- * true, without the rest. Returns 0 then, 1 for any other flow: the
- * caller runs select_backend for it, in the stage of new flows
- * (stage_new.c). */
-static __always_inline int select_hit(const struct pkt *p, const struct vip_info *v,
-				      const struct node_info *n, __u64 h, struct selection *sel)
-{
-	__u32 idx = bpf_get_smp_processor_id() << ct_shift | ((__u32)h & ((1U << ct_shift) - 1));
-	__u64 now = bpf_ktime_get_coarse_ns() >> XLB_TICK_SHIFT;
-	__u64 tag = h >> XLB_CT_TAG_SHIFT;
-	struct ct_bucket *b = bpf_map_lookup_elem(&xlb_ct, &idx);
-	struct real_info *r;
-	__u64 e = 0;
-	int way;
+/* select_backend's answer for a flow left to another stage (handoff):
+ * not an enum xlb_stat. */
+#define XLB_SELECT_HANDOFF 0x1000
 
-	if (!b)
-		return 1;
-	way = ct_find_local(b, tag, &e);
-	if (way < 0)
-		return 1;
-	r = ct_usable(e, tag, now, n, p, v);
-	if (!r)
-		return 1;
-	select_local_hit(p, v, idx, way, e, now, r, sel, true);
-	return 0;
+/* select_kind: service v's scheduler (enum xlb_sched). */
+static __always_inline __u32 select_kind(const struct vip_info *v)
+{
+	__u32 id = v->svc_id;
+	struct svc_sched *s = bpf_map_lookup_elem(&xlb_svc_sched, &id);
+
+	return s ? s->kind : XLB_SCHED_MAGLEV;
 }
 
 /* select_backend fills sel for a packet of service v. Returns 0, or an enum
@@ -571,10 +556,14 @@ static __always_inline int select_hit(const struct pkt *p, const struct vip_info
  * no entry is inserted or refreshed and no conntrack counter moves
  * (sel->ct tells which answered). A node that does not track the flow
  * picks the backend the table gives, as the flow's own node did.
- * family: the scheduler families compiled in (select_sched). */
+ * family (a literal): the scheduler families compiled in (select_sched).
+ * handoff (a literal, kinds as in sched/kinds.h): a flow that is not a
+ * usable local hit, of a service whose scheduler is one of these, is left
+ * to the new-flow stage of its family (stage_new.c): XLB_SELECT_HANDOFF,
+ * nothing counted or changed. */
 static __always_inline int select_backend(const struct pkt *p, const struct vip_info *v,
-					  const struct node_info *n, __u64 h,
-					  struct selection *sel, const bool track, const __u64 family)
+					  const struct node_info *n, __u64 h, struct selection *sel,
+					  const bool track, const __u64 family, const __u64 handoff)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	__u32 bucket = (__u32)h & ((1U << ct_shift) - 1);
@@ -596,6 +585,10 @@ static __always_inline int select_backend(const struct pkt *p, const struct vip_
 			select_local_hit(p, v, idx, way, e, now, r, sel, track);
 			return 0;
 		}
+	}
+	if (handoff && sched_in(select_kind(v), handoff))
+		return XLB_SELECT_HANDOFF;
+	if (way >= 0) {
 		if (track)
 			stats_count(XLB_STAT_CT_RESELECT);
 		else

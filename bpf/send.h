@@ -124,18 +124,51 @@ static __always_inline int xlb_stage(struct xdp_md *ctx, __u32 stage)
 	return XDP_DROP;
 }
 
-/* stage_new_of: the stage of a new flow of service svc_id, by its
- * scheduler's family. */
-static __always_inline __u32 stage_new_of(__u32 svc_id)
+/* The schedulers whose new flows are chosen in a stage of their family's
+ * (stage_new.c), not in the entry. */
+#define XLB_SCHED_STAGED (XLB_SCHED_FAMILY_CURSOR | XLB_SCHED_FAMILY_LEAST | XLB_SCHED_FAMILY_LOCALITY)
+
+/* stage_new_of: the stage of a new flow of service v (XLB_SCHED_STAGED). */
+static __always_inline __u32 stage_new_of(const struct vip_info *v)
 {
-	struct svc_sched *s = bpf_map_lookup_elem(&xlb_svc_sched, &svc_id);
-	__u32 kind = s ? s->kind : XLB_SCHED_MAGLEV;
+	__u32 kind = select_kind(v);
 
 	if (sched_in(kind, XLB_SCHED_FAMILY_CURSOR))
 		return XLB_STAGE_NEW_CURSOR;
 	if (sched_in(kind, XLB_SCHED_FAMILY_LEAST))
 		return XLB_STAGE_NEW_LEAST;
-	if (sched_in(kind, XLB_SCHED_FAMILY_LOCALITY))
-		return XLB_STAGE_NEW_LOCALITY;
-	return XLB_STAGE_NEW_HASH;
+	return XLB_STAGE_NEW_LOCALITY;
+}
+
+/* stage_new_arg puts the packet p of a new flow to service v (hash h) in
+ * this CPU's xlb_stage_arg for the new-flow stage; returns the stage
+ * (stage_new_of), or XLB_STAGE__MAX when the argument is missing (never). */
+static __always_inline __u32 stage_new_arg(const struct pkt *p, const struct vip_info *v, __u64 h)
+{
+	__u32 zero = 0;
+	struct stage_arg *a = bpf_map_lookup_elem(&xlb_stage_arg, &zero);
+
+	if (!a)
+		return XLB_STAGE__MAX;
+	a->p = *p;
+	a->v = *v;
+	a->h = h;
+	return stage_new_of(v);
+}
+
+/* xlb_new_stage tail-calls the new-flow stage stage. Each call has its
+ * index a constant, which the JIT makes a direct jump (a computed one is
+ * an indirect jump, dearer under retpolines). */
+static __always_inline int xlb_new_stage(struct xdp_md *ctx, __u32 stage)
+{
+	switch (stage) {
+	case XLB_STAGE_NEW_CURSOR:
+		return xlb_stage(ctx, XLB_STAGE_NEW_CURSOR);
+	case XLB_STAGE_NEW_LEAST:
+		return xlb_stage(ctx, XLB_STAGE_NEW_LEAST);
+	case XLB_STAGE_NEW_LOCALITY:
+		return xlb_stage(ctx, XLB_STAGE_NEW_LOCALITY);
+	}
+	stats_count(XLB_STAT_DROP_INTERNAL);
+	return XDP_DROP;
 }

@@ -8,9 +8,8 @@
  * none of the list or locality schedulers' and the verifier checks each
  * family apart. Compiled into the forwarder's object (included by xlb.c):
  * xlb_l4 found the packet for a VIP, no self-check probe and no usable
- * local entry, and the entry tail-calls the stage stage_new_of (send.h) names
- * through xlb_stages (maps.h). A stage parses the packet again: it gets
- * only the context. */
+ * local entry, put what it found in xlb_stage_arg (maps.h) and tail-calls
+ * the stage xlb_new_stage (send.h) names through xlb_stages. */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "consts.h"
@@ -23,27 +22,28 @@
 #include "sync.h"
 #include "trace.h"
 
-/* new_flow: the packet p of a new flow to a VIP, its backend chosen with
- * the schedulers of family (a literal, select_sched) and sent. */
-static __always_inline int new_flow(struct xdp_md *ctx, const struct pkt *p, const __u64 family)
+/* new_flow: the packet of a new flow to a VIP (a: as the entry found it),
+ * its backend chosen with the schedulers of family (a literal,
+ * select_sched) and sent. */
+static __always_inline int new_flow(struct xdp_md *ctx, struct stage_arg *a, const __u64 family)
 {
 	struct selection sel = {};
-	struct vip_info *v;
+	const struct vip_info *v;
+	const struct pkt *p;
 	struct node_info *n;
 	__u32 zero = 0, mark;
-	__u64 h;
 	int rc;
 
-	if (!p)
+	if (!a)
 		return XDP_DROP;
-	v = select_vip(p);
+	p = &a->p;
+	v = &a->v;
 	n = bpf_map_lookup_elem(&xlb_node, &zero);
-	if (!v || !n) { /* never: the entry found both */
+	if (!n) {
 		stats_count(XLB_STAT_DROP_INTERNAL);
 		return XDP_DROP;
 	}
-	h = select_flow_hash(p);
-	rc = select_backend(p, v, n, h, &sel, true, family);
+	rc = select_backend(p, v, n, a->h, &sel, true, family, 0);
 	if (rc) {
 		stats_count(rc);
 		mark = trace_marker_off(ctx, p, 0);
@@ -51,52 +51,36 @@ static __always_inline int new_flow(struct xdp_md *ctx, const struct pkt *p, con
 			xlb_trace(ctx, p, mark, 0, trace_info(XDP_DROP, rc, &sel));
 		return XDP_DROP;
 	}
-	sync_note(&sel, h, p); /* sync.h: the decision, for the peers */
-	return xlb_send(ctx, p, v, n, &sel, h, 0, 1, 1);
+	sync_note(&sel, a->h, p); /* sync.h: the decision, for the peers */
+	rc = xlb_send(ctx, p, v, n, &sel, a->h, 0, 1, 1);
+	if (rc & XLB_L4_TOO_BIG)
+		rc = xlb_too_big(ctx, p, rc & 0xffff);
+	return rc;
 }
 
-/* stage_new: a new-flow stage's program: parse, then choose (choose, the
- * family's global function, verified once) and send. */
-static __always_inline int stage_new(struct xdp_md *ctx, int (*choose)(struct xdp_md *, const struct pkt *))
+/* stage_new: a new-flow stage's program: choose, the family's global
+ * function (verified once), gets the entry's argument. */
+static __always_inline int stage_new(struct xdp_md *ctx, int (*choose)(struct xdp_md *, struct stage_arg *))
 {
-	struct pkt p = {};
-	int rc;
+	__u32 zero = 0;
 
-	if (parse_packet(ctx, &p) != PARSE_OK) { /* never: the entry parsed the same */
-		stats_count(XLB_STAT_DROP_INTERNAL);
-		return XDP_DROP;
-	}
-	rc = choose(ctx, &p);
-	if (rc & XLB_L4_TOO_BIG)
-		rc = xlb_too_big(ctx, &p, rc & 0xffff);
-	return xlb_verdict(rc);
+	return xlb_verdict(choose(ctx, bpf_map_lookup_elem(&xlb_stage_arg, &zero)));
 }
 
 /* The families' global functions and stages. */
-__attribute__((noinline)) int xlb_new_hash(struct xdp_md *ctx, const struct pkt *p)
+__attribute__((noinline)) int xlb_new_cursor(struct xdp_md *ctx, struct stage_arg *a)
 {
-	return new_flow(ctx, p, XLB_SCHED_FAMILY_HASH);
+	return new_flow(ctx, a, XLB_SCHED_FAMILY_CURSOR);
 }
 
-__attribute__((noinline)) int xlb_new_cursor(struct xdp_md *ctx, const struct pkt *p)
+__attribute__((noinline)) int xlb_new_least(struct xdp_md *ctx, struct stage_arg *a)
 {
-	return new_flow(ctx, p, XLB_SCHED_FAMILY_CURSOR);
+	return new_flow(ctx, a, XLB_SCHED_FAMILY_LEAST);
 }
 
-__attribute__((noinline)) int xlb_new_least(struct xdp_md *ctx, const struct pkt *p)
+__attribute__((noinline)) int xlb_new_locality(struct xdp_md *ctx, struct stage_arg *a)
 {
-	return new_flow(ctx, p, XLB_SCHED_FAMILY_LEAST);
-}
-
-__attribute__((noinline)) int xlb_new_locality(struct xdp_md *ctx, const struct pkt *p)
-{
-	return new_flow(ctx, p, XLB_SCHED_FAMILY_LOCALITY);
-}
-
-SEC("xdp")
-int xlb_stage_new_hash(struct xdp_md *ctx)
-{
-	return stage_new(ctx, xlb_new_hash);
+	return new_flow(ctx, a, XLB_SCHED_FAMILY_LOCALITY);
 }
 
 SEC("xdp")

@@ -94,9 +94,9 @@ static __always_inline int xlb_unparsed(struct xdp_md *ctx, struct pkt *p, int r
 }
 
 /* xlb_l4: a TCP/UDP packet, headers complete (paper section 3.3): VIP
- * match, conntrack, encapsulation, next hop, for a flow this CPU's slice
- * of the connection table holds (the hit path). Any other flow is chosen
- * in the new-flow stage of its scheduler's family (stage_new.c). A global
+ * match, conntrack / Maglev, encapsulation, next hop: every hit, and the
+ * new flows of the hash schedulers (Maglev, the default). The new flows of
+ * the other families are chosen in their stage (stage_new.c). A global
  * function, verified once whatever path parsing took. */
 __attribute__((noinline)) int xlb_l4(struct xdp_md *ctx, const struct pkt *p)
 {
@@ -105,6 +105,7 @@ __attribute__((noinline)) int xlb_l4(struct xdp_md *ctx, const struct pkt *p)
 	struct node_info *n;
 	__u32 zero = 0, mark;
 	__u64 h;
+	int rc;
 
 	if (!p) {
 		stats_count(XLB_STAT_DROP_INTERNAL);
@@ -123,9 +124,17 @@ __attribute__((noinline)) int xlb_l4(struct xdp_md *ctx, const struct pkt *p)
 	if (mark && trace_is_probe(ctx, n, mark))
 		return XLB_L4_PROBE; /* xlb_forward calls xlb_probe: stack depth */
 	h = select_flow_hash(p);
-	if (select_hit(p, v, n, h, &sel))
-		return XLB_L4_NEW | stage_new_of(v->svc_id); /* xlb_forward tail-calls it */
-	sync_note(&sel, h, p); /* sync.h: a state change, for the peers */
+	rc = select_backend(p, v, n, h, &sel, true, XLB_SCHED_FAMILY_HASH, XLB_SCHED_STAGED);
+	if (rc == XLB_SELECT_HANDOFF)
+		return XLB_L4_NEW | stage_new_arg(p, v, h); /* xlb_forward tail-calls it */
+	if (rc) {
+		stats_count(rc);
+		mark = trace_marker_off(ctx, p, 0);
+		if (mark)
+			xlb_trace(ctx, p, mark, 0, trace_info(XDP_DROP, rc, &sel));
+		return XDP_DROP;
+	}
+	sync_note(&sel, h, p); /* sync.h: the decision, for the peers */
 	return xlb_send(ctx, p, v, n, &sel, h, 0, 1, 1);
 }
 
@@ -142,7 +151,7 @@ int xlb_forward(struct xdp_md *ctx)
 	if (rc == XLB_L4_NOT_VIP) /* nat.h: passes all but NAT replies */
 		return xlb_verdict(xlb_nat_reply(ctx, &p));
 	if ((rc & ~0xff) == XLB_L4_NEW)
-		return xlb_stage(ctx, rc & 0xff);
+		return xlb_new_stage(ctx, rc & 0xff);
 	if (rc == XLB_L4_PROBE)
 		return xlb_stage(ctx, XLB_STAGE_PROBE);
 	if (rc & XLB_L4_TOO_BIG) /* not an XDP action: the call kept out of xlb_l4 (stack depth) */
@@ -163,7 +172,6 @@ struct xlb_stage_array xlb_stages SEC(".maps") = {
 		[XLB_STAGE_ICMP] = (void *)&xlb_stage_icmp,
 		[XLB_STAGE_FRAG] = (void *)&xlb_stage_frag,
 		[XLB_STAGE_PROBE] = (void *)&xlb_stage_probe,
-		[XLB_STAGE_NEW_HASH] = (void *)&xlb_stage_new_hash,
 		[XLB_STAGE_NEW_CURSOR] = (void *)&xlb_stage_new_cursor,
 		[XLB_STAGE_NEW_LEAST] = (void *)&xlb_stage_new_least,
 		[XLB_STAGE_NEW_LOCALITY] = (void *)&xlb_stage_new_locality,

@@ -127,7 +127,7 @@ func newHarness(o Options, specs []targetSpec, ifindex int, fib bool) (h *harnes
 		return nil, fmt.Errorf("load bench spec: %w", err)
 	}
 	for name := range spec.Maps {
-		if !strings.HasPrefix(name, "xlb_") {
+		if !strings.HasPrefix(name, "xlb_") || slices.Contains(datapath.BuildOwnMaps, name) {
 			continue
 		}
 		m, err := ebpf.LoadPinnedMap(filepath.Join(h.pinDir, name), nil)

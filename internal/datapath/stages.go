@@ -19,16 +19,22 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-// stageMaps are the maps of a build's own stages (the program array),
-// never adopted from a pin.
+// stageMaps are the maps of a build's own stages that its pin keeps
+// filled: the program array.
 func (d *Datapath) stageMaps() map[string]*ebpf.Map {
 	return map[string]*ebpf.Map{"xlb_stages": d.objs.XlbStages}
 }
 
-// unpinStages keeps spec's stage maps out of the pinned maps the load
-// adopts.
+// BuildOwnMaps are the forwarder's maps that each build has for itself,
+// never shared through a pin with another build's programs: the stages'
+// program array and the new-flow stages' argument (per-CPU scratch, whose
+// layout is its build's).
+var BuildOwnMaps = []string{"xlb_stages", "xlb_stage_arg"}
+
+// unpinStages keeps spec's stage maps (BuildOwnMaps) out of the pinned
+// maps the load adopts.
 func unpinStages(spec *ebpf.CollectionSpec) {
-	for _, name := range []string{"xlb_stages"} {
+	for _, name := range BuildOwnMaps {
 		if ms := spec.Maps[name]; ms != nil {
 			ms.Pinning = ebpf.PinNone
 		}

@@ -187,6 +187,30 @@ type xlbSchedEnt struct {
 	Weight uint32
 }
 
+type xlbStageArg struct {
+	_ structs.HostLayout
+	P struct {
+		_        structs.HostLayout
+		Src      [16]uint8
+		Dst      [16]uint8
+		Ports    uint32
+		L3Off    uint16
+		L3Len    uint16
+		L4Off    uint16
+		Family   uint8
+		Proto    uint8
+		TcpFlags uint8
+		Tos      uint8
+		HaveDst  uint8
+		FragL4   uint8
+		FragOff  uint16
+		_        [2]byte
+		FragId   uint32
+	}
+	V xlbVipInfo
+	H uint64
+}
+
 type xlbSvcSched struct {
 	_              structs.HostLayout
 	Kind           uint8
@@ -449,11 +473,10 @@ const (
 	xlbXlbStageXLB_STAGE_ICMP         xlbXlbStage = 0
 	xlbXlbStageXLB_STAGE_FRAG         xlbXlbStage = 1
 	xlbXlbStageXLB_STAGE_PROBE        xlbXlbStage = 2
-	xlbXlbStageXLB_STAGE_NEW_HASH     xlbXlbStage = 3
-	xlbXlbStageXLB_STAGE_NEW_CURSOR   xlbXlbStage = 4
-	xlbXlbStageXLB_STAGE_NEW_LEAST    xlbXlbStage = 5
-	xlbXlbStageXLB_STAGE_NEW_LOCALITY xlbXlbStage = 6
-	xlbXlbStageXLB_STAGE__MAX         xlbXlbStage = 7
+	xlbXlbStageXLB_STAGE_NEW_CURSOR   xlbXlbStage = 3
+	xlbXlbStageXLB_STAGE_NEW_LEAST    xlbXlbStage = 4
+	xlbXlbStageXLB_STAGE_NEW_LOCALITY xlbXlbStage = 5
+	xlbXlbStageXLB_STAGE__MAX         xlbXlbStage = 6
 )
 
 type xlbXlbStat uint32
@@ -596,6 +619,7 @@ const (
 	xlbMapXlbRealStats           = "xlb_real_stats"
 	xlbMapXlbReals               = "xlb_reals"
 	xlbMapXlbSchedCursor         = "xlb_sched_cursor"
+	xlbMapXlbStageArg            = "xlb_stage_arg"
 	xlbMapXlbStages              = "xlb_stages"
 	xlbMapXlbStats               = "xlb_stats"
 	xlbMapXlbSvcSched            = "xlb_svc_sched"
@@ -617,7 +641,6 @@ const (
 	xlbProgXlbStageFrag          = "xlb_stage_frag"
 	xlbProgXlbStageIcmp          = "xlb_stage_icmp"
 	xlbProgXlbStageNewCursor     = "xlb_stage_new_cursor"
-	xlbProgXlbStageNewHash       = "xlb_stage_new_hash"
 	xlbProgXlbStageNewLeast      = "xlb_stage_new_least"
 	xlbProgXlbStageNewLocality   = "xlb_stage_new_locality"
 	xlbProgXlbStageProbe         = "xlb_stage_probe"
@@ -705,7 +728,6 @@ type xlbProgramSpecs struct {
 	XlbStageFrag        *ebpf.ProgramSpec `ebpf:"xlb_stage_frag"`
 	XlbStageIcmp        *ebpf.ProgramSpec `ebpf:"xlb_stage_icmp"`
 	XlbStageNewCursor   *ebpf.ProgramSpec `ebpf:"xlb_stage_new_cursor"`
-	XlbStageNewHash     *ebpf.ProgramSpec `ebpf:"xlb_stage_new_hash"`
 	XlbStageNewLeast    *ebpf.ProgramSpec `ebpf:"xlb_stage_new_least"`
 	XlbStageNewLocality *ebpf.ProgramSpec `ebpf:"xlb_stage_new_locality"`
 	XlbStageProbe       *ebpf.ProgramSpec `ebpf:"xlb_stage_probe"`
@@ -735,6 +757,7 @@ type xlbMapSpecs struct {
 	XlbRealStats   *ebpf.MapSpec `ebpf:"xlb_real_stats"`
 	XlbReals       *ebpf.MapSpec `ebpf:"xlb_reals"`
 	XlbSchedCursor *ebpf.MapSpec `ebpf:"xlb_sched_cursor"`
+	XlbStageArg    *ebpf.MapSpec `ebpf:"xlb_stage_arg"`
 	XlbStages      *ebpf.MapSpec `ebpf:"xlb_stages"`
 	XlbStats       *ebpf.MapSpec `ebpf:"xlb_stats"`
 	XlbSvcSched    *ebpf.MapSpec `ebpf:"xlb_svc_sched"`
@@ -832,6 +855,7 @@ type xlbMaps struct {
 	XlbRealStats   *ebpf.Map `ebpf:"xlb_real_stats"`
 	XlbReals       *ebpf.Map `ebpf:"xlb_reals"`
 	XlbSchedCursor *ebpf.Map `ebpf:"xlb_sched_cursor"`
+	XlbStageArg    *ebpf.Map `ebpf:"xlb_stage_arg"`
 	XlbStages      *ebpf.Map `ebpf:"xlb_stages"`
 	XlbStats       *ebpf.Map `ebpf:"xlb_stats"`
 	XlbSvcSched    *ebpf.Map `ebpf:"xlb_svc_sched"`
@@ -871,6 +895,7 @@ func (m *xlbMaps) Close() error {
 		m.XlbRealStats,
 		m.XlbReals,
 		m.XlbSchedCursor,
+		m.XlbStageArg,
 		m.XlbStages,
 		m.XlbStats,
 		m.XlbSvcSched,
@@ -939,7 +964,6 @@ type xlbPrograms struct {
 	XlbStageFrag        *ebpf.Program `ebpf:"xlb_stage_frag"`
 	XlbStageIcmp        *ebpf.Program `ebpf:"xlb_stage_icmp"`
 	XlbStageNewCursor   *ebpf.Program `ebpf:"xlb_stage_new_cursor"`
-	XlbStageNewHash     *ebpf.Program `ebpf:"xlb_stage_new_hash"`
 	XlbStageNewLeast    *ebpf.Program `ebpf:"xlb_stage_new_least"`
 	XlbStageNewLocality *ebpf.Program `ebpf:"xlb_stage_new_locality"`
 	XlbStageProbe       *ebpf.Program `ebpf:"xlb_stage_probe"`
@@ -953,7 +977,6 @@ func (p *xlbPrograms) Close() error {
 		p.XlbStageFrag,
 		p.XlbStageIcmp,
 		p.XlbStageNewCursor,
-		p.XlbStageNewHash,
 		p.XlbStageNewLeast,
 		p.XlbStageNewLocality,
 		p.XlbStageProbe,

@@ -35,6 +35,7 @@ const (
 	xlbvariantMapXlbRealStats           = "xlb_real_stats"
 	xlbvariantMapXlbReals               = "xlb_reals"
 	xlbvariantMapXlbSchedCursor         = "xlb_sched_cursor"
+	xlbvariantMapXlbStageArg            = "xlb_stage_arg"
 	xlbvariantMapXlbStages              = "xlb_stages"
 	xlbvariantMapXlbStats               = "xlb_stats"
 	xlbvariantMapXlbSvcSched            = "xlb_svc_sched"
@@ -56,7 +57,6 @@ const (
 	xlbvariantProgXlbStageFrag          = "xlb_stage_frag"
 	xlbvariantProgXlbStageIcmp          = "xlb_stage_icmp"
 	xlbvariantProgXlbStageNewCursor     = "xlb_stage_new_cursor"
-	xlbvariantProgXlbStageNewHash       = "xlb_stage_new_hash"
 	xlbvariantProgXlbStageNewLeast      = "xlb_stage_new_least"
 	xlbvariantProgXlbStageNewLocality   = "xlb_stage_new_locality"
 	xlbvariantProgXlbStageProbe         = "xlb_stage_probe"
@@ -145,7 +145,6 @@ type xlbvariantProgramSpecs struct {
 	XlbStageFrag        *ebpf.ProgramSpec `ebpf:"xlb_stage_frag"`
 	XlbStageIcmp        *ebpf.ProgramSpec `ebpf:"xlb_stage_icmp"`
 	XlbStageNewCursor   *ebpf.ProgramSpec `ebpf:"xlb_stage_new_cursor"`
-	XlbStageNewHash     *ebpf.ProgramSpec `ebpf:"xlb_stage_new_hash"`
 	XlbStageNewLeast    *ebpf.ProgramSpec `ebpf:"xlb_stage_new_least"`
 	XlbStageNewLocality *ebpf.ProgramSpec `ebpf:"xlb_stage_new_locality"`
 	XlbStageProbe       *ebpf.ProgramSpec `ebpf:"xlb_stage_probe"`
@@ -175,6 +174,7 @@ type xlbvariantMapSpecs struct {
 	XlbRealStats   *ebpf.MapSpec `ebpf:"xlb_real_stats"`
 	XlbReals       *ebpf.MapSpec `ebpf:"xlb_reals"`
 	XlbSchedCursor *ebpf.MapSpec `ebpf:"xlb_sched_cursor"`
+	XlbStageArg    *ebpf.MapSpec `ebpf:"xlb_stage_arg"`
 	XlbStages      *ebpf.MapSpec `ebpf:"xlb_stages"`
 	XlbStats       *ebpf.MapSpec `ebpf:"xlb_stats"`
 	XlbSvcSched    *ebpf.MapSpec `ebpf:"xlb_svc_sched"`
@@ -273,6 +273,7 @@ type xlbvariantMaps struct {
 	XlbRealStats   *ebpf.Map `ebpf:"xlb_real_stats"`
 	XlbReals       *ebpf.Map `ebpf:"xlb_reals"`
 	XlbSchedCursor *ebpf.Map `ebpf:"xlb_sched_cursor"`
+	XlbStageArg    *ebpf.Map `ebpf:"xlb_stage_arg"`
 	XlbStages      *ebpf.Map `ebpf:"xlb_stages"`
 	XlbStats       *ebpf.Map `ebpf:"xlb_stats"`
 	XlbSvcSched    *ebpf.Map `ebpf:"xlb_svc_sched"`
@@ -312,6 +313,7 @@ func (m *xlbvariantMaps) Close() error {
 		m.XlbRealStats,
 		m.XlbReals,
 		m.XlbSchedCursor,
+		m.XlbStageArg,
 		m.XlbStages,
 		m.XlbStats,
 		m.XlbSvcSched,
@@ -381,7 +383,6 @@ type xlbvariantPrograms struct {
 	XlbStageFrag        *ebpf.Program `ebpf:"xlb_stage_frag"`
 	XlbStageIcmp        *ebpf.Program `ebpf:"xlb_stage_icmp"`
 	XlbStageNewCursor   *ebpf.Program `ebpf:"xlb_stage_new_cursor"`
-	XlbStageNewHash     *ebpf.Program `ebpf:"xlb_stage_new_hash"`
 	XlbStageNewLeast    *ebpf.Program `ebpf:"xlb_stage_new_least"`
 	XlbStageNewLocality *ebpf.Program `ebpf:"xlb_stage_new_locality"`
 	XlbStageProbe       *ebpf.Program `ebpf:"xlb_stage_probe"`
@@ -395,7 +396,6 @@ func (p *xlbvariantPrograms) Close() error {
 		p.XlbStageFrag,
 		p.XlbStageIcmp,
 		p.XlbStageNewCursor,
-		p.XlbStageNewHash,
 		p.XlbStageNewLeast,
 		p.XlbStageNewLocality,
 		p.XlbStageProbe,
