@@ -213,9 +213,13 @@ func TestMethodLocal(t *testing.T) {
 	defer cancel()
 	l := newLab(ctx, t, lab.Config{})
 	n := l.Nodes[0]
+	// nodad: the IPv6 address is usable at once. Without it, it stays
+	// tentative until the kernel's address work runs, which on a busy
+	// machine came after the servers' bind (cannot assign requested
+	// address).
 	for _, cmd := range [][]string{
 		{"ip", "addr", "add", l.VIP4().String() + "/32", "dev", "lo"},
-		{"ip", "addr", "add", l.VIP6().String() + "/128", "dev", "lo"},
+		{"ip", "addr", "add", l.VIP6().String() + "/128", "dev", "lo", "nodad"},
 	} {
 		if out, err := n.Run(ctx, cmd...); err != nil {
 			t.Fatalf("%v: %v: %s", cmd, err, out)

@@ -50,17 +50,12 @@ func (d *Datapath) loadApplied() error {
 	if err := d.vidx.sync(catalog); err != nil {
 		return fmt.Errorf("VIP index: %w", err)
 	}
-	var (
-		id uint32
-		ri xlbRealInfo
-	)
-	rit := d.objs.XlbReals.Iterate()
-	for rit.Next(&id, &ri) {
+	return scanArray(d.objs.XlbReals, func(id uint32, ri *xlbRealInfo) bool {
 		if ri.SvcId != 0 {
-			d.cur.st.Reals.Set(id, realFromInfo(ri))
+			d.cur.st.Reals.Set(id, realFromInfo(*ri))
 		}
-	}
-	return rit.Err()
+		return true
+	})
 }
 
 // adoptServices reads the VIP catalog and every service's table (mapping

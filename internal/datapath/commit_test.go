@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cilium/ebpf"
 	"github.com/xlbproject/xlb/internal/packet"
 	"github.com/xlbproject/xlb/internal/state"
 )
@@ -141,10 +142,7 @@ func TestCommitIsAtomic(t *testing.T) {
 			t.Fatalf("failed at %s: the datapath's state changed", what)
 		}
 		checkAdopted(t, d, base)
-		d2, err := Load(d.opts)
-		if err != nil {
-			t.Fatal(err)
-		}
+		d2 := adoptPinned(t, d.opts)
 		if d2.cur.node != node || !d2.cur.frag.equal(&frag) {
 			t.Fatalf("failed at %s: node settings or fragment pool changed", what)
 		}
@@ -202,12 +200,32 @@ func TestApplyRefusesForeignReal(t *testing.T) {
 // finds in the maps with want.
 func checkAdopted(t *testing.T, d *Datapath, want *State) {
 	t.Helper()
-	d2, err := Load(d.opts)
+	d2 := adoptPinned(t, d.opts)
+	defer d2.Close()
+	requireSameState(t, d2.Snapshot(), want)
+}
+
+// adoptPinned reads the maps pinned under o.PinDir as a new process does:
+// a Datapath on those maps and the state load adopts from them
+// (loadApplied). It loads the maps only: verifying the programs again
+// (a second of CPU each time) tells nothing about what the maps hold.
+func adoptPinned(t *testing.T, o Options) *Datapath {
+	t.Helper()
+	spec, err := LoadSpec(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d2.Close()
-	requireSameState(t, d2.Snapshot(), want)
+	d := &Datapath{opts: o, log: o.Logger}
+	if err := spec.LoadAndAssign(&d.objs.xlbMaps, &ebpf.CollectionOptions{
+		Maps: ebpf.MapOptions{PinPath: o.PinDir},
+	}); err != nil {
+		t.Fatalf("open the pinned maps: %v", err)
+	}
+	if err := d.loadApplied(); err != nil {
+		d.Close()
+		t.Fatalf("read pinned state: %v", err)
+	}
+	return d
 }
 
 // requireSameState fails t unless got (read back from the maps) holds

@@ -93,21 +93,16 @@ func (d *Datapath) RealConns(id uint32) (Conns, error) {
 // while the table was kept. Flows that change while it counts may leave
 // a count off by one until they end.
 func (d *Datapath) rebuildConns() error {
-	var (
-		id uint32
-		v  xlbRealConns
-	)
-	it := d.objs.XlbRealConns.Iterate()
-	for it.Next(&id, &v) {
-		if v.Active != 0 || v.Inactive != 0 {
-			return nil
-		}
-	}
-	if err := it.Err(); err != nil {
+	counted := false
+	err := scanArray(d.objs.XlbRealConns, func(_ uint32, v *xlbRealConns) bool {
+		counted = v.Active != 0 || v.Inactive != 0
+		return !counted
+	})
+	if err != nil || counted {
 		return err
 	}
 	counts := map[uint32]*xlbRealConns{}
-	err := d.ScanConntrack(func(e CTEntry) bool {
+	err = d.ScanConntrack(func(e CTEntry) bool {
 		c := counts[e.RealID]
 		if c == nil {
 			c = &xlbRealConns{}

@@ -77,23 +77,23 @@ func (p *Pinned) Services() ([]ServiceView, error) {
 	if err := it.Err(); err != nil {
 		return nil, err
 	}
-	var (
-		id uint32
-		ri xlbRealInfo
-	)
-	rit := p.maps["xlb_reals"].Iterate()
-	for rit.Next(&id, &ri) {
+	var cerr error
+	err := scanArray(p.maps["xlb_reals"], func(id uint32, ri *xlbRealInfo) bool {
 		sv, ok := bySvc[ri.SvcId]
 		if ri.SvcId == 0 || !ok {
-			continue
+			return true
 		}
-		c, err := sumCounters(p.maps["xlb_real_stats"], id)
-		if err != nil {
-			return nil, err
+		var c Counters
+		if c, cerr = sumCounters(p.maps["xlb_real_stats"], id); cerr != nil {
+			return false
 		}
-		sv.Reals = append(sv.Reals, RealView{ID: id, Real: realFromInfo(ri), Counters: c})
+		sv.Reals = append(sv.Reals, RealView{ID: id, Real: realFromInfo(*ri), Counters: c})
+		return true
+	})
+	if err == nil {
+		err = cerr
 	}
-	if err := rit.Err(); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	slices.SortFunc(out, func(a, b *ServiceView) int { return a.Key.Compare(b.Key) })
