@@ -20,9 +20,12 @@
 // The wrapper's own cost is measured with a target that only returns
 // XDP_TX, in a run just before each real run, and subtracted. Tables
 // measured together are interleaved: in each of Options.Runs rounds every
-// table has one run of Options.Repeat packets, so neighbours and drift hit
-// them alike. A figure is the median over the rounds; the kernel reports
-// whole nanoseconds per packet.
+// table has one run of Options.Repeat packets, taken in slices of at most
+// 32768 packets side by side with the other tables' (measure.go), so
+// neighbours and drift hit them alike; each program is loaded
+// Options.Instances times and used in turn (instances.go). A figure is the
+// median over the rounds, Figure.Rel its ratio to the first table's, slice
+// by slice; the kernel reports whole nanoseconds per packet.
 //
 // Every run is checked: the last verdict is XDP_TX and the last frame a
 // GRE packet to a backend, and the forwarder's counters (xlb_stats, which
@@ -166,12 +169,16 @@ func (s Stage) String() string {
 // Options size a measurement. DefaultOptions gives the full size; zero
 // fields of a literal take those defaults, except CPU (0 is CPU 0).
 type Options struct {
-	CPU        int    // the CPU every run is pinned to
-	Entries    uint32 // connection table entries per CPU (default 1 << 20)
-	Backends   int    // backends per VIP (default 10)
-	TableSize  uint32 // Maglev M, prime (default 65537)
-	Repeat     uint32 // packets per run (default 1 << 18; NewFlow runs at most Entries/4)
-	Runs       int    // runs per figure, the median is reported (default 21)
+	CPU       int    // the CPU every run is pinned to
+	Entries   uint32 // connection table entries per CPU (default 1 << 20)
+	Backends  int    // backends per VIP (default 10)
+	TableSize uint32 // Maglev M, prime (default 65537)
+	Repeat    uint32 // packets per run (default 1 << 18; NewFlow runs at most Entries/4)
+	Runs      int    // runs per figure, the median is reported (default 21)
+	// Instances: each program under test is loaded this many times and
+	// the runs use them in turn, so that no figure hangs on where the
+	// kernel placed one load's code (instances.go; default 8).
+	Instances  int
 	CycleFlows uint32 // flows of the Cycled scenario (default 100000)
 	Scenarios  []Scenario
 	// NoFIB leaves forwarding off on the ingress device: the forwarder's
@@ -214,6 +221,7 @@ func SmokeOptions() Options {
 	o := DefaultOptions()
 	o.Repeat = 20000
 	o.Runs = 3
+	o.Instances = 2
 	return o
 }
 
@@ -233,6 +241,9 @@ func (o *Options) defaults() error {
 	if o.Runs == 0 {
 		o.Runs = 21
 	}
+	if o.Instances == 0 {
+		o.Instances = 8
+	}
 	if o.CycleFlows == 0 {
 		o.CycleFlows = 100000
 	}
@@ -244,6 +255,9 @@ func (o *Options) defaults() error {
 	}
 	if o.CPU < 0 || o.CPU >= runtime.NumCPU() {
 		return fmt.Errorf("bench: cpu %d: this machine has cpus 0-%d", o.CPU, runtime.NumCPU()-1)
+	}
+	if o.Instances < 1 || o.Instances > 64 {
+		return errors.New("bench: instances must be in [1, 64]")
 	}
 	if o.Backends < 1 || o.Backends > 200 {
 		return errors.New("bench: backends must be in [1, 200]")
@@ -275,7 +289,13 @@ type Figure struct {
 	Wrapper  float64   // median of Calib
 	Runs     []float64 // raw ns/packet of each run
 	Calib    []float64 // ns/packet of each calibration run
-	Packets  uint64    // packets measured (all runs)
+	// Rel is the figure against the first target's (MeasureBuilds: this
+	// build's), slice by slice (relative). The figure to compare builds
+	// with: it does not hang on which spells of neighbours two medians
+	// fell in.
+	Rel     float64
+	slices  []float64 // (slice - its calibration) of each slice, in the order of every target's
+	Packets uint64    // packets measured (all runs)
 }
 
 // Results is one table's measurement.
@@ -392,8 +412,8 @@ func MeasureBreakdown(o Options) ([]Results, error) {
 // objects; Results.Build names the object.
 func MeasureBuilds(objects []string, o Options) ([]Results, error) {
 	specs := []targetSpec{{table: TableXLB, noFIB: o.NoFIB}}
-	for _, obj := range objects {
-		specs = append(specs, targetSpec{table: TableXLB, noFIB: o.NoFIB, object: obj})
+	for i, obj := range objects {
+		specs = append(specs, targetSpec{table: TableXLB, noFIB: o.NoFIB, object: obj, apart: i + 1})
 	}
 	return measureSpecs(specs, o)
 }

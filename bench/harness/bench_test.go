@@ -107,10 +107,11 @@ func TestCostBreakdown(t *testing.T) {
 
 func TestOptionsRejected(t *testing.T) {
 	for name, o := range map[string]Options{
-		"cpu":      {CPU: 1 << 20},
-		"backends": {Backends: 1000},
-		"entries":  {Entries: 10},
-		"stage":    {Stop: 99},
+		"cpu":       {CPU: 1 << 20},
+		"backends":  {Backends: 1000},
+		"entries":   {Entries: 10},
+		"stage":     {Stop: 99},
+		"instances": {Instances: 65},
 	} {
 		if _, err := Measure(TableXLB, o); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -147,7 +148,8 @@ func TestScenariosDefined(t *testing.T) {
 
 // TestMeasureBuilds measures this build's forwarder side by side with the
 // forwarder of its own object file loaded as another build (smoke size):
-// both forward every packet as each scenario intends, and a missing object
+// both forward every packet as each scenario intends, each figure has its
+// ratio to this build's, and a missing object
 // file is an error that names it.
 func TestMeasureBuilds(t *testing.T) {
 	testenv.RequireNetns(t)
@@ -158,15 +160,20 @@ func TestMeasureBuilds(t *testing.T) {
 	o := SmokeOptions()
 	o.Scenarios = []Scenario{TCPHit4, NewFlow, NewFlowFull}
 	o.Logf = t.Logf
-	rs, err := MeasureBuilds([]string{obj}, o)
+	rs, err := MeasureBuilds([]string{obj, obj}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rs) != 2 || rs[0].Build != "" || rs[1].Build != obj {
-		t.Fatalf("results %v, want this build then %s", rs, obj)
+	if len(rs) != 3 || rs[0].Build != "" || rs[1].Build != obj || rs[2].Build != obj {
+		t.Fatalf("results %v, want this build then %s twice", rs, obj)
 	}
-	for _, r := range rs {
+	for i, r := range rs {
 		checkResults(t, r, o)
+		for _, f := range r.Figures {
+			if (i == 0 && f.Rel != 1) || f.Rel <= 0 {
+				t.Errorf("%s %s: %.3f of this build", r.label(), f.Scenario, f.Rel)
+			}
+		}
 	}
 	before, _ := filepath.Glob("/sys/fs/bpf/xlb-bench-*")
 	if _, err := MeasureBuilds([]string{"no-such.o"}, o); err == nil || !strings.Contains(err.Error(), "no-such.o") {

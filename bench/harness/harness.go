@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -30,6 +31,7 @@ type harness struct {
 	ncpu    int
 	pinDir  string
 	dp      *datapath.Datapath
+	dpOpts  datapath.Options // dp's
 	pinned  []*ebpf.Map
 	repl    map[string]*ebpf.Map
 	stats   *ebpf.Map // xlb_stats (per CPU)
@@ -37,11 +39,12 @@ type harness struct {
 	shift   uint32    // log2(buckets per CPU) of xlb_ct
 	base    *benchObjects
 	targets []*target
-	fib     bool            // forwarding is on on the ingress device
-	sent    benchXlbStat    // the counter of a packet sent: forward_tx, or nat_reply for NAT replies
-	zero    []benchCtBucket // a CPU slice of empty buckets
-	sync    syncState       // sync.go
-	schedOf *target         // whose svc_sched the maps hold (sched.go)
+	loaded  map[instKey]*instances // instances.go
+	fib     bool                   // forwarding is on on the ingress device
+	sent    benchXlbStat           // the counter of a packet sent: forward_tx, or nat_reply for NAT replies
+	zero    []benchCtBucket        // a CPU slice of empty buckets
+	sync    syncState              // sync.go
+	schedOf *target                // whose svc_sched the maps hold (sched.go)
 }
 
 // target is one program under test and its connection table.
@@ -49,10 +52,11 @@ type target struct {
 	table Table
 	stop  Stage
 	fib   bool // bpf_fib_lookup succeeds (forwarding on)
+	// inst are the loads of the program (instances.go); prog is the one
+	// the next run uses.
 	prog  *ebpf.Program
-	objs  *benchObjects    // bench_lru's collection; nil for TableXLB
-	coll  *ebpf.Collection // another build's forwarder (targetSpec.object)
-	sched schedWrite       // written before each run (targetSpec.sched)
+	inst  *instances
+	sched schedWrite // written before each run (targetSpec.sched)
 	res   Results
 }
 
@@ -71,6 +75,10 @@ type targetSpec struct {
 	// sched: for TableXLB, every VIP's scheduler during this target's
 	// runs (MeasureSchedulers).
 	sched *SchedSpec
+	// apart: targets of the same program share its instances unless
+	// their apart differs (MeasureBuilds: the same object twice is two
+	// programs, as the A/B of a build against itself must be).
+	apart int
 }
 
 func newHarness(o Options, specs []targetSpec, ifindex int, fib bool) (h *harness, err error) {
@@ -97,8 +105,9 @@ func newHarness(o Options, specs []targetSpec, ifindex int, fib bool) (h *harnes
 			entries = o.Entries
 		}
 	}
-	h.dp, err = datapath.Load(datapath.Options{Interface: benchIf, PinDir: h.pinDir,
-		ConntrackEntries: entries, MaxServices: 64, MaxReals: 1024})
+	h.dpOpts = datapath.Options{Interface: benchIf, PinDir: h.pinDir,
+		ConntrackEntries: entries, MaxServices: 64, MaxReals: 1024}
+	h.dp, err = datapath.Load(h.dpOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +152,7 @@ func newHarness(o Options, specs []targetSpec, ifindex int, fib bool) (h *harnes
 	}
 	// The wrapper and the calibration target come from a collection of
 	// their own (its bench_lru is never run).
-	if h.base, err = h.loadBench(TableNone, StopNone); err != nil {
+	if h.base, err = h.loadBench(TableNone, StopNone, nil); err != nil {
 		return nil, err
 	}
 	for _, s := range specs {
@@ -155,50 +164,12 @@ func newHarness(o Options, specs []targetSpec, ifindex int, fib bool) (h *harnes
 				return nil, err
 			}
 		}
-		switch {
-		case s.table == TableXLB && s.object != "":
-			if t.coll, err = h.loadBuild(s.object); err != nil {
-				return nil, fmt.Errorf("%s: %w", t, err)
-			}
-			if t.prog = t.coll.Programs["xlb_forward"]; t.prog == nil {
-				return nil, fmt.Errorf("%s: no program xlb_forward", t)
-			}
-		case s.table == TableXLB:
-			t.prog = h.dp.Program()
-		default:
-			if t.objs, err = h.loadBench(s.table, s.stop); err != nil {
-				return nil, fmt.Errorf("%s: %w", t, err)
-			}
-			t.prog = t.objs.BenchLru
+		if err := h.loadTarget(t, s); err != nil {
+			return nil, fmt.Errorf("%s: %w", t, err)
 		}
 		h.targets = append(h.targets, t)
 	}
 	return h, h.startSync(specs)
-}
-
-// loadBuild loads the forwarder of the object file path (another build)
-// with the load-time settings of this build's and its maps replaced by the
-// harness's.
-func (h *harness) loadBuild(path string) (*ebpf.Collection, error) {
-	spec, err := ebpf.LoadCollectionSpec(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := setVariables(spec, h.loadTimeSettings()); err != nil {
-		return nil, err
-	}
-	repl := map[string]*ebpf.Map{}
-	for name, ms := range spec.Maps {
-		if m := h.repl[name]; m != nil {
-			ms.MaxEntries, ms.Flags, ms.Pinning = m.MaxEntries(), m.Flags(), ebpf.PinNone
-			repl[name] = m
-		}
-	}
-	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: repl})
-	if err != nil {
-		return nil, loadError("load "+path, err)
-	}
-	return coll, nil
 }
 
 // loadTimeSettings are the forwarder's load-time settings (the `volatile
@@ -232,8 +203,9 @@ func loadError(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// loadBench loads bench.c with table t as bench_lru's connection table.
-func (h *harness) loadBench(t Table, stop Stage) (*benchObjects, error) {
+// loadBench loads bench.c with table t as bench_lru's connection table;
+// table, when not nil, is that table (another instance's).
+func (h *harness) loadBench(t Table, stop Stage, table *ebpf.Map) (*benchObjects, error) {
 	spec, err := loadBench()
 	if err != nil {
 		return nil, fmt.Errorf("load bench spec: %w", err)
@@ -261,8 +233,13 @@ func (h *harness) loadBench(t Table, stop Stage) (*benchObjects, error) {
 	if err := setVariables(spec, vals); err != nil {
 		return nil, err
 	}
+	repl := h.repl
+	if table != nil {
+		repl = maps.Clone(h.repl)
+		repl["bench_lru_ct"] = table
+	}
 	objs := new(benchObjects)
-	if err := spec.LoadAndAssign(objs, &ebpf.CollectionOptions{MapReplacements: h.repl}); err != nil {
+	if err := spec.LoadAndAssign(objs, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
 		return nil, loadError("load bench programs", err)
 	}
 	return objs, nil
@@ -273,13 +250,8 @@ func (h *harness) close() {
 		return
 	}
 	h.stopSync()
-	for _, t := range h.targets {
-		if t.objs != nil {
-			t.objs.Close()
-		}
-		if t.coll != nil {
-			t.coll.Close()
-		}
+	for _, in := range h.loaded {
+		in.close()
 	}
 	if h.base != nil {
 		h.base.Close()
@@ -507,7 +479,7 @@ func (h *harness) sliceKeys() []uint32 {
 
 // walkLRU counts (and with del, removes) the entries of t's LRU table.
 func (h *harness) walkLRU(t *target, del bool) (int, error) {
-	m := t.objs.BenchLruCt
+	m := t.inst.objs[0].BenchLruCt
 	const chunk = 8192
 	keys := make([]benchLruKey, chunk)
 	nv := chunk

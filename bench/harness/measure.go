@@ -58,22 +58,15 @@ func (h *harness) harness(frame []byte) (float64, error) {
 }
 
 // scenario measures one scenario on every target: prepare each table,
-// prime the flows, then Runs rounds; in each round every target (in an
-// order rotated round by round) has one run, just after a calibration run
-// of the wrapper alone with the same frame and flow mode, so that drift
-// and neighbours hit all targets and their calibrations alike. It returns
-// the calibration runs.
+// prime the flows, then Runs rounds (round); every target's run is paired
+// with a calibration run of the wrapper alone with the same frame and
+// flow mode, so that drift and neighbours hit all targets and their
+// calibrations alike. It returns the calibration runs.
 func (h *harness) scenario(sc scenario) ([]float64, error) {
 	frame := sc.flow.Frame()
 	repeat := h.o.Repeat
 	if sc.fill == fillEachRun {
 		repeat = min(repeat, h.o.Entries/4)
-	}
-	expect := func(t *target) benchXlbStat {
-		if t.table == TableNone {
-			return benchXlbStatXLB_STAT_CT_MISS
-		}
-		return sc.expect
 	}
 	for _, t := range h.targets {
 		if err := h.empty(t); err != nil {
@@ -128,27 +121,11 @@ func (h *harness) scenario(sc scenario) ([]float64, error) {
 	figs := make([]Figure, len(h.targets))
 	var all []float64
 	for r := range h.o.Runs {
-		for j := range h.targets {
-			i := (j + r) % len(h.targets)
-			t, f := h.targets[i], &figs[i]
-			c, err := h.calibrate(frame, repeat)
-			if err != nil {
-				return nil, fmt.Errorf("calibration: %w", err)
-			}
-			if sc.fill == fillEachRun {
-				if err := h.empty(t); err != nil {
-					return nil, fmt.Errorf("%s: %w", t, err)
-				}
-			}
-			ns, err := h.measure(t, frame, repeat, expect(t))
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", t, err)
-			}
-			f.Calib = append(f.Calib, c)
-			f.Runs = append(f.Runs, ns)
-			f.Packets += uint64(repeat)
-			all = append(all, c)
+		c, err := h.round(sc, frame, repeat, r, figs)
+		if err != nil {
+			return nil, err
 		}
+		all = append(all, c...)
 	}
 	for i, t := range h.targets {
 		f := &figs[i]
@@ -161,6 +138,7 @@ func (h *harness) scenario(sc scenario) ([]float64, error) {
 		}
 		f.Ns = stats.Median(diff)
 		f.Best = slices.Min(f.Runs) - slices.Min(f.Calib)
+		f.Rel = relative(f, &figs[0])
 		t.res.Figures = append(t.res.Figures, *f)
 		h.o.Logf("%-28s %-15s %6.1f ns/packet (best %.0f; raw %.0f, wrapper %.0f; runs %v, wrapper runs %v)",
 			t, sc.name, f.Ns, f.Best, f.Raw, f.Wrapper, f.Runs, f.Calib)
@@ -207,4 +185,106 @@ func stopSuffix(s Stage) string {
 		return ""
 	}
 	return " (stop: " + s.String() + ")"
+}
+
+// sliceLen is the most packets of one slice of a run (round).
+const sliceLen = 1 << 15
+
+// sliceSizes splits a run of repeat packets into slices of at most
+// sliceLen, as even as they can be; a run that must start from an empty
+// table (fillEachRun) is one slice.
+func sliceSizes(repeat uint32, fill fillMode) []uint32 {
+	n := max((repeat+sliceLen-1)/sliceLen, 1)
+	if fill == fillEachRun {
+		n = 1
+	}
+	sizes := make([]uint32, n)
+	for i := range sizes {
+		sizes[i] = repeat / n
+		if uint32(i) < repeat%n {
+			sizes[i]++
+		}
+	}
+	return sizes
+}
+
+// roundOrder is the order of round r's runs of n targets in k slices:
+// slice by slice, every target once, the targets rotated one place at
+// each slice (counted over all rounds), so that each is first, second, ...
+// equally often. Each step is {slice, target}.
+func roundOrder(r, k, n int) [][2]int {
+	var steps [][2]int
+	for s := range k {
+		g := r*k + s
+		for j := range n {
+			steps = append(steps, [2]int{s, (j + g) % n})
+		}
+	}
+	return steps
+}
+
+// round is run r of every target, each taken in slices (sliceSizes)
+// interleaved with the other targets' (roundOrder), each slice just after
+// a calibration slice of the same size. Long runs one target after the
+// other would leave each run to whatever the neighbours did during it
+// (on a shared machine, swings of 10-30% from one 50 ms run to the next);
+// short slices side by side put every target through the same spells.
+// A run's figure is the mean over its slices, per packet. It appends
+// run r to figs (one per target) and returns the calibrations.
+func (h *harness) round(sc scenario, frame []byte, repeat uint32, r int, figs []Figure) ([]float64, error) {
+	sizes := sliceSizes(repeat, sc.fill)
+	ns := make([]float64, len(h.targets))
+	cal := make([]float64, len(h.targets))
+	for _, st := range roundOrder(r, len(sizes), len(h.targets)) {
+		n, i := sizes[st[0]], st[1]
+		t := h.targets[i]
+		t.use(r*len(sizes) + st[0])
+		c, err := h.calibrate(frame, n)
+		if err != nil {
+			return nil, fmt.Errorf("calibration: %w", err)
+		}
+		if sc.fill == fillEachRun {
+			if err := h.empty(t); err != nil {
+				return nil, fmt.Errorf("%s: %w", t, err)
+			}
+		}
+		m, err := h.measure(t, frame, n, h.expect(t, sc))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", t, err)
+		}
+		ns[i] += m * float64(n) / float64(repeat)
+		cal[i] += c * float64(n) / float64(repeat)
+		figs[i].slices = append(figs[i].slices, m-c)
+	}
+	for i := range figs {
+		figs[i].Runs = append(figs[i].Runs, ns[i])
+		figs[i].Calib = append(figs[i].Calib, cal[i])
+		figs[i].Packets += uint64(repeat)
+	}
+	return cal, nil
+}
+
+// expect is the counter every packet of sc adds to on t.
+func (h *harness) expect(t *target, sc scenario) benchXlbStat {
+	if t.table == TableNone {
+		return benchXlbStatXLB_STAT_CT_MISS
+	}
+	return sc.expect
+}
+
+// relative is f against ref, slice by slice: the median over the slices
+// of f's (slice - calibration) over ref's slice of the same round and
+// number. Two targets' medians may come from different spells of a noisy
+// machine; the two slices of one pair run side by side.
+func relative(f, ref *Figure) float64 {
+	var rel []float64
+	for k, d := range ref.slices {
+		if d > 0 && k < len(f.slices) {
+			rel = append(rel, f.slices[k]/d)
+		}
+	}
+	if len(rel) == 0 {
+		return 0
+	}
+	return stats.Median(rel)
 }

@@ -178,7 +178,7 @@ func (b *runner) pktBuilds() error {
 			build = "this build"
 		}
 		for _, f := range r.Figures {
-			b.printf("  %-40s %-16s %6.1f ns  best %4.0f\n", build, f.Scenario, f.Ns, f.Best)
+			b.printf("  %-40s %-16s %6.1f ns  best %4.0f  × %.3f of this build\n", build, f.Scenario, f.Ns, f.Best, f.Rel)
 		}
 	}
 	b.r.md["pkt"] = harness.Markdown(res)
