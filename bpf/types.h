@@ -517,7 +517,7 @@ struct svc_sched {
 			* LBLC, LBLCR: an entry's expiration, ticks */
 	/* Persistence (persist.h): templates of (client under pplen4 /
 	 * pplen6, persist_id) live persist_timeout ticks after their last
-	 * use; 0: none. persist_id names the service, or its group. With
+	 * use, and while a tracked connection of theirs lives; 0: none. persist_id names the service, or its group. With
 	 * persistence ent[] lists the usable backends whatever the kind. */
 	__u32 persist_id;
 	__u16 persist_timeout;
@@ -568,11 +568,20 @@ struct lblc_walk {
 
 /* --- persistence (persist.h) --- */
 
+/* A template holds the tick it expires at, 24 bits: it wraps after ~52
+ * days, and a stamp reads as live only up to half of that ahead of now
+ * (persist_live), far above any hold (a timeout of at most 2^16 ticks,
+ * or a connection's state timeout). The sweep frees expired slots. */
 enum xlb_persist_layout {
 	XLB_PERSIST_SLOTS = 1 << 18, /* a power of two: 2 MiB */
-	XLB_PERSIST_TAG_SHIFT = 34,
-	XLB_PERSIST_REAL_SHIFT = 16,
+	XLB_PERSIST_TAG_SHIFT = 42,
+	XLB_PERSIST_REAL_SHIFT = 24,
+	XLB_PERSIST_TIME_BITS = 24,
+	XLB_PERSIST_TIME_MASK = (1 << XLB_PERSIST_TIME_BITS) - 1,
 };
+_Static_assert(XLB_PERSIST_REAL_SHIFT == XLB_PERSIST_TIME_BITS &&
+		       XLB_PERSIST_REAL_SHIFT + XLB_CT_REAL_BITS == XLB_PERSIST_TAG_SHIFT,
+	       "ABI: template fields must tile the 64 bits");
 
 /* --- NAT reply next hops (nathop.h) --- */
 

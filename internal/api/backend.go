@@ -343,8 +343,9 @@ type ConntrackFilter struct {
 	State          CTState
 	Limit          int
 	IncludeExpired bool
-	// Templates: the persistence templates instead of the connection
-	// table (ConntrackEntry.Bucket is the slot, State 0).
+	// Templates: the live persistence templates instead of the connection
+	// table (ConntrackEntry.Bucket is the slot, State 0, Age the time the
+	// template lives on).
 	Templates bool
 }
 

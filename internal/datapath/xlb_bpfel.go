@@ -427,8 +427,10 @@ type xlbXlbPersistLayout uint32
 
 const (
 	xlbXlbPersistLayoutXLB_PERSIST_SLOTS      xlbXlbPersistLayout = 262144
-	xlbXlbPersistLayoutXLB_PERSIST_TAG_SHIFT  xlbXlbPersistLayout = 34
-	xlbXlbPersistLayoutXLB_PERSIST_REAL_SHIFT xlbXlbPersistLayout = 16
+	xlbXlbPersistLayoutXLB_PERSIST_TAG_SHIFT  xlbXlbPersistLayout = 42
+	xlbXlbPersistLayoutXLB_PERSIST_REAL_SHIFT xlbXlbPersistLayout = 24
+	xlbXlbPersistLayoutXLB_PERSIST_TIME_BITS  xlbXlbPersistLayout = 24
+	xlbXlbPersistLayoutXLB_PERSIST_TIME_MASK  xlbXlbPersistLayout = 16777215
 )
 
 type xlbXlbProbeCt uint32
@@ -638,6 +640,7 @@ const (
 	xlbMapXlbVips                = "xlb_vips"
 	xlbProgXlbCtSweep            = "xlb_ct_sweep"
 	xlbProgXlbForward            = "xlb_forward"
+	xlbProgXlbPersistSweep       = "xlb_persist_sweep"
 	xlbProgXlbStageFrag          = "xlb_stage_frag"
 	xlbProgXlbStageIcmp          = "xlb_stage_icmp"
 	xlbProgXlbStageNewCursor     = "xlb_stage_new_cursor"
@@ -725,6 +728,7 @@ type xlbSpecs struct {
 type xlbProgramSpecs struct {
 	XlbCtSweep          *ebpf.ProgramSpec `ebpf:"xlb_ct_sweep"`
 	XlbForward          *ebpf.ProgramSpec `ebpf:"xlb_forward"`
+	XlbPersistSweep     *ebpf.ProgramSpec `ebpf:"xlb_persist_sweep"`
 	XlbStageFrag        *ebpf.ProgramSpec `ebpf:"xlb_stage_frag"`
 	XlbStageIcmp        *ebpf.ProgramSpec `ebpf:"xlb_stage_icmp"`
 	XlbStageNewCursor   *ebpf.ProgramSpec `ebpf:"xlb_stage_new_cursor"`
@@ -961,6 +965,7 @@ type xlbVariables struct {
 type xlbPrograms struct {
 	XlbCtSweep          *ebpf.Program `ebpf:"xlb_ct_sweep"`
 	XlbForward          *ebpf.Program `ebpf:"xlb_forward"`
+	XlbPersistSweep     *ebpf.Program `ebpf:"xlb_persist_sweep"`
 	XlbStageFrag        *ebpf.Program `ebpf:"xlb_stage_frag"`
 	XlbStageIcmp        *ebpf.Program `ebpf:"xlb_stage_icmp"`
 	XlbStageNewCursor   *ebpf.Program `ebpf:"xlb_stage_new_cursor"`
@@ -974,6 +979,7 @@ func (p *xlbPrograms) Close() error {
 	return _XlbClose(
 		p.XlbCtSweep,
 		p.XlbForward,
+		p.XlbPersistSweep,
 		p.XlbStageFrag,
 		p.XlbStageIcmp,
 		p.XlbStageNewCursor,

@@ -54,6 +54,7 @@ const (
 	xlbvariantMapXlbVips                = "xlb_vips"
 	xlbvariantProgXlbCtSweep            = "xlb_ct_sweep"
 	xlbvariantProgXlbForward            = "xlb_forward"
+	xlbvariantProgXlbPersistSweep       = "xlb_persist_sweep"
 	xlbvariantProgXlbStageFrag          = "xlb_stage_frag"
 	xlbvariantProgXlbStageIcmp          = "xlb_stage_icmp"
 	xlbvariantProgXlbStageNewCursor     = "xlb_stage_new_cursor"
@@ -142,6 +143,7 @@ type xlbvariantSpecs struct {
 type xlbvariantProgramSpecs struct {
 	XlbCtSweep          *ebpf.ProgramSpec `ebpf:"xlb_ct_sweep"`
 	XlbForward          *ebpf.ProgramSpec `ebpf:"xlb_forward"`
+	XlbPersistSweep     *ebpf.ProgramSpec `ebpf:"xlb_persist_sweep"`
 	XlbStageFrag        *ebpf.ProgramSpec `ebpf:"xlb_stage_frag"`
 	XlbStageIcmp        *ebpf.ProgramSpec `ebpf:"xlb_stage_icmp"`
 	XlbStageNewCursor   *ebpf.ProgramSpec `ebpf:"xlb_stage_new_cursor"`
@@ -380,6 +382,7 @@ type xlbvariantVariables struct {
 type xlbvariantPrograms struct {
 	XlbCtSweep          *ebpf.Program `ebpf:"xlb_ct_sweep"`
 	XlbForward          *ebpf.Program `ebpf:"xlb_forward"`
+	XlbPersistSweep     *ebpf.Program `ebpf:"xlb_persist_sweep"`
 	XlbStageFrag        *ebpf.Program `ebpf:"xlb_stage_frag"`
 	XlbStageIcmp        *ebpf.Program `ebpf:"xlb_stage_icmp"`
 	XlbStageNewCursor   *ebpf.Program `ebpf:"xlb_stage_new_cursor"`
@@ -393,6 +396,7 @@ func (p *xlbvariantPrograms) Close() error {
 	return _XlbvariantClose(
 		p.XlbCtSweep,
 		p.XlbForward,
+		p.XlbPersistSweep,
 		p.XlbStageFrag,
 		p.XlbStageIcmp,
 		p.XlbStageNewCursor,
