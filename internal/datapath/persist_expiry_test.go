@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/xlbproject/xlb/internal/packet"
 )
 
@@ -147,5 +149,26 @@ func TestPersistenceHeldByConnection(t *testing.T) {
 	end := uint64(Ticks(15*time.Minute + 5*time.Second))
 	if freed, live, err := d.sweepTemplatesAt(now + end); err != nil || freed != 1 || live != 0 {
 		t.Fatalf("past the connection's timeout: sweep freed %d, left %d live (%v), want 1, 0", freed, live, err)
+	}
+}
+
+// A pinned template map of the older layout (last-use stamps; the same
+// sizes, without BPF_F_MMAPABLE) is recreated empty on upgrade, not read
+// in the new layout.
+func TestOldTemplatesRecreated(t *testing.T) {
+	o := compatOptions(t)
+	d, err := Load(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	old := pinWrong(t, o.PinDir, "xlb_persist", MapLayout{Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: uint32(TemplateCapacity)})
+	d2, err := Load(o)
+	if err != nil {
+		t.Fatalf("load over an old xlb_persist: %v", err)
+	}
+	defer d2.Close()
+	if got, want := pinnedLayout(t, o.PinDir, "xlb_persist"), wantedLayout(t, o, "xlb_persist"); got != want || pinnedID(t, o.PinDir, "xlb_persist") == old {
+		t.Fatalf("xlb_persist pinned as %s, want a new %s", got, want)
 	}
 }
