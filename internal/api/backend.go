@@ -368,7 +368,7 @@ type ConntrackEntry struct {
 	Backend netip.Addr // zero when the real id is no longer assigned
 	Service string
 	State   CTState
-	Age     time.Duration // since last seen
+	Age     time.Duration // since last seen; of a template, the time it lives on
 	Expired bool          // idle past its state's timeout
 }
 
