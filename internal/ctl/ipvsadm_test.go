@@ -150,6 +150,7 @@ func TestImportIPVSadmOptions(t *testing.T) {
 		{"-b mh-port", "-A -t 10.0.0.1:80 -s mh -b mh-port\n", []string{"  # ipvsadm -b mh-port: "}, false},
 		{"-b mh-fallback", "-A -t 10.0.0.1:80 -s mh -b mh-fallback\n", []string{"  # ipvsadm -b mh-fallback: "}, false},
 		{"-o", "-A -u 10.0.0.1:53 -s rr -o\n", []string{"  # ipvsadm -o (one-packet scheduling): xlb schedules each UDP flow once"}, false},
+		{"-O", "-A -u 10.0.0.1:53 -s rr -O\n", []string{"  # ipvsadm -o (one-packet scheduling)"}, false},
 		{"-p ops", "-A -u 10.0.0.1:53 -s rr -p ops\n", []string{"  # ipvsadm -o (one-packet scheduling)", "persistence: {timeout: 300s}"}, false},
 		{"--pe", "-A -t 10.0.0.1:80 -s rr -p 60 --pe sip\n", []string{"  # ipvsadm --pe sip: persistence engines (SIP Call-ID) have no xlb equivalent"}, false},
 		{"long options", "ipvsadm --add-service --tcp-service 10.0.0.1:80 --scheduler wrr --persistent 60 --netmask 255.255.255.0\n" +
