@@ -85,6 +85,54 @@ func TestFollow(t *testing.T) {
 	}
 }
 
+// TestFollowBurst: 200 addresses added in a burst, then removed in one,
+// are all in the program's addresses, then all out of them, within
+// followBudget of the burst's end.
+func TestFollowBurst(t *testing.T) {
+	n := newTestNet(t)
+	n.attach(t, ModeGeneric)
+	n.follow(t)
+	h, err := netlink.NewHandleAt(n.backend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	lo, err := h.LinkByName("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var added []netip.Addr
+	var addrs []*netlink.Addr
+	for i := range 200 {
+		a := netip.AddrFrom4([4]byte{203, 0, 113, byte(i + 1)})
+		added = append(added, a)
+		addrs = append(addrs, &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(32, 32)}})
+	}
+	for _, a := range addrs {
+		if err := h.AddrAdd(lo, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := waitLocal(t, n, time.Now(), func(got []netip.Addr) bool {
+		return !slices.ContainsFunc(added, func(a netip.Addr) bool { return !slices.Contains(got, a) })
+	})
+	if in < 0 {
+		t.Fatalf("after adding %d addresses the program has %d addresses", len(added), len(n.status(t).LocalAddrs))
+	}
+	for _, a := range addrs {
+		if err := h.AddrDel(lo, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := waitLocal(t, n, time.Now(), func(got []netip.Addr) bool {
+		return !slices.ContainsFunc(added, func(a netip.Addr) bool { return slices.Contains(got, a) })
+	})
+	if out < 0 {
+		t.Fatalf("after removing %d addresses the program still has %d addresses", len(added), len(n.status(t).LocalAddrs))
+	}
+	t.Logf("%d addresses in %v after the burst of additions, out %v after the burst of removals", len(added), in.Round(time.Millisecond), out.Round(time.Millisecond))
+}
+
 // TestFollowNotAttached: Follow with nothing attached ends with
 // ErrNotAttached rather than waiting for changes it cannot apply.
 func TestFollowNotAttached(t *testing.T) {
