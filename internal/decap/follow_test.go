@@ -29,15 +29,7 @@ func TestFollow(t *testing.T) {
 	srv := n.servers(t)
 	synced := n.follow(t)
 
-	h, err := netlink.NewHandleAt(n.backend)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	lo, err := h.LinkByName("lo")
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, lo := n.backendLink(t, "lo")
 	for _, tc := range []struct {
 		c     tunnelCase
 		extra netip.Addr
@@ -92,15 +84,7 @@ func TestFollowBurst(t *testing.T) {
 	n := newTestNet(t)
 	n.attach(t, ModeGeneric)
 	n.follow(t)
-	h, err := netlink.NewHandleAt(n.backend)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	lo, err := h.LinkByName("lo")
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, lo := n.backendLink(t, "lo")
 	var added []netip.Addr
 	var addrs []*netlink.Addr
 	for i := range 200 {
