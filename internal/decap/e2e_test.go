@@ -245,7 +245,7 @@ func TestLocalAddrs(t *testing.T) {
 	}
 
 	var got []netip.Addr
-	err = inNS(n.backend, func() (err error) {
+	err := inNS(n.backend, func() (err error) {
 		got, err = SyncLocalAddrs(n.backendIf)
 		return err
 	})
