@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* send.h: the last step of every forwarded packet, shared by the
- * forwarder's stages: count it, fit it to its real's egress MTU or answer
- * too big, and send it by its method (methods.h), tracing it when asked. */
+/* send.h: the last step of every forwarded packet, shared by the entry
+ * and the stages: count it, fit it to its real's egress MTU or answer too
+ * big, and send it by its method (methods.h), tracing it when asked; and
+ * the tail call into a stage (xlb_stage). */
 #pragma once
 
 #include <linux/bpf.h>
@@ -15,7 +16,6 @@
 #include "toobig.h"
 #include "frag.h"
 #include "trace.h"
-
 
 /* xlb_send_too_big: p does not fit its real's egress once encapsulated
  * (toobig.h). IPv4 without DF goes to xlbd to be fragmented (dropped
