@@ -417,7 +417,7 @@ static __always_inline int frag_first(struct xdp_md *ctx, struct pkt *p,
 	if (!v || !(v->flags & XLB_VIP_F_FRAGMENTS))
 		return XLB_STAT_DROP_FRAGMENT;
 	h = select_flow_hash(p);
-	rc = select_backend(p, v, n, h, &sel, true, XLB_SCHED_ANY, 0);
+	rc = select_backend(p, v, n, h, &sel, true);
 	if (rc)
 		return rc;
 	if (sel.hit)

@@ -46,5 +46,5 @@ static __always_inline int icmp_select(const struct pkt *flow, const struct vip_
 		stats_count(XLB_STAT_ICMP_SCAN_LIMITED);
 		return select_maglev_real(v, h, sel);
 	}
-	return select_backend(flow, v, n, h, sel, false, XLB_SCHED_ANY, 0);
+	return select_backend(flow, v, n, h, sel, false);
 }

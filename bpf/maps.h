@@ -337,13 +337,3 @@ struct xlb_stage_array {
 };
 
 struct xlb_stage_array xlb_stages SEC(".maps");
-
-/* 0 -> the argument of the new-flow stage this CPU tail-calls (struct
- * stage_arg), per CPU: a program and the stages it tail-calls run on one
- * CPU to their end. Never adopted from a pin, like xlb_stages. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__type(key, __u32);
-	__type(value, struct stage_arg);
-	__uint(max_entries, 1);
-} xlb_stage_arg SEC(".maps");

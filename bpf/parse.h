@@ -28,6 +28,24 @@ enum parse_result {
 #define TCP_FLAG_RST 0x04
 #define TCP_FLAG_ACK 0x10
 
+struct pkt {
+	__u8 src[16];
+	__u8 dst[16];
+	__u32 ports;    /* sport | dport << 16, as loaded from the wire */
+	__u16 l3_off;   /* bytes of L2 header: 14, 18 or 22 */
+	__u16 l3_len;   /* IP datagram length (header + payload) */
+	__u16 l4_off;   /* frame offset of the L4 header (set when parsing got there) */
+	__u8 family;    /* enum xlb_family */
+	__u8 proto;     /* L4 protocol */
+	__u8 tcp_flags; /* TCP_FLAG_* */
+	__u8 tos;       /* IPv4 TOS / IPv6 traffic class */
+	__u8 have_dst;  /* dst is valid even if parsing failed later */
+	/* Fragments: filled by bpf/frag.h (frag_parse), not here. */
+	__u8 frag_l4;   /* first fragment whose TCP/UDP header (ports) was read */
+	__u16 frag_off; /* offset in 8-byte units; 0: the first fragment */
+	__u32 frag_id;  /* IPv4 id (16 bits) or IPv6 identification, as loaded */
+};
+
 static __always_inline __be16 pkt_dport(const struct pkt *p)
 {
 	return (__be16)(p->ports >> 16);

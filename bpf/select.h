@@ -457,31 +457,25 @@ static __always_inline int select_maglev_real(const struct vip_info *v, __u64 h,
 	return select_real(v, select_maglev(v, h), sel);
 }
 
-/* Every scheduler family (sched/kinds.h), for select_backend's family. */
-#define XLB_SCHED_ANY (~0ULL)
-
 /* select_sched: the real of a flow no connection table entry answers for,
  * by the service's scheduler: Maglev on the flow hash inline, list
  * schedulers (sched.h) and lblc, lblcr (lblc.h) only when stateful (the
- * flow is being tracked) and of family (a literal: the kinds whose code
- * is compiled in; a service of another kind, one that changed scheduler
- * while its packet went from the entry to the stage, gets the Maglev
- * table),
+ * flow is being tracked),
  * else the Maglev table in xlb_sched_new: a read-only selection or an
  * untracked flow (flood) reads it at the flow's slot, the same for every
  * packet of the flow, hash schedulers at their own hash's. */
 static __always_inline int select_sched(const struct pkt *p, const struct vip_info *v, __u64 h,
-					struct selection *sel, bool stateful, const __u64 family)
+					struct selection *sel, bool stateful)
 {
 	__u32 id = v->svc_id;
 	struct svc_sched *s = bpf_map_lookup_elem(&xlb_svc_sched, &id);
 
 	if (!s || s->kind == XLB_SCHED_MAGLEV)
 		return select_maglev_real(v, h, sel);
-	if (stateful && sched_in(s->kind, XLB_SCHED_FAMILY_LOCALITY & family) &&
+	if (stateful && sched_in(s->kind, XLB_SCHED_FAMILY_LOCALITY) &&
 	    !select_real(v, xlb_sched_lblc(p, id), sel))
 		return 0;
-	if (stateful && sched_in(s->kind, XLB_SCHED_USES_LIST & family) &&
+	if (stateful && sched_in(s->kind, XLB_SCHED_USES_LIST) &&
 	    !select_real(v, xlb_sched_list(id), sel))
 		return 0;
 	return select_real(v, xlb_sched_new(p, id, (__u64)v->table_id << 32 | v->table_size, h), sel);
@@ -490,9 +484,9 @@ static __always_inline int select_sched(const struct pkt *p, const struct vip_in
 /* select_new: select_sched, then, for a flow being tracked, the client's
  * persistence template (persist.h) overrides the choice or records it. */
 static __always_inline int select_new(const struct pkt *p, const struct vip_info *v, __u64 h,
-				      struct selection *sel, bool stateful, __u64 now, const __u64 family)
+				      struct selection *sel, bool stateful, __u64 now)
 {
-	int rc = select_sched(p, v, h, sel, stateful, family);
+	int rc = select_sched(p, v, h, sel, stateful);
 	__u32 chosen = sel->rid, rid;
 
 	if (rc || !stateful)
@@ -526,19 +520,6 @@ static __always_inline void select_local_hit(const struct pkt *p, const struct v
 	sel->rid = conns_way_real(e);
 }
 
-/* select_backend's answer for a flow left to another stage (handoff):
- * not an enum xlb_stat. */
-#define XLB_SELECT_HANDOFF 0x1000
-
-/* select_kind: service v's scheduler (enum xlb_sched). */
-static __always_inline __u32 select_kind(const struct vip_info *v)
-{
-	__u32 id = v->svc_id;
-	struct svc_sched *s = bpf_map_lookup_elem(&xlb_svc_sched, &id);
-
-	return s ? s->kind : XLB_SCHED_MAGLEV;
-}
-
 /* select_backend fills sel for a packet of service v. Returns 0, or an enum
  * xlb_stat drop reason.
  *
@@ -555,15 +536,10 @@ static __always_inline __u32 select_kind(const struct vip_info *v)
  * CPU's slice, else in another CPU's (SYN or not), else the Maglev table;
  * no entry is inserted or refreshed and no conntrack counter moves
  * (sel->ct tells which answered). A node that does not track the flow
- * picks the backend the table gives, as the flow's own node did.
- * family (a literal): the scheduler families compiled in (select_sched).
- * handoff (a literal, kinds as in sched/kinds.h): a flow that is not a
- * usable local hit, of a service whose scheduler is one of these, is left
- * to the new-flow stage of its family (stage_new.c): XLB_SELECT_HANDOFF,
- * nothing counted or changed. */
+ * picks the backend the table gives, as the flow's own node did. */
 static __always_inline int select_backend(const struct pkt *p, const struct vip_info *v,
 					  const struct node_info *n, __u64 h, struct selection *sel,
-					  const bool track, const __u64 family, const __u64 handoff)
+					  const bool track)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	__u32 bucket = (__u32)h & ((1U << ct_shift) - 1);
@@ -586,8 +562,6 @@ static __always_inline int select_backend(const struct pkt *p, const struct vip_
 			return 0;
 		}
 	}
-	if (handoff && sched_in(select_kind(v), handoff))
-		return XLB_SELECT_HANDOFF;
 	if (way >= 0) {
 		if (track)
 			stats_count(XLB_STAT_CT_RESELECT);
@@ -604,7 +578,7 @@ static __always_inline int select_backend(const struct pkt *p, const struct vip_
 		stats_count(XLB_STAT_CT_MISS);
 	else if (way < 0)
 		sel->ct = XLB_PROBE_CT_MISS;
-	rc = select_new(p, v, h, sel, track && !untracked, now, family);
+	rc = select_new(p, v, h, sel, track && !untracked, now);
 	if (rc || !track)
 		return rc;
 	sel->new_flow = 1;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* send.h: the last step of every forwarded packet, shared by the
- * forwarder's stages: count it, fit it to its real's egress MTU or answer
- * too big, and send it by its method (methods.h), tracing it when asked. */
+/* send.h: the last step of every forwarded packet, shared by the entry
+ * and the stages: count it, fit it to its real's egress MTU or answer too
+ * big, and send it by its method (methods.h), tracing it when asked; and
+ * the tail call into a stage (xlb_stage). */
 #pragma once
 
 #include <linux/bpf.h>
@@ -15,7 +16,6 @@
 #include "toobig.h"
 #include "frag.h"
 #include "trace.h"
-
 
 /* xlb_send_too_big: p does not fit its real's egress once encapsulated
  * (toobig.h). IPv4 without DF goes to xlbd to be fragmented (dropped
@@ -120,55 +120,6 @@ static __always_inline int xlb_verdict(int rc)
 static __always_inline int xlb_stage(struct xdp_md *ctx, __u32 stage)
 {
 	bpf_tail_call(ctx, &xlb_stages, stage);
-	stats_count(XLB_STAT_DROP_INTERNAL);
-	return XDP_DROP;
-}
-
-/* The schedulers whose new flows are chosen in a stage of their family's
- * (stage_new.c), not in the entry. */
-#define XLB_SCHED_STAGED (XLB_SCHED_FAMILY_CURSOR | XLB_SCHED_FAMILY_LEAST | XLB_SCHED_FAMILY_LOCALITY)
-
-/* stage_new_of: the stage of a new flow of service v (XLB_SCHED_STAGED). */
-static __always_inline __u32 stage_new_of(const struct vip_info *v)
-{
-	__u32 kind = select_kind(v);
-
-	if (sched_in(kind, XLB_SCHED_FAMILY_CURSOR))
-		return XLB_STAGE_NEW_CURSOR;
-	if (sched_in(kind, XLB_SCHED_FAMILY_LEAST))
-		return XLB_STAGE_NEW_LEAST;
-	return XLB_STAGE_NEW_LOCALITY;
-}
-
-/* stage_new_arg puts the packet p of a new flow to service v (hash h) in
- * this CPU's xlb_stage_arg for the new-flow stage; returns the stage
- * (stage_new_of), or XLB_STAGE__MAX when the argument is missing (never). */
-static __always_inline __u32 stage_new_arg(const struct pkt *p, const struct vip_info *v, __u64 h)
-{
-	__u32 zero = 0;
-	struct stage_arg *a = bpf_map_lookup_elem(&xlb_stage_arg, &zero);
-
-	if (!a)
-		return XLB_STAGE__MAX;
-	a->p = *p;
-	a->v = *v;
-	a->h = h;
-	return stage_new_of(v);
-}
-
-/* xlb_new_stage tail-calls the new-flow stage stage. Each call has its
- * index a constant, which the JIT makes a direct jump (a computed one is
- * an indirect jump, dearer under retpolines). */
-static __always_inline int xlb_new_stage(struct xdp_md *ctx, __u32 stage)
-{
-	switch (stage) {
-	case XLB_STAGE_NEW_CURSOR:
-		return xlb_stage(ctx, XLB_STAGE_NEW_CURSOR);
-	case XLB_STAGE_NEW_LEAST:
-		return xlb_stage(ctx, XLB_STAGE_NEW_LEAST);
-	case XLB_STAGE_NEW_LOCALITY:
-		return xlb_stage(ctx, XLB_STAGE_NEW_LOCALITY);
-	}
 	stats_count(XLB_STAT_DROP_INTERNAL);
 	return XDP_DROP;
 }

@@ -36,7 +36,7 @@ __attribute__((noinline)) int xlb_probe(struct xdp_md *ctx, const struct pkt *p)
 		return XDP_DROP;
 	}
 	h = select_flow_hash(p);
-	rc = select_backend(p, v, n, h, &sel, false, XLB_SCHED_ANY, 0);
+	rc = select_backend(p, v, n, h, &sel, false);
 	trace_probe_answer(ctx, p, trace_marker_off(ctx, p, 0), sel.ct, rc);
 	if (rc) {
 		stats_count(rc);

@@ -493,7 +493,14 @@ _Static_assert(sizeof(struct real_conns) == 16, "ABI: struct real_conns size cha
 
 /* --- schedulers (sched.h) --- */
 
-#include "stage_types.h" /* the stages' index and argument */
+/* xlb_stages index: the forwarder's stages, XDP programs the entry
+ * (xlb_forward) tail-calls for the rare paths (stage_*.c). */
+enum xlb_stage {
+	XLB_STAGE_ICMP = 0,  /* ICMP and ICMPv6 (stage_icmp.c) */
+	XLB_STAGE_FRAG = 1,  /* fragments and GRE (stage_frag.c) */
+	XLB_STAGE_PROBE = 2, /* self-check probes (stage_probe.c) */
+	XLB_STAGE__MAX,
+};
 
 #include "sched/kinds.h" /* enum xlb_sched, generated from internal/sched/list.go */
 

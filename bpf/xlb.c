@@ -57,12 +57,10 @@ const struct sweep_ctx *xlb_anchor_sweep_ctx __attribute__((unused));
 const enum xlb_persist_layout *xlb_anchor_persist_layout __attribute__((unused));
 const enum xlb_stage *xlb_anchor_stage __attribute__((unused));
 
-/* xlb_l4's answers for a self-check probe, for a packet to no VIP and,
- * ORed with its stage (enum xlb_stage), for a new flow (not XDP
- * actions). */
+/* xlb_l4's answers for a self-check probe and for a packet to no VIP (not
+ * XDP actions). */
 #define XLB_L4_PROBE 0x100
 #define XLB_L4_NOT_VIP 0x200
-#define XLB_L4_NEW 0x300
 
 /* Verdicts for packets that parsing did not accept (documented in
  * docs/ARCHITECTURE.md): to a VIP address they are dropped, else passed;
@@ -94,10 +92,8 @@ static __always_inline int xlb_unparsed(struct xdp_md *ctx, struct pkt *p, int r
 }
 
 /* xlb_l4: a TCP/UDP packet, headers complete (paper section 3.3): VIP
- * match, conntrack / Maglev, encapsulation, next hop: every hit, and the
- * new flows of the hash schedulers (Maglev, the default). The new flows of
- * the other families are chosen in their stage (stage_new.c). A global
- * function, verified once whatever path parsing took. */
+ * match, conntrack / scheduler, encapsulation, next hop: hits and new
+ * flows. A global function, verified once whatever path parsing took. */
 __attribute__((noinline)) int xlb_l4(struct xdp_md *ctx, const struct pkt *p)
 {
 	struct selection sel = {};
@@ -124,9 +120,7 @@ __attribute__((noinline)) int xlb_l4(struct xdp_md *ctx, const struct pkt *p)
 	if (mark && trace_is_probe(ctx, n, mark))
 		return XLB_L4_PROBE; /* xlb_forward calls xlb_probe: stack depth */
 	h = select_flow_hash(p);
-	rc = select_backend(p, v, n, h, &sel, true, XLB_SCHED_FAMILY_HASH, XLB_SCHED_STAGED);
-	if (rc == XLB_SELECT_HANDOFF)
-		return XLB_L4_NEW | stage_new_arg(p, v, h); /* xlb_forward tail-calls it */
+	rc = select_backend(p, v, n, h, &sel, true);
 	if (rc) {
 		stats_count(rc);
 		mark = trace_marker_off(ctx, p, 0);
@@ -150,8 +144,6 @@ int xlb_forward(struct xdp_md *ctx)
 	rc = xlb_l4(ctx, &p);
 	if (rc == XLB_L4_NOT_VIP) /* nat.h: passes all but NAT replies */
 		return xlb_verdict(xlb_nat_reply(ctx, &p));
-	if ((rc & ~0xff) == XLB_L4_NEW)
-		return xlb_new_stage(ctx, rc & 0xff);
 	if (rc == XLB_L4_PROBE)
 		return xlb_stage(ctx, XLB_STAGE_PROBE);
 	if (rc & XLB_L4_TOO_BIG) /* not an XDP action: the call kept out of xlb_l4 (stack depth) */
@@ -164,7 +156,6 @@ int xlb_forward(struct xdp_md *ctx)
 #include "stage_icmp.c"
 #include "stage_frag.c"
 #include "stage_probe.c"
-#include "stage_new.c"
 
 /* xlb_stages (maps.h) holds the stages of this object. */
 struct xlb_stage_array xlb_stages SEC(".maps") = {
@@ -172,9 +163,6 @@ struct xlb_stage_array xlb_stages SEC(".maps") = {
 		[XLB_STAGE_ICMP] = (void *)&xlb_stage_icmp,
 		[XLB_STAGE_FRAG] = (void *)&xlb_stage_frag,
 		[XLB_STAGE_PROBE] = (void *)&xlb_stage_probe,
-		[XLB_STAGE_NEW_CURSOR] = (void *)&xlb_stage_new_cursor,
-		[XLB_STAGE_NEW_LEAST] = (void *)&xlb_stage_new_least,
-		[XLB_STAGE_NEW_LOCALITY] = (void *)&xlb_stage_new_locality,
 	},
 };
 #include "sync.c"

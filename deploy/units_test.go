@@ -55,16 +55,19 @@ func TestUnitLetsXLBDSaveItsConfig(t *testing.T) {
 }
 
 // TestDecapTemplate: xlb-decap@IFACE attaches to IFACE once the device
-// exists, detaches on stop, and re-reads addresses on reload.
+// exists, then follows the host's address changes until stopped, detaches
+// on stop, and re-reads addresses on reload.
 func TestDecapTemplate(t *testing.T) {
 	u := unit(t, "xlb-decap@.service")
 	for key, want := range map[string]string{
-		"ExecStart":  "/usr/bin/xlb-decap attach %I",
-		"ExecStop":   "/usr/bin/xlb-decap detach %I",
-		"ExecReload": "/usr/bin/xlb-decap sync %I",
-		"BindsTo":    "sys-subsystem-net-devices-%i.device",
-		"Type":       "oneshot",
-		"WantedBy":   "multi-user.target",
+		"ExecStartPre": "/usr/bin/xlb-decap attach %I",
+		"ExecStart":    "/usr/bin/xlb-decap follow %I",
+		"ExecStop":     "/usr/bin/xlb-decap detach %I",
+		"ExecReload":   "/usr/bin/xlb-decap sync %I",
+		"BindsTo":      "sys-subsystem-net-devices-%i.device",
+		"Type":         "exec",
+		"Restart":      "on-failure",
+		"WantedBy":     "multi-user.target",
 	} {
 		if got := strings.Join(u[key], " "); got != want {
 			t.Errorf("%s=%q, want %q", key, got, want)

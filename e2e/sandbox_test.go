@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/xlbproject/xlb/deploy"
 	"github.com/xlbproject/xlb/internal/testenv"
 	"github.com/xlbproject/xlb/lab"
@@ -88,9 +90,10 @@ func sandboxedXLBD(t *testing.T, sandbox, xlbd string) string {
 	return path
 }
 
-// TestDecapUnderItsUnitsSandbox: xlb-decap attaches, syncs and detaches
-// with the file system xlb-decap@.service gives it (it writes nothing but
-// its pins), and the backend answers through the decapsulator so attached.
+// TestDecapUnderItsUnitsSandbox: xlb-decap attaches, syncs, follows the
+// backend's address changes and detaches with the file system
+// xlb-decap@.service gives it (it writes nothing but its pins), and the
+// backend answers through the decapsulator so attached.
 func TestDecapUnderItsUnitsSandbox(t *testing.T) {
 	e := setup(t, []int{1, 1, 1})
 	testenv.RequireCommands(t, "unshare", "mount")
@@ -110,8 +113,12 @@ func TestDecapUnderItsUnitsSandbox(t *testing.T) {
 			t.Fatalf("xlb-decap %s under the unit's sandbox: %v\n%s", cmd, err, out)
 		}
 	}
+	follow := followUnderSandbox(ctx, t, b1, sandbox, bin)
 	if c := sessionsOn(t, e, 30).Counts(); c["b1"] == 0 {
 		t.Fatalf("no connection reached b1 through the decapsulator attached under the sandbox: %v", c)
+	}
+	if err := follow.Stop(5 * time.Second); err != nil {
+		t.Fatalf("xlb-decap follow on SIGTERM: %v\n%s", err, follow.Output())
 	}
 	if out, err := b1.Run(ctx, sandbox, bin, "detach", b1.Iface); err != nil {
 		t.Fatalf("xlb-decap detach under the unit's sandbox: %v\n%s", err, out)
@@ -120,4 +127,57 @@ func TestDecapUnderItsUnitsSandbox(t *testing.T) {
 	if out, err := b1.Run(ctx, bin, "attach", b1.Iface); err != nil {
 		t.Fatalf("attach: %v\n%s", err, out)
 	}
+}
+
+// followUnderSandbox starts `xlb-decap follow` on b1 under the sandbox, as
+// the unit does, and checks that an address added to b1 reaches the
+// program's addresses within a second, and one removed leaves them.
+func followUnderSandbox(ctx context.Context, t *testing.T, b1 *lab.Host, sandbox, bin string) *lab.Proc {
+	t.Helper()
+	p, err := b1.Start(ctx, nil, sandbox, bin, "follow", b1.Iface)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Stop(5 * time.Second) })
+	lastLine := func() string {
+		lines := strings.Split(strings.TrimSpace(p.Output()), "\n")
+		for i := len(lines) - 1; i >= 0; i-- {
+			if strings.Contains(lines[i], " local addresses: ") && !strings.Contains(lines[i], "level=") {
+				return lines[i]
+			}
+		}
+		return ""
+	}
+	waitFor := func(what string, ok func(string) bool) {
+		t.Helper()
+		start := time.Now()
+		deadline := start.Add(time.Second)
+		defer func() { t.Logf("xlb-decap follow: %s after %v", what, time.Since(start).Round(time.Millisecond)) }()
+		for !ok(lastLine()) {
+			if p.Exited() || time.Now().After(deadline) {
+				t.Fatalf("xlb-decap follow: %s not seen within 1s (exited: %v)\n%s", what, p.Exited(), p.Output())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	const extra = "203.0.113.99"
+	has := func(l string) bool { return strings.Contains(l, extra+" ") || strings.Contains(l, extra+"]") }
+	waitFor("the first sync", func(l string) bool { return l != "" && !has(l) })
+	lo, err := b1.Netlink().LinkByName("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := netlink.ParseAddr(extra + "/32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b1.Netlink().AddrAdd(lo, addr); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(extra+" added", has)
+	if err := b1.Netlink().AddrDel(lo, addr); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(extra+" removed", func(l string) bool { return !has(l) })
+	return p
 }

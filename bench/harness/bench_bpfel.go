@@ -223,30 +223,6 @@ type benchRealInfo struct {
 	Port    uint16
 }
 
-type benchStageArg struct {
-	_ structs.HostLayout
-	P struct {
-		_        structs.HostLayout
-		Src      [16]uint8
-		Dst      [16]uint8
-		Ports    uint32
-		L3Off    uint16
-		L3Len    uint16
-		L4Off    uint16
-		Family   uint8
-		Proto    uint8
-		TcpFlags uint8
-		Tos      uint8
-		HaveDst  uint8
-		FragL4   uint8
-		FragOff  uint16
-		_        [2]byte
-		FragId   uint32
-	}
-	V benchVipInfo
-	H uint64
-}
-
 type benchSvcSched struct {
 	_              structs.HostLayout
 	Kind           uint8
@@ -414,7 +390,6 @@ const (
 	benchMapXlbRealStats        = "xlb_real_stats"
 	benchMapXlbReals            = "xlb_reals"
 	benchMapXlbSchedCursor      = "xlb_sched_cursor"
-	benchMapXlbStageArg         = "xlb_stage_arg"
 	benchMapXlbStages           = "xlb_stages"
 	benchMapXlbStats            = "xlb_stats"
 	benchMapXlbSvcSched         = "xlb_svc_sched"
@@ -527,7 +502,6 @@ type benchMapSpecs struct {
 	XlbRealStats   *ebpf.MapSpec `ebpf:"xlb_real_stats"`
 	XlbReals       *ebpf.MapSpec `ebpf:"xlb_reals"`
 	XlbSchedCursor *ebpf.MapSpec `ebpf:"xlb_sched_cursor"`
-	XlbStageArg    *ebpf.MapSpec `ebpf:"xlb_stage_arg"`
 	XlbStages      *ebpf.MapSpec `ebpf:"xlb_stages"`
 	XlbStats       *ebpf.MapSpec `ebpf:"xlb_stats"`
 	XlbSvcSched    *ebpf.MapSpec `ebpf:"xlb_svc_sched"`
@@ -612,7 +586,6 @@ type benchMaps struct {
 	XlbRealStats   *ebpf.Map `ebpf:"xlb_real_stats"`
 	XlbReals       *ebpf.Map `ebpf:"xlb_reals"`
 	XlbSchedCursor *ebpf.Map `ebpf:"xlb_sched_cursor"`
-	XlbStageArg    *ebpf.Map `ebpf:"xlb_stage_arg"`
 	XlbStages      *ebpf.Map `ebpf:"xlb_stages"`
 	XlbStats       *ebpf.Map `ebpf:"xlb_stats"`
 	XlbSvcSched    *ebpf.Map `ebpf:"xlb_svc_sched"`
@@ -654,7 +627,6 @@ func (m *benchMaps) Close() error {
 		m.XlbRealStats,
 		m.XlbReals,
 		m.XlbSchedCursor,
-		m.XlbStageArg,
 		m.XlbStages,
 		m.XlbStats,
 		m.XlbSvcSched,

@@ -6,18 +6,23 @@
 //	xlb-decap detach IFACE
 //	xlb-decap status IFACE [-o text|json]
 //	xlb-decap sync IFACE
+//	xlb-decap follow IFACE
 //	xlb-decap prune
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/cilium/ebpf/rlimit"
 
@@ -37,6 +42,9 @@ const usage = `usage:
         attachment, mode, local addresses and counters
   xlb-decap sync IFACE
         reload this host's addresses into the program (after they change)
+  xlb-decap follow IFACE
+        sync, then keep syncing whenever an address is added or removed
+        (netlink), until SIGTERM or SIGINT; the unit runs this
   xlb-decap prune
         remove the pins of attachments whose interface or namespace is gone
   xlb-decap --version
@@ -94,7 +102,7 @@ func dispatch(args []string, stdout io.Writer) error {
 	guePort := fs.Uint("gue-port", decap.DefaultGUEPort, "")
 
 	switch cmd {
-	case "attach", "detach", "status", "sync":
+	case "attach", "detach", "status", "sync", "follow":
 	case "prune":
 		if len(args) != 0 {
 			return usagef("prune takes no arguments")
@@ -136,6 +144,8 @@ func dispatch(args []string, stdout io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "%d local addresses: %v\n", len(addrs), addrs)
 		return nil
+	case "follow":
+		return follow(stdout, iface)
 	default:
 		return status(stdout, iface, *output)
 	}
@@ -163,6 +173,16 @@ func attach(stdout io.Writer, iface, mode string, guePort uint) error {
 	}
 	fmt.Fprintf(stdout, "attached to %s (%s), %d local addresses\n", iface, st.Mode, len(st.LocalAddrs))
 	return nil
+}
+
+// follow answers `follow IFACE`: it keeps the attachment's addresses in
+// step with the host's until SIGTERM or SIGINT.
+func follow(stdout io.Writer, iface string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return decap.Follow(ctx, iface, func(addrs []netip.Addr) {
+		fmt.Fprintf(stdout, "%d local addresses: %v\n", len(addrs), addrs)
+	})
 }
 
 // status answers `status IFACE` in output format text or json.

@@ -37,6 +37,8 @@ func TestUsage(t *testing.T) {
 		{"unknown flag", []string{"attach", "eth0", "--force"}, 2, "flag provided but not defined"},
 		{"bad interface name", []string{"attach", "../x"}, 1, `invalid interface name "../x"`},
 		{"prune with arguments", []string{"prune", "eth0"}, 2, "prune takes no arguments"},
+		{"follow without interface", []string{"follow"}, 2, "follow needs an interface"},
+		{"gue port on follow", []string{"follow", "eth0", "--gue-port", "1"}, 2, "follow takes no such option"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := runCLI(tc.args...)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	pb "github.com/xlbproject/xlb/api/xlb/v1"
 	"github.com/xlbproject/xlb/internal/api"
 	"github.com/xlbproject/xlb/internal/api/apitest"
+	"github.com/xlbproject/xlb/internal/config"
 	"github.com/xlbproject/xlb/internal/testenv"
 )
 
@@ -123,15 +125,15 @@ bgp
 func TestServices(t *testing.T) {
 	e := newEnv(t)
 	wantLines(t, e.ok("services"), `
-Prot  LocalAddress:Port   Service  Method   Sched   M       ActivePool  Backends  Probe  Packets  Bytes   NewFlows  ActiveConn  InActConn
-  ->  RemoteAddress       Pool     Forward  Weight  State   Health      Share            Packets  Bytes   NewFlows  ActiveConn  InActConn
-TCP   10.0.0.100:80       web      gre      maglev  65537   web         3         -      1000     100000  100       12          3
-  ->  10.0.1.1            web      Tunnel   2       active  up          66.7%            600      60000   60        12          3
-  ->  10.0.1.2            web      Tunnel   1       active  up          33.3%            400      40000   40        0           0
-  ->  10.0.2.1            spare    Tunnel   1       active  -           0.0%             0        0       0         0           0
-UDP   [2001:db8::100]:53  dns      gre      maglev  251     dns         2         -      0        0       0         0           0
-  ->  2001:db8:1::1       dns      Tunnel   1       active  -           49.8%            0        0       0         0           0
-  ->  2001:db8:1::2       dns      Tunnel   1       active  -           49.8%            0        0       0         0           0`)
+Prot  LocalAddress:Port   Service  Method   Sched   Persist  M       ActivePool  Backends  Probe  Packets  Bytes   NewFlows  ActiveConn  InActConn
+  ->  RemoteAddress       Pool     Forward  Weight           State   Health      Share            Packets  Bytes   NewFlows  ActiveConn  InActConn
+TCP   10.0.0.100:80       web      gre      maglev  -        65537   web         3         -      1000     100000  100       12          3
+  ->  10.0.1.1            web      Tunnel   2                active  up          66.7%            600      60000   60        12          3
+  ->  10.0.1.2            web      Tunnel   1                active  up          33.3%            400      40000   40        0           0
+  ->  10.0.2.1            spare    Tunnel   1                active  -           0.0%             0        0       0         0           0
+UDP   [2001:db8::100]:53  dns      gre      maglev  -        251     dns         2         -      0        0       0         0           0
+  ->  2001:db8:1::1       dns      Tunnel   1                active  -           49.8%            0        0       0         0           0
+  ->  2001:db8:1::2       dns      Tunnel   1                active  -           49.8%            0        0       0         0           0`)
 	// The prober's last probe of each VIP: up with its round trip, or DOWN.
 	e.fake.Lock()
 	e.fake.Info.Prober = api.ProberStatus{Enabled: true, OK: true, Probes: []api.Probe{
@@ -140,15 +142,15 @@ UDP   [2001:db8::100]:53  dns      gre      maglev  251     dns         2       
 	}}
 	e.fake.Unlock()
 	wantLines(t, e.ok("services"), `
-Prot  LocalAddress:Port   Service  Method   Sched   M       ActivePool  Backends  Probe       Packets  Bytes   NewFlows  ActiveConn  InActConn
-  ->  RemoteAddress       Pool     Forward  Weight  State   Health      Share                 Packets  Bytes   NewFlows  ActiveConn  InActConn
-TCP   10.0.0.100:80       web      gre      maglev  65537   web         3         up 1.234ms  1000     100000  100       12          3
-  ->  10.0.1.1            web      Tunnel   2       active  up          66.7%                 600      60000   60        12          3
-  ->  10.0.1.2            web      Tunnel   1       active  up          33.3%                 400      40000   40        0           0
-  ->  10.0.2.1            spare    Tunnel   1       active  -           0.0%                  0        0       0         0           0
-UDP   [2001:db8::100]:53  dns      gre      maglev  251     dns         2         DOWN        0        0       0         0           0
-  ->  2001:db8:1::1       dns      Tunnel   1       active  -           49.8%                 0        0       0         0           0
-  ->  2001:db8:1::2       dns      Tunnel   1       active  -           49.8%                 0        0       0         0           0`)
+Prot  LocalAddress:Port   Service  Method   Sched   Persist  M       ActivePool  Backends  Probe       Packets  Bytes   NewFlows  ActiveConn  InActConn
+  ->  RemoteAddress       Pool     Forward  Weight           State   Health      Share                 Packets  Bytes   NewFlows  ActiveConn  InActConn
+TCP   10.0.0.100:80       web      gre      maglev  -        65537   web         3         up 1.234ms  1000     100000  100       12          3
+  ->  10.0.1.1            web      Tunnel   2                active  up          66.7%                 600      60000   60        12          3
+  ->  10.0.1.2            web      Tunnel   1                active  up          33.3%                 400      40000   40        0           0
+  ->  10.0.2.1            spare    Tunnel   1                active  -           0.0%                  0        0       0         0           0
+UDP   [2001:db8::100]:53  dns      gre      maglev  -        251     dns         2         DOWN        0        0       0         0           0
+  ->  2001:db8:1::1       dns      Tunnel   1                active  -           49.8%                 0        0       0         0           0
+  ->  2001:db8:1::2       dns      Tunnel   1                active  -           49.8%                 0        0       0         0           0`)
 	var js struct {
 		Services []struct {
 			Name  string
@@ -165,6 +167,38 @@ UDP   [2001:db8::100]:53  dns      gre      maglev  251     dns         2       
 	}
 	if _, errOut, code := e.run("services", "--service", "nope"); code != 1 || errOut != "xlbctl: no service \"nope\" in the running config\n" {
 		t.Fatalf("unknown service: %d %q", code, errOut)
+	}
+}
+
+// The default view shows each service's persistence as --ipvsadm does:
+// the timeout, the client prefix when shorter than the whole address of
+// the VIP's family, and the group; "-" without persistence.
+func TestServicesPersistence(t *testing.T) {
+	e := newEnv(t)
+	d := e.fake.Desired()
+	e.fake.Lock()
+	d.Services[0].Persistence = config.Persistence{Timeout: 300 * time.Second, Netmask: 24, Netmask6: 64, Group: "webmail"}
+	d.Services[1].Persistence = config.Persistence{Timeout: 30 * time.Second, Netmask: 24, Netmask6: 128}
+	e.fake.Unlock()
+	wantLines(t, e.ok("services"), `
+Prot  LocalAddress:Port   Service  Method   Sched   Persist                 M       ActivePool  Backends  Probe  Packets  Bytes   NewFlows  ActiveConn  InActConn
+  ->  RemoteAddress       Pool     Forward  Weight                          State   Health      Share            Packets  Bytes   NewFlows  ActiveConn  InActConn
+TCP   10.0.0.100:80       web      gre      maglev  300s /24 group=webmail  65537   web         3         -      1000     100000  100       12          3
+  ->  10.0.1.1            web      Tunnel   2                               active  up          66.7%            600      60000   60        12          3
+  ->  10.0.1.2            web      Tunnel   1                               active  up          33.3%            400      40000   40        0           0
+  ->  10.0.2.1            spare    Tunnel   1                               active  -           0.0%             0        0       0         0           0
+UDP   [2001:db8::100]:53  dns      gre      maglev  30s                     251     dns         2         -      0        0       0         0           0
+  ->  2001:db8:1::1       dns      Tunnel   1                               active  -           49.8%            0        0       0         0           0
+  ->  2001:db8:1::2       dns      Tunnel   1                               active  -           49.8%            0        0       0         0           0`)
+	e.fake.Lock()
+	d.Services[0].Persistence = config.Persistence{}
+	d.Services[1].Persistence = config.Persistence{Timeout: 45 * time.Second, Netmask6: 48}
+	e.fake.Unlock()
+	out := e.ok("services")
+	for _, re := range []string{`(?m)^TCP +10\.0\.0\.100:80 +web +gre +maglev +- +65537 `, `(?m)^UDP +\[2001:db8::100\]:53 +dns +gre +maglev +45s /48 +251 `} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("no line matches %s:\n%s", re, out)
+		}
 	}
 }
 

@@ -327,8 +327,8 @@ func rateCols(withRates bool, r *pb.Rates) string {
 func (c *CLI) printServices(r *pb.ListServicesResponse, withRates bool) error {
 	w := c.table()
 	rh := rateHeads(withRates)
-	fmt.Fprintf(w, "Prot\tLocalAddress:Port\tService\tMethod\tSched\tM\tActivePool\tBackends\tProbe\tPackets\tBytes\tNewFlows%s\tActiveConn\tInActConn\n", rh)
-	fmt.Fprintf(w, "  ->\tRemoteAddress\tPool\tForward\tWeight\tState\tHealth\tShare\t\tPackets\tBytes\tNewFlows%s\tActiveConn\tInActConn\n", rh)
+	fmt.Fprintf(w, "Prot\tLocalAddress:Port\tService\tMethod\tSched\tPersist\tM\tActivePool\tBackends\tProbe\tPackets\tBytes\tNewFlows%s\tActiveConn\tInActConn\n", rh)
+	fmt.Fprintf(w, "  ->\tRemoteAddress\tPool\tForward\tWeight\t\tState\tHealth\tShare\t\tPackets\tBytes\tNewFlows%s\tActiveConn\tInActConn\n", rh)
 	overridden := false
 	for _, s := range r.Services {
 		active := s.ActivePool
@@ -339,17 +339,41 @@ func (c *CLI) printServices(r *pb.ListServicesResponse, withRates bool) error {
 		for _, b := range s.Backends {
 			act, inact = act+b.ActiveConns, inact+b.InactConns
 		}
-		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s%s\t%d\t%d", protoName(s.Protocol), vipPort(s.Vip, s.Port), s.Name, s.Encap,
-			s.Scheduler, s.TableSize, active, len(s.Backends), probeCol(s.Probe), counters(s.Counters), rateCols(withRates, s.Rates), act, inact)
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s%s\t%d\t%d", protoName(s.Protocol), vipPort(s.Vip, s.Port), s.Name, s.Encap,
+			s.Scheduler, persistCol(s), s.TableSize, active, len(s.Backends), probeCol(s.Probe), counters(s.Counters), rateCols(withRates, s.Rates), act, inact)
 		fmt.Fprintln(w, line)
 		for _, b := range s.Backends {
 			overridden = overridden || b.Override != nil
-			line := fmt.Sprintf("  ->\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\t%s%s\t%d\t%d", b.Address, b.Pool, forward(b), weight(b), state(b), health(b.Health),
+			line := fmt.Sprintf("  ->\t%s\t%s\t%s\t%s\t\t%s\t%s\t%s\t\t%s%s\t%d\t%d", b.Address, b.Pool, forward(b), weight(b), state(b), health(b.Health),
 				share(b.TableEntries, s.TableSize), counters(b.Counters), rateCols(withRates, b.Rates), b.ActiveConns, b.InactConns)
 			fmt.Fprintln(w, line)
 		}
 	}
 	return c.flushTable(w, overridden)
+}
+
+// persistCol is a service's Persist column: "-" without persistence,
+// else the template timeout, the client prefix when it is shorter than
+// the whole address of the VIP's family, and the group the service
+// shares templates with: "300s /24 group=mail".
+func persistCol(s *pb.Service) string {
+	p := s.GetPersistence()
+	if p == nil {
+		return "-"
+	}
+	col := strconv.FormatInt(int64(p.GetTimeout().AsDuration().Seconds()), 10) + "s"
+	if a, err := netip.ParseAddr(s.Vip); err == nil {
+		switch {
+		case a.Is4() && p.Netmask != 0 && p.Netmask < 32:
+			col += fmt.Sprintf(" /%d", p.Netmask)
+		case a.Is6() && p.Netmask6 != 0 && p.Netmask6 < 128:
+			col += fmt.Sprintf(" /%d", p.Netmask6)
+		}
+	}
+	if p.Group != "" {
+		col += " group=" + p.Group
+	}
+	return col
 }
 
 func (c *CLI) printBackends(r *pb.ListBackendsResponse, withRates bool) error {

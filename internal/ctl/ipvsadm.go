@@ -33,7 +33,7 @@ type ipvsService struct {
 
 type ipvsReal struct {
 	addr   netip.AddrPort
-	method string // dr, ipip, nat
+	method string // dr, ipip, gre, gue, nat: the backend's method
 	weight string
 	notes  []string
 }
@@ -44,7 +44,7 @@ var ipvsOptions = map[string]string{
 	"--fwmark-service": "-f", "--scheduler": "-s", "--persistent": "-p", "--netmask": "-M",
 	"--real-server": "-r", "--gatewaying": "-g", "--ipip": "-i", "--masquerading": "-m",
 	"--weight": "-w", "--u-threshold": "-x", "--l-threshold": "-y", "--sched-flags": "-b",
-	"--ops": "-o", "-O": "-o", "--clear": "-C",
+	"--ops": "-o", "-O": "-o", "--clear": "-C", "--ipv6": "-6",
 }
 
 // ImportIPVSadm reads ipvsadm-save text from r (name names it in errors)
@@ -55,6 +55,9 @@ func ImportIPVSadm(r io.Reader, name string) (string, error) {
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
 		f := strings.Fields(sc.Text())
+		if len(f) > 0 && f[0] == "ipvsadm" {
+			f = f[1:] // ipvsadm -R takes lines that start with the command's name
+		}
 		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
 			continue
 		}
@@ -141,31 +144,62 @@ func parseIPVSService(f []string, line int) (*ipvsService, error) {
 			}
 			i++
 		case "-p":
+			if _, err := strconv.ParseUint(val, 10, 32); val != "" && err != nil {
+				val = "" // not a timeout: the next option (ipvsadm-save's "ops")
+			}
 			if val != "" {
 				i++
 			}
 		}
-		switch opt {
-		case "-s":
-			s.sched = val
-		case "-p":
-			s.persist = val
-			if val == "" {
-				s.persist = "300"
-			}
-		case "-M":
-			s.netmask = val
-		case "-b":
-			s.notes = append(s.notes, "ipvsadm -b "+val+": scheduler flags have no xlb equivalent")
-		case "--pe":
-			s.notes = append(s.notes, "ipvsadm --pe "+val+": persistence engines have no xlb equivalent")
-		case "-o":
-			s.notes = append(s.notes, "ipvsadm -o (one-packet scheduling): xlb tracks UDP flows; no equivalent")
-		default:
-			return nil, fmt.Errorf("service option %s is not known", opt)
+		if err := s.option(opt, val); err != nil {
+			return nil, err
 		}
 	}
 	return s, nil
+}
+
+// option reads one virtual-service option opt (with its value val, ""
+// when it takes none) into s.
+func (s *ipvsService) option(opt, val string) error {
+	switch opt {
+	case "-s":
+		s.sched = val
+	case "-p":
+		s.persist = val
+		if val == "" {
+			s.persist = "300" // IPVS's default timeout
+		}
+	case "-M":
+		s.netmask = val
+	case "-6":
+		// IPv6 firewall-mark service: the family shows in the reals'
+		// addresses and in the VIPs the operator writes.
+		if s.proto != "fwmark" {
+			return fmt.Errorf("-6 belongs to firewall-mark services (-f), not %s", s.key())
+		}
+	case "-b":
+		for _, fl := range strings.Split(val, ",") {
+			s.notes = append(s.notes, "ipvsadm -b "+fl+": "+schedFlagNote(fl))
+		}
+	case "--pe":
+		s.notes = append(s.notes, "ipvsadm --pe "+val+": persistence engines (SIP Call-ID) have no xlb equivalent; persistence is by client address")
+	case "-o", "ops":
+		s.notes = append(s.notes, "ipvsadm -o (one-packet scheduling): xlb schedules each UDP flow once and tracks it; no per-datagram scheduling")
+	default:
+		return fmt.Errorf("service option %s is not known", opt)
+	}
+	return nil
+}
+
+// schedFlagNote says why a scheduler flag (-b) is not imported.
+func schedFlagNote(fl string) string {
+	switch fl {
+	case "sh-port", "mh-port":
+		return "xlb's sh and maglev-source hash the client address only; maglev hashes the whole 5-tuple, ports included"
+	case "sh-fallback", "mh-fallback":
+		return "xlb's hash tables hold only backends that take new flows, so a flow never hashes to an unavailable one; nothing to import"
+	}
+	return "not a scheduler flag xlb knows; no xlb equivalent"
 }
 
 func addIPVSReal(f []string, byKey map[string]*ipvsService) error {
@@ -179,43 +213,83 @@ func addIPVSReal(f []string, byKey map[string]*ipvsService) error {
 		return fmt.Errorf("real server of %s before its service (-A)", key)
 	}
 	r := ipvsReal{method: "dr", weight: "1"}
+	var tun string // --tun-type
 	for i := 2; i < len(f); i++ {
-		opt := f[i]
-		val := ""
+		opt, val := f[i], ""
 		if i+1 < len(f) {
 			val = f[i+1]
 		}
-		switch opt {
-		case "-r":
-			if r.addr, err = parseRealAddr(val); err != nil {
-				return err
-			}
+		takes, err := r.option(opt, val, &tun)
+		if err != nil {
+			return err
+		}
+		if takes {
 			i++
-		case "-g", "-i", "-m":
-			r.method = map[string]string{"-g": "dr", "-i": "ipip", "-m": "nat"}[opt]
-		case "-w":
-			if _, err := strconv.ParseUint(val, 10, 16); err != nil {
-				return fmt.Errorf("-w %s: not a weight 0..65535", val)
-			}
-			r.weight = val
-			i++
-		case "-x", "-y":
-			r.notes = append(r.notes, fmt.Sprintf("ipvsadm %s %s: connection thresholds have no xlb equivalent", opt, val))
-			i++
-		case "--tun-type", "--tun-port", "--tun-nocsum", "--tun-csum", "--tun-remcsum":
-			r.notes = append(r.notes, "ipvsadm "+opt+": tunnel options are not imported (xlb's encap/method decides the tunnel)")
-			if opt == "--tun-type" || opt == "--tun-port" {
-				i++
-			}
-		default:
-			return fmt.Errorf("real server option %s is not known", opt)
 		}
 	}
 	if !r.addr.IsValid() {
 		return fmt.Errorf("real server of %s without -r ADDR[:PORT]", key)
 	}
+	switch {
+	case tun != "" && r.method == "ipip":
+		r.method = tun // IPVS's tunnel (-i) is ipip unless --tun-type says otherwise
+	case tun != "":
+		r.notes = append(r.notes, "ipvsadm --tun-type "+tun+" without -i: IPVS does not tunnel to this real, nor does xlb")
+	}
 	s.reals = append(s.reals, r)
 	return nil
+}
+
+// option reads one real-server option opt (and its value val, when it
+// takes one: takes reports that) into r; --tun-type goes to *tun, to be
+// applied once the method (-i) is known.
+func (r *ipvsReal) option(opt, val string, tun *string) (takes bool, err error) {
+	switch opt {
+	case "-r":
+		r.addr, err = parseRealAddr(val)
+		return true, err
+	case "-g", "-i", "-m":
+		r.method = map[string]string{"-g": "dr", "-i": "ipip", "-m": "nat"}[opt]
+	case "-w":
+		w, err := strconv.ParseUint(val, 10, 31)
+		if err != nil {
+			return true, fmt.Errorf("-w %s: not a weight 0..65535", val)
+		}
+		if w > config.MaxWeight {
+			return true, fmt.Errorf("-w %s: not a weight 0..65535 (xlb's range; IPVS's goes to 2147483647): divide the service's weights by a common factor first", val)
+		}
+		r.weight = val
+		return true, nil
+	case "-x", "-y":
+		t, err := strconv.ParseUint(val, 10, 32)
+		if err != nil {
+			return true, fmt.Errorf("%s %s: not a connection threshold", opt, val)
+		}
+		if t != 0 { // 0 is IPVS's "no threshold", which is xlb's way too
+			r.notes = append(r.notes, fmt.Sprintf("ipvsadm %s %s: connection thresholds have no xlb equivalent (a backend takes new flows until drained or down)", opt, val))
+		}
+		return true, nil
+	case "--tun-type":
+		if val != "ipip" && val != "gre" && val != "gue" {
+			return true, fmt.Errorf("--tun-type %s: not ipip, gre or gue", val)
+		}
+		*tun = val
+		return true, nil
+	case "--tun-port":
+		p, err := strconv.ParseUint(val, 10, 16)
+		if err != nil || p == 0 {
+			return true, fmt.Errorf("--tun-port %s: not a UDP port", val)
+		}
+		r.notes = append(r.notes, fmt.Sprintf("ipvsadm --tun-port %s: xlb sends GUE to node.gue_port, one port for all backends (default %d): set node.gue_port: %s", val, config.DefaultGUEPort, val))
+		return true, nil
+	case "-6": // an IPv6 firewall-mark service's name, as on its -A line
+	case "--tun-nocsum": // xlb's tunnels carry no checksum either
+	case "--tun-csum", "--tun-remcsum":
+		r.notes = append(r.notes, "ipvsadm "+opt+": xlb's tunnels carry no checksum (IPVS's --tun-nocsum); the backend takes them as they are")
+	default:
+		return false, fmt.Errorf("real server option %s is not known", opt)
+	}
+	return false, nil
 }
 
 // parseRealAddr reads -r's ADDR, ADDR:PORT or [V6]:PORT.
@@ -325,16 +399,9 @@ func renderIPVS(svcs []*ipvsService) string {
 		}
 		b.WriteString("    backends:\n")
 		for _, r := range s.reals {
-			comments(&b, "      ", r.notes)
-			if r.method == "nat" && s.proto != "fwmark" && r.addr.Port() != 0 && r.addr.Port() != s.addr.Port() {
-				comments(&b, "      ", []string{fmt.Sprintf("ipvsadm -r %s -m: port %d; xlb does not translate ports (the backend must serve port %d)",
-					r.addr, r.addr.Port(), s.addr.Port())})
-			}
-			method := "method: " + r.method
-			if r.method == "ipip" {
-				method = "encap: ipip"
-			}
-			fmt.Fprintf(&b, "      - {address: %s, weight: %s, %s}\n", r.addr.Addr(), r.weight, method)
+			line, notes := s.backendLine(r)
+			comments(&b, "      ", append(r.notes, notes...))
+			b.WriteString("      " + line + "\n")
 		}
 	}
 	header := false
@@ -346,6 +413,32 @@ func renderIPVS(svcs []*ipvsService) string {
 		renderIPVSService(&b, s)
 	}
 	return b.String()
+}
+
+// backendLine is real r of s as a backend of its pool, with the notes
+// on its port. IPVS rewrites the destination port to the real's only
+// under masquerading (-m), and only where the packet's port is the
+// service's: always on a service with a port, never on a persistent
+// all-ports or persistent firewall-mark service (the packet's port is
+// kept), on each packet of a non-persistent firewall-mark service.
+// method nat's port: is that rewrite.
+func (s *ipvsService) backendLine(r ipvsReal) (string, []string) {
+	line := fmt.Sprintf("- {address: %s, weight: %s, method: %s", r.addr.Addr(), r.weight, r.method)
+	port := r.addr.Port()
+	if port == 0 || port == s.addr.Port() {
+		return line + "}", nil
+	}
+	switch {
+	case r.method != "nat":
+		return line + "}", []string{fmt.Sprintf("ipvsadm -r %s without -m: IPVS keeps the service's port (only -m rewrites it), as xlb does", r.addr)}
+	case s.persist != "" && (s.proto == "fwmark" || s.addr.Port() == 0):
+		return line + "}", []string{fmt.Sprintf("ipvsadm -r %s -m: a persistent %s keeps each packet's port, as xlb does without port:",
+			r.addr, map[bool]string{true: "firewall-mark service", false: "all-ports service"}[s.proto == "fwmark"])}
+	case s.proto != "fwmark" && s.addr.Port() == 0:
+		// IPVS needs -p for port 0; without it this rule was not loadable.
+		return line + "}", []string{fmt.Sprintf("ipvsadm -r %s -m on an all-ports service without -p: IPVS refuses port 0 without persistence; port not imported", r.addr)}
+	}
+	return fmt.Sprintf("%s, port: %d}", line, port), nil
 }
 
 func renderIPVSService(b *strings.Builder, s *ipvsService) {

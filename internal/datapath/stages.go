@@ -1,9 +1,8 @@
 package datapath
 
 // The forwarder's stages (bpf/maps.h, xlb_stages): XDP programs the entry
-// tail-calls for new flows (one per scheduler family), ICMP, fragments
-// and self-check probes. The object's initializer fills the program array
-// when it is loaded. The array is
+// tail-calls for ICMP, fragments and self-check probes. The object's
+// initializer fills the program array when it is loaded. The array is
 // never adopted from a pin, as it holds the programs of its own build;
 // each build pins its own once its entry is attached, replacing the
 // previous build's pin. A program array whose last user reference goes
@@ -27,9 +26,8 @@ func (d *Datapath) stageMaps() map[string]*ebpf.Map {
 
 // BuildOwnMaps are the forwarder's maps that each build has for itself,
 // never shared through a pin with another build's programs: the stages'
-// program array and the new-flow stages' argument (per-CPU scratch, whose
-// layout is its build's).
-var BuildOwnMaps = []string{"xlb_stages", "xlb_stage_arg"}
+// program array.
+var BuildOwnMaps = []string{"xlb_stages"}
 
 // unpinStages keeps spec's stage maps (BuildOwnMaps) out of the pinned
 // maps the load adopts.

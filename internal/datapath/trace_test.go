@@ -266,6 +266,7 @@ func TestTraceRateLimit(t *testing.T) {
 }
 
 func floodRun(t *testing.T, d *Datapath, r *TraceReader, frame []byte, rate, flood uint64) {
+	pinCPU(t) // the bucket is per CPU: a run moved to another CPU would find a full one
 	before, _ := d.Stats()
 	start := time.Now()
 	opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256), Repeat: 1}

@@ -187,30 +187,6 @@ type xlbSchedEnt struct {
 	Weight uint32
 }
 
-type xlbStageArg struct {
-	_ structs.HostLayout
-	P struct {
-		_        structs.HostLayout
-		Src      [16]uint8
-		Dst      [16]uint8
-		Ports    uint32
-		L3Off    uint16
-		L3Len    uint16
-		L4Off    uint16
-		Family   uint8
-		Proto    uint8
-		TcpFlags uint8
-		Tos      uint8
-		HaveDst  uint8
-		FragL4   uint8
-		FragOff  uint16
-		_        [2]byte
-		FragId   uint32
-	}
-	V xlbVipInfo
-	H uint64
-}
-
 type xlbSvcSched struct {
 	_              structs.HostLayout
 	Kind           uint8
@@ -472,13 +448,10 @@ const (
 type xlbXlbStage uint32
 
 const (
-	xlbXlbStageXLB_STAGE_ICMP         xlbXlbStage = 0
-	xlbXlbStageXLB_STAGE_FRAG         xlbXlbStage = 1
-	xlbXlbStageXLB_STAGE_PROBE        xlbXlbStage = 2
-	xlbXlbStageXLB_STAGE_NEW_CURSOR   xlbXlbStage = 3
-	xlbXlbStageXLB_STAGE_NEW_LEAST    xlbXlbStage = 4
-	xlbXlbStageXLB_STAGE_NEW_LOCALITY xlbXlbStage = 5
-	xlbXlbStageXLB_STAGE__MAX         xlbXlbStage = 6
+	xlbXlbStageXLB_STAGE_ICMP  xlbXlbStage = 0
+	xlbXlbStageXLB_STAGE_FRAG  xlbXlbStage = 1
+	xlbXlbStageXLB_STAGE_PROBE xlbXlbStage = 2
+	xlbXlbStageXLB_STAGE__MAX  xlbXlbStage = 3
 )
 
 type xlbXlbStat uint32
@@ -621,7 +594,6 @@ const (
 	xlbMapXlbRealStats           = "xlb_real_stats"
 	xlbMapXlbReals               = "xlb_reals"
 	xlbMapXlbSchedCursor         = "xlb_sched_cursor"
-	xlbMapXlbStageArg            = "xlb_stage_arg"
 	xlbMapXlbStages              = "xlb_stages"
 	xlbMapXlbStats               = "xlb_stats"
 	xlbMapXlbSvcSched            = "xlb_svc_sched"
@@ -643,9 +615,6 @@ const (
 	xlbProgXlbPersistSweep       = "xlb_persist_sweep"
 	xlbProgXlbStageFrag          = "xlb_stage_frag"
 	xlbProgXlbStageIcmp          = "xlb_stage_icmp"
-	xlbProgXlbStageNewCursor     = "xlb_stage_new_cursor"
-	xlbProgXlbStageNewLeast      = "xlb_stage_new_least"
-	xlbProgXlbStageNewLocality   = "xlb_stage_new_locality"
 	xlbProgXlbStageProbe         = "xlb_stage_probe"
 	xlbProgXlbSyncApply          = "xlb_sync_apply"
 	xlbVarCtShift                = "ct_shift"
@@ -726,16 +695,13 @@ type xlbSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbProgramSpecs struct {
-	XlbCtSweep          *ebpf.ProgramSpec `ebpf:"xlb_ct_sweep"`
-	XlbForward          *ebpf.ProgramSpec `ebpf:"xlb_forward"`
-	XlbPersistSweep     *ebpf.ProgramSpec `ebpf:"xlb_persist_sweep"`
-	XlbStageFrag        *ebpf.ProgramSpec `ebpf:"xlb_stage_frag"`
-	XlbStageIcmp        *ebpf.ProgramSpec `ebpf:"xlb_stage_icmp"`
-	XlbStageNewCursor   *ebpf.ProgramSpec `ebpf:"xlb_stage_new_cursor"`
-	XlbStageNewLeast    *ebpf.ProgramSpec `ebpf:"xlb_stage_new_least"`
-	XlbStageNewLocality *ebpf.ProgramSpec `ebpf:"xlb_stage_new_locality"`
-	XlbStageProbe       *ebpf.ProgramSpec `ebpf:"xlb_stage_probe"`
-	XlbSyncApply        *ebpf.ProgramSpec `ebpf:"xlb_sync_apply"`
+	XlbCtSweep      *ebpf.ProgramSpec `ebpf:"xlb_ct_sweep"`
+	XlbForward      *ebpf.ProgramSpec `ebpf:"xlb_forward"`
+	XlbPersistSweep *ebpf.ProgramSpec `ebpf:"xlb_persist_sweep"`
+	XlbStageFrag    *ebpf.ProgramSpec `ebpf:"xlb_stage_frag"`
+	XlbStageIcmp    *ebpf.ProgramSpec `ebpf:"xlb_stage_icmp"`
+	XlbStageProbe   *ebpf.ProgramSpec `ebpf:"xlb_stage_probe"`
+	XlbSyncApply    *ebpf.ProgramSpec `ebpf:"xlb_sync_apply"`
 }
 
 // xlbMapSpecs contains maps before they are loaded into the kernel.
@@ -761,7 +727,6 @@ type xlbMapSpecs struct {
 	XlbRealStats   *ebpf.MapSpec `ebpf:"xlb_real_stats"`
 	XlbReals       *ebpf.MapSpec `ebpf:"xlb_reals"`
 	XlbSchedCursor *ebpf.MapSpec `ebpf:"xlb_sched_cursor"`
-	XlbStageArg    *ebpf.MapSpec `ebpf:"xlb_stage_arg"`
 	XlbStages      *ebpf.MapSpec `ebpf:"xlb_stages"`
 	XlbStats       *ebpf.MapSpec `ebpf:"xlb_stats"`
 	XlbSvcSched    *ebpf.MapSpec `ebpf:"xlb_svc_sched"`
@@ -859,7 +824,6 @@ type xlbMaps struct {
 	XlbRealStats   *ebpf.Map `ebpf:"xlb_real_stats"`
 	XlbReals       *ebpf.Map `ebpf:"xlb_reals"`
 	XlbSchedCursor *ebpf.Map `ebpf:"xlb_sched_cursor"`
-	XlbStageArg    *ebpf.Map `ebpf:"xlb_stage_arg"`
 	XlbStages      *ebpf.Map `ebpf:"xlb_stages"`
 	XlbStats       *ebpf.Map `ebpf:"xlb_stats"`
 	XlbSvcSched    *ebpf.Map `ebpf:"xlb_svc_sched"`
@@ -899,7 +863,6 @@ func (m *xlbMaps) Close() error {
 		m.XlbRealStats,
 		m.XlbReals,
 		m.XlbSchedCursor,
-		m.XlbStageArg,
 		m.XlbStages,
 		m.XlbStats,
 		m.XlbSvcSched,
@@ -963,16 +926,13 @@ type xlbVariables struct {
 //
 // It can be passed to loadXlbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbPrograms struct {
-	XlbCtSweep          *ebpf.Program `ebpf:"xlb_ct_sweep"`
-	XlbForward          *ebpf.Program `ebpf:"xlb_forward"`
-	XlbPersistSweep     *ebpf.Program `ebpf:"xlb_persist_sweep"`
-	XlbStageFrag        *ebpf.Program `ebpf:"xlb_stage_frag"`
-	XlbStageIcmp        *ebpf.Program `ebpf:"xlb_stage_icmp"`
-	XlbStageNewCursor   *ebpf.Program `ebpf:"xlb_stage_new_cursor"`
-	XlbStageNewLeast    *ebpf.Program `ebpf:"xlb_stage_new_least"`
-	XlbStageNewLocality *ebpf.Program `ebpf:"xlb_stage_new_locality"`
-	XlbStageProbe       *ebpf.Program `ebpf:"xlb_stage_probe"`
-	XlbSyncApply        *ebpf.Program `ebpf:"xlb_sync_apply"`
+	XlbCtSweep      *ebpf.Program `ebpf:"xlb_ct_sweep"`
+	XlbForward      *ebpf.Program `ebpf:"xlb_forward"`
+	XlbPersistSweep *ebpf.Program `ebpf:"xlb_persist_sweep"`
+	XlbStageFrag    *ebpf.Program `ebpf:"xlb_stage_frag"`
+	XlbStageIcmp    *ebpf.Program `ebpf:"xlb_stage_icmp"`
+	XlbStageProbe   *ebpf.Program `ebpf:"xlb_stage_probe"`
+	XlbSyncApply    *ebpf.Program `ebpf:"xlb_sync_apply"`
 }
 
 func (p *xlbPrograms) Close() error {
@@ -982,9 +942,6 @@ func (p *xlbPrograms) Close() error {
 		p.XlbPersistSweep,
 		p.XlbStageFrag,
 		p.XlbStageIcmp,
-		p.XlbStageNewCursor,
-		p.XlbStageNewLeast,
-		p.XlbStageNewLocality,
 		p.XlbStageProbe,
 		p.XlbSyncApply,
 	)

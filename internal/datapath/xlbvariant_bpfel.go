@@ -35,7 +35,6 @@ const (
 	xlbvariantMapXlbRealStats           = "xlb_real_stats"
 	xlbvariantMapXlbReals               = "xlb_reals"
 	xlbvariantMapXlbSchedCursor         = "xlb_sched_cursor"
-	xlbvariantMapXlbStageArg            = "xlb_stage_arg"
 	xlbvariantMapXlbStages              = "xlb_stages"
 	xlbvariantMapXlbStats               = "xlb_stats"
 	xlbvariantMapXlbSvcSched            = "xlb_svc_sched"
@@ -57,9 +56,6 @@ const (
 	xlbvariantProgXlbPersistSweep       = "xlb_persist_sweep"
 	xlbvariantProgXlbStageFrag          = "xlb_stage_frag"
 	xlbvariantProgXlbStageIcmp          = "xlb_stage_icmp"
-	xlbvariantProgXlbStageNewCursor     = "xlb_stage_new_cursor"
-	xlbvariantProgXlbStageNewLeast      = "xlb_stage_new_least"
-	xlbvariantProgXlbStageNewLocality   = "xlb_stage_new_locality"
 	xlbvariantProgXlbStageProbe         = "xlb_stage_probe"
 	xlbvariantProgXlbSyncApply          = "xlb_sync_apply"
 	xlbvariantVarCtShift                = "ct_shift"
@@ -141,16 +137,13 @@ type xlbvariantSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbvariantProgramSpecs struct {
-	XlbCtSweep          *ebpf.ProgramSpec `ebpf:"xlb_ct_sweep"`
-	XlbForward          *ebpf.ProgramSpec `ebpf:"xlb_forward"`
-	XlbPersistSweep     *ebpf.ProgramSpec `ebpf:"xlb_persist_sweep"`
-	XlbStageFrag        *ebpf.ProgramSpec `ebpf:"xlb_stage_frag"`
-	XlbStageIcmp        *ebpf.ProgramSpec `ebpf:"xlb_stage_icmp"`
-	XlbStageNewCursor   *ebpf.ProgramSpec `ebpf:"xlb_stage_new_cursor"`
-	XlbStageNewLeast    *ebpf.ProgramSpec `ebpf:"xlb_stage_new_least"`
-	XlbStageNewLocality *ebpf.ProgramSpec `ebpf:"xlb_stage_new_locality"`
-	XlbStageProbe       *ebpf.ProgramSpec `ebpf:"xlb_stage_probe"`
-	XlbSyncApply        *ebpf.ProgramSpec `ebpf:"xlb_sync_apply"`
+	XlbCtSweep      *ebpf.ProgramSpec `ebpf:"xlb_ct_sweep"`
+	XlbForward      *ebpf.ProgramSpec `ebpf:"xlb_forward"`
+	XlbPersistSweep *ebpf.ProgramSpec `ebpf:"xlb_persist_sweep"`
+	XlbStageFrag    *ebpf.ProgramSpec `ebpf:"xlb_stage_frag"`
+	XlbStageIcmp    *ebpf.ProgramSpec `ebpf:"xlb_stage_icmp"`
+	XlbStageProbe   *ebpf.ProgramSpec `ebpf:"xlb_stage_probe"`
+	XlbSyncApply    *ebpf.ProgramSpec `ebpf:"xlb_sync_apply"`
 }
 
 // xlbvariantMapSpecs contains maps before they are loaded into the kernel.
@@ -176,7 +169,6 @@ type xlbvariantMapSpecs struct {
 	XlbRealStats   *ebpf.MapSpec `ebpf:"xlb_real_stats"`
 	XlbReals       *ebpf.MapSpec `ebpf:"xlb_reals"`
 	XlbSchedCursor *ebpf.MapSpec `ebpf:"xlb_sched_cursor"`
-	XlbStageArg    *ebpf.MapSpec `ebpf:"xlb_stage_arg"`
 	XlbStages      *ebpf.MapSpec `ebpf:"xlb_stages"`
 	XlbStats       *ebpf.MapSpec `ebpf:"xlb_stats"`
 	XlbSvcSched    *ebpf.MapSpec `ebpf:"xlb_svc_sched"`
@@ -275,7 +267,6 @@ type xlbvariantMaps struct {
 	XlbRealStats   *ebpf.Map `ebpf:"xlb_real_stats"`
 	XlbReals       *ebpf.Map `ebpf:"xlb_reals"`
 	XlbSchedCursor *ebpf.Map `ebpf:"xlb_sched_cursor"`
-	XlbStageArg    *ebpf.Map `ebpf:"xlb_stage_arg"`
 	XlbStages      *ebpf.Map `ebpf:"xlb_stages"`
 	XlbStats       *ebpf.Map `ebpf:"xlb_stats"`
 	XlbSvcSched    *ebpf.Map `ebpf:"xlb_svc_sched"`
@@ -315,7 +306,6 @@ func (m *xlbvariantMaps) Close() error {
 		m.XlbRealStats,
 		m.XlbReals,
 		m.XlbSchedCursor,
-		m.XlbStageArg,
 		m.XlbStages,
 		m.XlbStats,
 		m.XlbSvcSched,
@@ -380,16 +370,13 @@ type xlbvariantVariables struct {
 //
 // It can be passed to loadXlbvariantObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbvariantPrograms struct {
-	XlbCtSweep          *ebpf.Program `ebpf:"xlb_ct_sweep"`
-	XlbForward          *ebpf.Program `ebpf:"xlb_forward"`
-	XlbPersistSweep     *ebpf.Program `ebpf:"xlb_persist_sweep"`
-	XlbStageFrag        *ebpf.Program `ebpf:"xlb_stage_frag"`
-	XlbStageIcmp        *ebpf.Program `ebpf:"xlb_stage_icmp"`
-	XlbStageNewCursor   *ebpf.Program `ebpf:"xlb_stage_new_cursor"`
-	XlbStageNewLeast    *ebpf.Program `ebpf:"xlb_stage_new_least"`
-	XlbStageNewLocality *ebpf.Program `ebpf:"xlb_stage_new_locality"`
-	XlbStageProbe       *ebpf.Program `ebpf:"xlb_stage_probe"`
-	XlbSyncApply        *ebpf.Program `ebpf:"xlb_sync_apply"`
+	XlbCtSweep      *ebpf.Program `ebpf:"xlb_ct_sweep"`
+	XlbForward      *ebpf.Program `ebpf:"xlb_forward"`
+	XlbPersistSweep *ebpf.Program `ebpf:"xlb_persist_sweep"`
+	XlbStageFrag    *ebpf.Program `ebpf:"xlb_stage_frag"`
+	XlbStageIcmp    *ebpf.Program `ebpf:"xlb_stage_icmp"`
+	XlbStageProbe   *ebpf.Program `ebpf:"xlb_stage_probe"`
+	XlbSyncApply    *ebpf.Program `ebpf:"xlb_sync_apply"`
 }
 
 func (p *xlbvariantPrograms) Close() error {
@@ -399,9 +386,6 @@ func (p *xlbvariantPrograms) Close() error {
 		p.XlbPersistSweep,
 		p.XlbStageFrag,
 		p.XlbStageIcmp,
-		p.XlbStageNewCursor,
-		p.XlbStageNewLeast,
-		p.XlbStageNewLocality,
 		p.XlbStageProbe,
 		p.XlbSyncApply,
 	)

@@ -232,15 +232,7 @@ func TestLocalAddrs(t *testing.T) {
 	srv := n.servers(t)
 	extra := netip.MustParseAddr("192.0.2.77")
 
-	h, err := netlink.NewHandleAt(n.backend)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	lo, err := h.LinkByName("lo")
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, lo := n.backendLink(t, "lo")
 	addr := &netlink.Addr{IPNet: &net.IPNet{IP: extra.AsSlice(), Mask: net.CIDRMask(32, 32)}}
 	if err := h.AddrAdd(lo, addr); err != nil {
 		t.Fatal(err)
@@ -253,7 +245,7 @@ func TestLocalAddrs(t *testing.T) {
 	}
 
 	var got []netip.Addr
-	err = inNS(n.backend, func() (err error) {
+	err := inNS(n.backend, func() (err error) {
 		got, err = SyncLocalAddrs(n.backendIf)
 		return err
 	})
@@ -344,15 +336,7 @@ func TestInterfaceGone(t *testing.T) {
 	n := newTestNet(t)
 	n.attach(t, ModeNative)
 
-	h, err := netlink.NewHandleAt(n.backend)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	l, err := h.LinkByName(n.backendIf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, l := n.backendLink(t, n.backendIf)
 	if err := h.LinkDel(l); err != nil {
 		t.Fatal(err)
 	}

@@ -48,9 +48,9 @@ func syncPinned(ifname string) ([]netip.Addr, error) {
 // can be a tunnel's outer destination: all but loopback, multicast and
 // unspecified ones, sorted.
 func hostAddrs() ([]netip.Addr, error) {
-	list, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
+	list, err := listAddrs()
 	if err != nil {
-		return nil, fmt.Errorf("list addresses: %w", err)
+		return nil, err
 	}
 	var out []netip.Addr
 	for _, a := range list {
@@ -66,6 +66,25 @@ func hostAddrs() ([]netip.Addr, error) {
 	}
 	slices.SortFunc(out, netip.Addr.Compare)
 	return slices.Compact(out), nil
+}
+
+// dumpTries is how many times listAddrs lists the addresses while each
+// listing is interrupted by changes.
+const dumpTries = 10
+
+// listAddrs lists the addresses of the current network namespace. A
+// listing that changes meanwhile is interrupted and may be inconsistent,
+// so it is done again (the changes that interrupt it also wake Follow).
+func listAddrs() ([]netlink.Addr, error) {
+	for i := 1; ; i++ {
+		list, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
+		if err == nil {
+			return list, nil
+		}
+		if !errors.Is(err, netlink.ErrDumpInterrupted) || i == dumpTries {
+			return nil, fmt.Errorf("list addresses: %w", err)
+		}
+	}
 }
 
 func addrKey(a netip.Addr) decapDecapAddr {

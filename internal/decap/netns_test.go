@@ -337,3 +337,19 @@ func receive(t *testing.T, c *net.UDPConn, want []byte, d time.Duration, resend 
 	}
 	return netip.AddrPort{}, false
 }
+
+// backendLink is a netlink handle in the backend's namespace, closed when
+// the test ends, and its link named name.
+func (n *testNet) backendLink(t *testing.T, name string) (*netlink.Handle, netlink.Link) {
+	t.Helper()
+	h, err := netlink.NewHandleAt(n.backend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	l, err := h.LinkByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, l
+}

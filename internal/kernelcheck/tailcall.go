@@ -12,7 +12,7 @@ import (
 // another (Linux 5.10 on x86-64: before, the verifier refused the mix).
 var tailCallFeature = Feature{
 	Name: "tail calls in programs with BPF-to-BPF calls", Since: "5.10",
-	Use: "the forwarder's stages (new flows by scheduler family, ICMP, fragments, probes)", Probe: probeTailCallWithCalls,
+	Use: "the forwarder's stages (ICMP, fragments, probes)", Probe: probeTailCallWithCalls,
 }
 
 // usesTailCalls reports whether a program of spec tail-calls.
