@@ -30,6 +30,7 @@
 #include "sched.h"
 #include "conns.h"
 #include "parse.h"
+#include "synclog.h"
 
 static __always_inline __u32 persist_real(__u64 w)
 {
@@ -59,11 +60,53 @@ static __always_inline __u64 persist_hold(__u64 w, __u64 now, __u64 hold)
 	return (w & ~(__u64)XLB_PERSIST_TIME_MASK) | ((now + hold) & XLB_PERSIST_TIME_MASK);
 }
 
-/* persist_hash: the template's hash: the client address under the
- * persistence netmask, mixed with the service's or group's id. */
-static __always_inline __u64 persist_hash(const struct pkt *p, const struct svc_sched *s)
+/* persist_key: the template's hash: the client's source hash srch (its
+ * address under the persistence netmask; the same on every node) mixed
+ * with the service's or group's persistence id (this node's). */
+static __always_inline __u64 persist_key(__u64 srch, __u32 persist_id)
 {
-	return hash_fmix64(hash_mix(sched_source_hash(p, s->pplen4, s->pplen6), s->persist_id));
+	return hash_fmix64(hash_mix(srch, persist_id));
+}
+
+/* xlb_persist_source: the client's source hash for templates of a
+ * service with persistence netmasks plen4 and plen6. A global function:
+ * its address words stay off the frames of xlb_persist_use and
+ * xlb_persist_touch, which sit deep in the fragment stage's call chain
+ * (512 bytes of stack for all of it). */
+__attribute__((noinline)) __u64 xlb_persist_source(const struct pkt *p, __u32 plen4, __u32 plen6)
+{
+	if (!p)
+		return 0;
+	return sched_source_hash(p, plen4, plen6);
+}
+
+static __always_inline __u64 persist_source(const struct pkt *p, const struct svc_sched *s)
+{
+	return xlb_persist_source(p, s->pplen4, s->pplen6);
+}
+
+/* xlb_persist_report: template ne (over old, 0 when new) was written for
+ * the client of source hash srch: with sync on, peers are told when it is
+ * new or its expiry crossed a refresh boundary (synclog.h), with the ticks
+ * it lives on plus one refresh period, so that a peer's copy never
+ * expires before this node's. Inline: a call deeper would pass the
+ * combined stack limit of the entry's chain of global functions. */
+static __always_inline int persist_report(__u64 srch, __u64 old, __u64 ne, __u64 now)
+{
+	struct sync_conf *c;
+	__u32 zero = 0, shift;
+	__u64 left = persist_left(now, ne);
+
+	c = bpf_map_lookup_elem(&xlb_sync_conf, &zero);
+	if (!c || !c->enabled)
+		return 0;
+	shift = sync_shift(c->refresh_shift & 15, left);
+	if (old && ((old ^ ne) >> XLB_PERSIST_REAL_SHIFT) == 0 &&
+	    ((old & XLB_PERSIST_TIME_MASK) >> shift) == ((ne & XLB_PERSIST_TIME_MASK) >> shift))
+		return 0;
+	left += 1ULL << shift;
+	xlb_sync_put(srch, persist_real(ne), (left > 0xffff ? 0xffff : left) << 16, XLB_SYNC_EV_TEMPLATE);
+	return 1;
 }
 
 /* A search of the service's list for a backend (bpf_loop). */
@@ -97,13 +140,19 @@ static long persist_find_step(__u64 i, void *arg)
 	return 0;
 }
 
-/* persist_usable: the real of service s (its usable list) that is the
+/* xlb_persist_usable: the real of service s (its usable list) that is the
  * backend of template real tid, or 0: the backend left the service, or is
- * drained, unhealthy or of weight 0 (IPVS expire_quiescent). */
-static __always_inline __u32 persist_usable(const struct svc_sched *s, __u32 tid)
+ * drained, unhealthy or of weight 0 (IPVS expire_quiescent). A global
+ * function: its search stays off the frame of xlb_persist_use, deep in
+ * the fragment stage's call chain (512 bytes of stack for all of it). */
+__attribute__((noinline)) __u32 xlb_persist_usable(const struct svc_sched *s, __u32 tid)
 {
 	struct persist_find f = {.s = s, .want_id = tid};
-	__u32 n = s->n;
+	__u32 n;
+
+	if (!s)
+		return 0;
+	n = s->n;
 
 	f.want = bpf_map_lookup_elem(&xlb_reals, &tid);
 	if (!f.want || !n || n > XLB_SCHED_LIST_MAX)
@@ -156,12 +205,13 @@ static __always_inline __u64 persist_new_state(const struct pkt *p)
 __attribute__((noinline)) int xlb_persist_use(const struct pkt *p, __u32 svc_id, __u32 rid, __u64 now)
 {
 	struct svc_sched *s = bpf_map_lookup_elem(&xlb_svc_sched, &svc_id);
-	__u64 h, tag, w, hold, *slot;
+	__u64 srch, h, tag, w, hold, *slot;
 	__u32 key, got;
 
 	if (!p || !s || !s->persist_timeout)
 		return rid;
-	h = persist_hash(p, s);
+	srch = persist_source(p, s);
+	h = persist_key(srch, s->persist_id);
 	key = (__u32)h & (XLB_PERSIST_SLOTS - 1);
 	tag = h >> XLB_PERSIST_TAG_SHIFT;
 	slot = bpf_map_lookup_elem(&xlb_persist, &key);
@@ -173,18 +223,20 @@ __attribute__((noinline)) int xlb_persist_use(const struct pkt *p, __u32 svc_id,
 
 		w = *slot;
 		if (persist_live(now, w) && (w >> XLB_PERSIST_TAG_SHIFT) == tag &&
-		    (got = persist_usable(s, persist_real(w)))) {
+		    (got = xlb_persist_usable(s, persist_real(w)))) {
 			ne = persist_hold(w, now, hold);
-			if (ne)
-				__sync_val_compare_and_swap(slot, w, ne);
+			if (ne && __sync_val_compare_and_swap(slot, w, ne) == w)
+				persist_report(srch, w, ne, now);
 			return got;
 		}
 		if (persist_live(now, w) && (w >> XLB_PERSIST_TAG_SHIFT) != tag)
 			return rid; /* the slot is another client's: no template */
 		ne = tag << XLB_PERSIST_TAG_SHIFT | (__u64)rid << XLB_PERSIST_REAL_SHIFT |
 		     ((now + hold) & XLB_PERSIST_TIME_MASK);
-		if (__sync_val_compare_and_swap(slot, w, ne) == w)
+		if (__sync_val_compare_and_swap(slot, w, ne) == w) {
+			persist_report(srch, 0, ne, now);
 			return rid;
+		}
 	}
 	return rid;
 }
@@ -196,12 +248,13 @@ __attribute__((noinline)) int xlb_persist_use(const struct pkt *p, __u32 svc_id,
 __attribute__((noinline)) int xlb_persist_touch(const struct pkt *p, __u32 svc_id, __u64 way, __u64 now)
 {
 	struct svc_sched *s = bpf_map_lookup_elem(&xlb_svc_sched, &svc_id);
-	__u64 h, w, ne, *slot;
+	__u64 srch, h, w, ne, *slot;
 	__u32 key;
 
 	if (!p || !s || !s->persist_timeout)
 		return 0;
-	h = persist_hash(p, s);
+	srch = persist_source(p, s);
+	h = persist_key(srch, s->persist_id);
 	key = (__u32)h & (XLB_PERSIST_SLOTS - 1);
 	slot = bpf_map_lookup_elem(&xlb_persist, &key);
 	if (!slot)
@@ -211,8 +264,8 @@ __attribute__((noinline)) int xlb_persist_touch(const struct pkt *p, __u32 svc_i
 	    persist_real(w) != conns_way_real(way) || !persist_live(now, w))
 		return 0;
 	ne = persist_hold(w, now, persist_hold_ticks(p, s, conns_way_state(way)));
-	if (!ne)
+	if (!ne || __sync_val_compare_and_swap(slot, w, ne) != w)
 		return 0;
-	__sync_val_compare_and_swap(slot, w, ne);
+	persist_report(srch, w, ne, now);
 	return 1;
 }

@@ -615,6 +615,8 @@ enum xlb_sync_kind {
 	XLB_SYNC_EV_NEW = 1,     /* a new tracked flow */
 	XLB_SYNC_EV_STATE = 2,   /* its conntrack state changed */
 	XLB_SYNC_EV_REFRESH = 3, /* still live: keeps the peers' entry alive */
+	XLB_SYNC_EV_TEMPLATE = 4, /* a persistence template made or held on (persist.h):
+				   * hash is the client's source hash, hold its ticks to live */
 };
 
 /* xlb_sync_conf value (one element), written by xlbd. */
@@ -630,7 +632,7 @@ struct sync_event {
 	__u32 rid;
 	__u8 state;  /* enum xlb_ct_state */
 	__u8 kind;   /* enum xlb_sync_kind */
-	__u16 pad;
+	__u16 hold;  /* XLB_SYNC_EV_TEMPLATE: ticks the template lives on; else 0 */
 };
 
 /* xlb_sync_apply's input: the frame's data is an array of these (at most
@@ -644,7 +646,10 @@ struct sync_install {
 	__u8 state; /* enum xlb_ct_state, never FREE */
 	__u8 hbits;
 	__u8 proto; /* IPPROTO_TCP or IPPROTO_UDP: the timeout of an entry found */
-	__u8 pad[7];
+	__u8 kind;  /* 0: a flow; XLB_SYNC_EV_TEMPLATE: a persistence template of
+		     * the client whose source hash is hash, held age ticks from now
+		     * (state, hbits and proto unused) */
+	__u8 pad[6];
 };
 
 /* xlb_sync_stats indexes (per CPU). Append only. */

@@ -232,7 +232,7 @@ type xlbSyncEvent struct {
 	Rid   uint32
 	State uint8
 	Kind  uint8
-	Pad   uint16
+	Hold  uint16
 }
 
 type xlbSyncInstall struct {
@@ -243,7 +243,8 @@ type xlbSyncInstall struct {
 	State uint8
 	Hbits uint8
 	Proto uint8
-	Pad   [7]uint8
+	Kind  uint8
+	Pad   [6]uint8
 }
 
 type xlbTraceEvent struct {
@@ -524,9 +525,10 @@ const (
 type xlbXlbSyncKind uint32
 
 const (
-	xlbXlbSyncKindXLB_SYNC_EV_NEW     xlbXlbSyncKind = 1
-	xlbXlbSyncKindXLB_SYNC_EV_STATE   xlbXlbSyncKind = 2
-	xlbXlbSyncKindXLB_SYNC_EV_REFRESH xlbXlbSyncKind = 3
+	xlbXlbSyncKindXLB_SYNC_EV_NEW      xlbXlbSyncKind = 1
+	xlbXlbSyncKindXLB_SYNC_EV_STATE    xlbXlbSyncKind = 2
+	xlbXlbSyncKindXLB_SYNC_EV_REFRESH  xlbXlbSyncKind = 3
+	xlbXlbSyncKindXLB_SYNC_EV_TEMPLATE xlbXlbSyncKind = 4
 )
 
 type xlbXlbSyncStat uint32
