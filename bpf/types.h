@@ -247,7 +247,11 @@ struct nat_key {
 struct nat_val {
 	__u8 vip[16];
 	__be16 vport;
-	__u16 pad;
+	/* Conntrack ticks (16 bits) when the forward path last recorded the
+	 * flow, or a peer's record said it did (connection sync: the newer
+	 * of two entries for one tuple wins). 0 in entries of older builds,
+	 * which left it as padding: they read as old. */
+	__u16 seen;
 	__u32 rid; /* the real that made it (counters) */
 };
 
@@ -617,6 +621,15 @@ enum xlb_sync_kind {
 	XLB_SYNC_EV_REFRESH = 3, /* still live: keeps the peers' entry alive */
 	XLB_SYNC_EV_TEMPLATE = 4, /* a persistence template made or held on (persist.h):
 				   * hash is the client's source hash, hold its ticks to live */
+	/* A NAT flow recorded for its replies (nat.h): two log slots. The
+	 * first: hash = client port | VIP port << 16 (network order, as
+	 * loaded), rid the real; the second: the client's address (16 bytes,
+	 * IPv4 in the first 4), nothing else. */
+	XLB_SYNC_EV_NAT = 5,
+	/* An lblc/lblcr entry made, changed, or used past a refresh boundary
+	 * (lblc.h): hash = the service id, rid one of its backends; xlbd
+	 * reads the entry (the destination is the service's VIP address). */
+	XLB_SYNC_EV_LBLC = 6,
 };
 
 /* xlb_sync_conf value (one element), written by xlbd. */
@@ -652,6 +665,25 @@ struct sync_install {
 	__u8 pad[6];
 };
 
+/* xlb_sync_apply_state's input: the frame's data is an array of these (at
+ * most XLB_SYNC_STATE_MAX), peers' NAT flows and lblc entries in this
+ * node's terms (sync.h). */
+struct sync_state {
+	__u8 kind;     /* XLB_SYNC_EV_NAT or XLB_SYNC_EV_LBLC */
+	__u8 family;   /* enum xlb_family of addr (and vip) */
+	__u8 proto;    /* NAT: IPPROTO_TCP or IPPROTO_UDP */
+	__u8 pad;
+	__be16 cport;  /* NAT: the client's port */
+	__be16 vport;  /* NAT: the port the client sent to */
+	__u32 age;     /* ticks since the sender last recorded the flow (NAT), used the entry (LBLC) */
+	__u32 mod_age; /* LBLC: ticks since the entry's backends last changed */
+	__u32 svc_id;  /* LBLC: this node's service id */
+	__u32 pad2;
+	__u8 addr[16]; /* NAT: the client's address; LBLC: the destination */
+	__u8 vip[16];  /* NAT: the VIP address */
+	__u32 rid[XLB_LBLC_SET_MAX]; /* NAT: rid[0], the real; LBLC: the backends, 0: none */
+};
+
 /* xlb_sync_stats indexes (per CPU). Append only. */
 enum xlb_sync_stat {
 	XLB_SYNC_STAT_UNUSED = 0,  /* (records made: counted by xlbd as it reads them) */
@@ -668,6 +700,7 @@ enum xlb_sync_const {
 	XLB_SYNC_REFRESH_SHIFT = 6, /* default: 64 ticks, ~17 s */
 	XLB_SYNC_KEEP_TICKS = 4,    /* ~1 s: see sync_install_one */
 	XLB_SYNC_SLOTS = 1 << 15,   /* records per CPU in xlb_sync_log */
+	XLB_SYNC_STATE_MAX = 32,    /* sync_state records per xlb_sync_apply_state run */
 };
 
 /* xlb_sync_cpus value: one CPU's position in xlb_sync_log, a cache line
@@ -683,6 +716,7 @@ XLB_ABI_SIZE(sync_conf, 8);
 XLB_ABI_SIZE(sync_event, 16);
 XLB_ABI_SIZE(sync_install, 24);
 XLB_ABI_SIZE(sync_cpu, 64);
+XLB_ABI_SIZE(sync_state, 88);
 
 /* --- fragments (frag.h) --- */
 
