@@ -327,10 +327,11 @@ static __always_inline int sync_lblc_members(const struct sync_state *in, __u32 
 /* xlb_sync_lblc writes a peer's lblc or lblcr entry (struct sync_state of
  * kind XLB_SYNC_EV_LBLC) into xlb_lblc, so this node's choice for the
  * destination agrees with the peer's. An entry of this node that is live
- * (used within the expiration) and whose backends changed no earlier
- * than the peer's keeps its backends (a stale record never overrides
- * newer local state; counted kept); either way the entry is used as
- * recently as the newer of the two. Backends this node does not have in
+ * (used within the expiration) and whose backends changed later than the
+ * peer's keeps its backends (a stale record never overrides newer local
+ * state; counted kept; in the same tick the peer's wins, so a peer's two
+ * changes within one tick arrive as the second); either way the entry is
+ * used as recently as the newer of the two. Backends this node does not have in
  * the service are left out; none left: skipped. */
 __attribute__((noinline)) int xlb_sync_lblc(const struct sync_state *in, __u64 now)
 {
