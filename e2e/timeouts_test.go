@@ -1,0 +1,329 @@
+package e2e
+
+// Per-state conntrack timeouts (node.timeouts) shown by real flows, and
+// what a forward jump of the data plane's clock does to tracked
+// connections.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	pb "github.com/xlbproject/xlb/api/xlb/v1"
+	"github.com/xlbproject/xlb/internal/maglev"
+	"github.com/xlbproject/xlb/internal/testenv"
+	"github.com/xlbproject/xlb/lab"
+)
+
+// ctTimeouts are node.timeouts.
+type ctTimeouts struct{ syn, tcp, fin, udp time.Duration }
+
+// edit puts the timeouts into a lab config (under node:).
+func (c ctTimeouts) edit(cfg string) string {
+	block := fmt.Sprintf("  timeouts:\n    tcp_syn: %s\n    tcp: %s\n    tcp_fin: %s\n    udp: %s\n", c.syn, c.tcp, c.fin, c.udp)
+	return strings.Replace(cfg, "  conntrack_entries:", block+"  conntrack_entries:", 1)
+}
+
+// refusedPort is the port of service refused4: no backend listens there,
+// so a backend answers a SYN with a RST straight to the client (direct
+// return) and the node sees the SYN only: a half-open flow.
+const refusedPort = 5999
+
+// setupTimeouts is setup (three backends, weights 1) with the timeouts
+// and service refused4 beside the default services.
+func setupTimeouts(t *testing.T, c ctTimeouts) *env {
+	t.Helper()
+	testenv.RequireNetns(t)
+	testenv.RequireCommands(t, "nsenter", "ip")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l := newLab(ctx, t, lab.Config{})
+	svcs := append(l.DefaultServices(lab.Ports{}, "", ""),
+		lab.Service{Name: "refused4", VIP: l.VIP4(), Port: refusedPort, Protocol: "tcp", Pools: []string{lab.Pool4}, Encap: "gre"})
+	e := &env{lab: l, opts: lab.XLBDOptions{Weights: []int{1, 1, 1}, Services: svcs}, edit: c.edit}
+	e.config = filepath.Join(l.Dir, "xlbd-timeouts.yaml")
+	if err := os.WriteFile(e.config, []byte(c.edit(string(l.XLBDConfig(0, e.opts)))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.start(t)
+	return e
+}
+
+// stateFlow is one flow of the test driven into a conntrack state.
+type stateFlow struct {
+	kind    string // "syn", "established", "closing", "udp"
+	want    pb.ConntrackState
+	flow    testFlow
+	conn    net.Conn // established and udp: kept open, idle
+	backend string   // the backend that answered (but syn)
+}
+
+// dialer dials without TCP keepalives (a keepalive probe would refresh
+// an idle flow's entry) and, for the SYN, within half a second: before
+// the SYN's first retransmission, so the node sees one SYN.
+func dialer(local netip.AddrPort) *net.Dialer {
+	d := &net.Dialer{KeepAlive: -1, Timeout: 500 * time.Millisecond}
+	if local.IsValid() {
+		d.LocalAddr = net.TCPAddrFromAddrPort(local)
+	}
+	return d
+}
+
+// echo sends line on c and returns the backend that echoed it.
+func echo(c net.Conn, r *bufio.Reader, line string) (string, error) {
+	c.SetDeadline(time.Now().Add(lab.TCPTimeout))
+	if _, err := c.Write([]byte(line + "\n")); err != nil {
+		return "", err
+	}
+	reply, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	name, got, _ := strings.Cut(strings.TrimSuffix(reply, "\n"), " ")
+	if got != line {
+		return "", fmt.Errorf("sent %q, got %q", line, reply)
+	}
+	return name, nil
+}
+
+// udpEcho sends msg on the connected UDP socket c and returns the backend
+// that echoed it.
+func udpEcho(c net.Conn, msg string) (string, error) {
+	c.SetDeadline(time.Now().Add(lab.TCPTimeout))
+	if _, err := c.Write([]byte(msg)); err != nil {
+		return "", err
+	}
+	buf := make([]byte, 512)
+	n, err := c.Read(buf)
+	if err != nil {
+		return "", err
+	}
+	name, got, _ := strings.Cut(string(buf[:n]), " ")
+	if got != msg {
+		return "", fmt.Errorf("sent %q, got %q", msg, buf[:n])
+	}
+	return name, nil
+}
+
+// openStates drives one flow into each conntrack state from the client:
+// a SYN refused by the backend (syn), a TCP echo connection left open
+// and idle (established), one closed by the client after an exchange
+// (closing: its FIN, then its ACK of the server's FIN), and a UDP echo
+// flow (udp). synPort is the client port of the SYN.
+func (e *env) openStates(t *testing.T, capacity uint64, synPort uint16) []*stateFlow {
+	t.Helper()
+	ctx := context.Background()
+	ns := e.lab.Client.NS
+	vip := e.lab.VIP4()
+	var tuples []maglev.Tuple
+	var out []*stateFlow
+	add := func(kind string, want pb.ConntrackState, proto uint8, c net.Conn, local netip.AddrPort, dst uint16, backend string) {
+		tuples = append(tuples, maglev.Tuple{Src: local.Addr().Unmap(), Dst: vip, SrcPort: local.Port(), DstPort: dst, Proto: proto})
+		out = append(out, &stateFlow{kind: kind, want: want, conn: c, backend: backend})
+	}
+	synFrom := netip.AddrPortFrom(e.lab.Client.Addr4, synPort)
+	err := ns.Do(func() error {
+		c, err := dialer(synFrom).DialContext(ctx, "tcp", netip.AddrPortFrom(vip, refusedPort).String())
+		if err == nil {
+			c.Close()
+			return fmt.Errorf("a connection to port %d, where no backend listens", refusedPort)
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Logf("SYN to port %d: %v (no RST from the backend: the node still saw one SYN)", refusedPort, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add("syn", pb.ConntrackState_CONNTRACK_STATE_SYN, 6, nil, synFrom, refusedPort, "")
+	for _, kind := range []string{"established", "closing"} {
+		var c net.Conn
+		if err := ns.Do(func() (err error) { c, err = dialer(netip.AddrPort{}).DialContext(ctx, "tcp", e.echo4().String()); return }); err != nil {
+			t.Fatal(err)
+		}
+		backend, err := echo(c, bufio.NewReader(c), kind)
+		if err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		local := c.LocalAddr().(*net.TCPAddr).AddrPort()
+		if kind == "closing" {
+			c.Close()
+			c = nil
+			add(kind, pb.ConntrackState_CONNTRACK_STATE_CLOSING, 6, nil, local, e.echo4().Port(), backend)
+			continue
+		}
+		add(kind, pb.ConntrackState_CONNTRACK_STATE_ESTABLISHED, 6, c, local, e.echo4().Port(), backend)
+	}
+	u, err := ns.DialContext(ctx, "udp", e.udp4().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend, err := udpEcho(u, "udp")
+	if err != nil {
+		t.Fatalf("udp: %v", err)
+	}
+	add("udp", pb.ConntrackState_CONNTRACK_STATE_ESTABLISHED, 17, u, u.LocalAddr().(*net.UDPAddr).AddrPort(), e.udp4().Port(), backend)
+	for i, f := range testFlows(t, capacity, tuples) {
+		out[i].flow = f
+	}
+	t.Cleanup(func() {
+		for _, f := range out {
+			if f.conn != nil {
+				f.conn.Close()
+			}
+		}
+	})
+	return out
+}
+
+// ctSeen is one connection-table entry of a flow as the API shows it.
+type ctSeen struct {
+	State   pb.ConntrackState
+	RealID  uint32
+	Backend string
+	Expired bool
+	Age     time.Duration
+}
+
+// flowStates dumps the connection table through xlbctl (with the entries
+// idle past their timeout but not yet freed when expired) and returns
+// each flow's entries, matched by bucket and tag.
+func (e *env) flowStates(t *testing.T, flows []*stateFlow, expired bool) map[string][]ctSeen {
+	t.Helper()
+	args := []string{"-o", "json", "conntrack", "--limit", "100000"}
+	if expired {
+		args = append(args, "--expired")
+	}
+	out, err := e.ctl(t, args...)
+	if err != nil {
+		t.Fatalf("conntrack: %v\n%s", err, out)
+	}
+	var dump pb.ConntrackDumpResponse
+	if err := protojson.Unmarshal([]byte(out), &dump); err != nil {
+		t.Fatalf("conntrack json: %v", err)
+	}
+	if dump.Truncated {
+		t.Fatalf("conntrack dump truncated at %d entries", len(dump.Entries))
+	}
+	res := map[string][]ctSeen{}
+	for _, en := range dump.Entries {
+		for _, f := range flows {
+			if en.Bucket == f.flow.bucket && en.Tag == f.flow.ctTag {
+				res[f.kind] = append(res[f.kind], ctSeen{en.State, en.RealId, en.Backend, en.Expired, en.Age.AsDuration()})
+			}
+		}
+	}
+	return res
+}
+
+// wantTracked fails unless flow f has one live entry in seen, in its state.
+func wantTracked(t *testing.T, when string, f *stateFlow, seen map[string][]ctSeen) ctSeen {
+	t.Helper()
+	s := seen[f.kind]
+	if len(s) != 1 || s[0].State != f.want || s[0].Expired {
+		t.Fatalf("%s: the %s flow's entries are %+v; want one live entry in state %v", when, f.kind, s, f.want)
+	}
+	return s[0]
+}
+
+// TestTimeoutsPerState (node.timeouts): for each conntrack state in turn
+// the config sets that state's timeout to 2 s and the others' to an hour
+// (a reload: the timeouts apply to the running forwarder and sweep), and
+// the client drives a fresh flow into every state (SYN refused by the
+// backend, an idle established connection, a connection closed by the
+// client, a UDP flow). Each is listed by xlbctl conntrack in its state
+// right away; the flow of the short state leaves the table (freed by the
+// sweep, not even listed with --expired) no sooner than its timeout and
+// within a few seconds, while the three others stay live. An established
+// connection and a UDP flow idle past their timeout still work: their
+// next packet is a new flow, tracked again, to the same backend (the
+// Maglev table chose it the first time and chooses it again).
+func TestTimeoutsPerState(t *testing.T) {
+	const short, long = 2 * time.Second, time.Hour
+	e := setupTimeouts(t, ctTimeouts{syn: long, tcp: long, fin: long, udp: long})
+	capacity := e.ctCapacity(t)
+	for i, ph := range []struct {
+		short string
+		tm    ctTimeouts
+	}{
+		{"syn", ctTimeouts{syn: short, tcp: long, fin: long, udp: long}},
+		{"established", ctTimeouts{syn: long, tcp: short, fin: long, udp: long}},
+		{"closing", ctTimeouts{syn: long, tcp: long, fin: short, udp: long}},
+		{"udp", ctTimeouts{syn: long, tcp: long, fin: long, udp: short}},
+	} {
+		e.edit = ph.tm.edit
+		e.reload(t, e.opts)
+		flows := e.openStates(t, capacity, uint16(21000+i))
+		idleFrom := time.Now()
+		seen := e.flowStates(t, flows, false)
+		listed := time.Since(idleFrom)
+		if listed >= short {
+			t.Fatalf("%s short: the first listing took %v, past the timeout", ph.short, listed)
+		}
+		first := map[string]ctSeen{}
+		for _, f := range flows {
+			first[f.kind] = wantTracked(t, ph.short+" short, at once", f, seen)
+		}
+		var gone time.Duration
+		for {
+			seen = e.flowStates(t, flows, true)
+			if len(seen[ph.short]) == 0 {
+				gone = time.Since(idleFrom)
+				break
+			}
+			if time.Since(idleFrom) > short+5*time.Second {
+				t.Fatalf("%s short: its flow is still in the table after %v: %+v", ph.short, time.Since(idleFrom), seen[ph.short])
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if gone < short {
+			t.Fatalf("%s short: its flow left the table after %v, before its timeout %v", ph.short, gone, short)
+		}
+		for _, f := range flows {
+			if f.kind != ph.short {
+				wantTracked(t, fmt.Sprintf("%s short, %v later", ph.short, gone), f, seen)
+			}
+		}
+		t.Logf("%s short (%v): listed after %v, left the table after %v; the other states' flows kept", ph.short, short, listed, gone)
+		for _, f := range flows {
+			if f.kind != ph.short || f.conn == nil {
+				continue
+			}
+			e.wantSameBackendAfterExpiry(t, flows, f, first[f.kind])
+		}
+	}
+}
+
+// wantSameBackendAfterExpiry sends on f's idle connection, whose entry
+// expired: the echo comes from the backend that answered before, and the
+// flow is tracked again, in its state, with the same real.
+func (e *env) wantSameBackendAfterExpiry(t *testing.T, flows []*stateFlow, f *stateFlow, before ctSeen) {
+	t.Helper()
+	var backend string
+	var err error
+	if f.kind == "udp" {
+		backend, err = udpEcho(f.conn, "after expiry")
+	} else {
+		backend, err = echo(f.conn, bufio.NewReader(f.conn), "after expiry")
+	}
+	if err != nil || backend != f.backend {
+		t.Fatalf("%s flow idle past its timeout: %v, answered by %q; want %s as before", f.kind, err, backend, f.backend)
+	}
+	again := wantTracked(t, f.kind+" flow after its next packet", f, e.flowStates(t, flows, false))
+	if again.RealID != before.RealID {
+		t.Fatalf("%s flow tracked again with real %d, was %d", f.kind, again.RealID, before.RealID)
+	}
+	t.Logf("%s flow idle past its timeout: next packet answered by %s, tracked again on real %d", f.kind, backend, again.RealID)
+}
