@@ -150,7 +150,10 @@ func (e *env) openStates(t *testing.T, capacity uint64, synPort uint16) []*state
 	add("syn", pb.ConntrackState_CONNTRACK_STATE_SYN, 6, nil, synFrom, refusedPort, "")
 	for _, kind := range []string{"established", "closing"} {
 		var c net.Conn
-		if err := ns.Do(func() (err error) { c, err = dialer(netip.AddrPort{}).DialContext(ctx, "tcp", e.echo4().String()); return }); err != nil {
+		if err := ns.Do(func() (err error) {
+			c, err = dialer(netip.AddrPort{}).DialContext(ctx, "tcp", e.echo4().String())
+			return
+		}); err != nil {
 			t.Fatal(err)
 		}
 		backend, err := echo(c, bufio.NewReader(c), kind)
