@@ -18,9 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	pb "github.com/xlbproject/xlb/api/xlb/v1"
+	"github.com/xlbproject/xlb/internal/datapath"
 	"github.com/xlbproject/xlb/internal/maglev"
 	"github.com/xlbproject/xlb/internal/testenv"
 	"github.com/xlbproject/xlb/lab"
@@ -329,4 +332,104 @@ func (e *env) wantSameBackendAfterExpiry(t *testing.T, flows []*stateFlow, f *st
 		t.Fatalf("%s flow tracked again with real %d, was %d", f.kind, again.RealID, before.RealID)
 	}
 	t.Logf("%s flow idle past its timeout: next packet answered by %s, tracked again on real %d", f.kind, backend, again.RealID)
+}
+
+// sweepCtx is struct sweep_ctx (bpf/sweep.h), the sweep's context.
+type sweepCtx struct {
+	Start, Count, Freed, Live uint32
+	Now                       uint64
+}
+
+// sweepAhead runs the conntrack sweep (bpf/sweep.c, loaded here on the
+// node's pinned maps) once over the whole table, on a clock ahead of the
+// forwarder's by ahead: what xlbd's next sweep does after the data
+// plane's clock jumps forward by that much (the sweep takes its clock
+// from its caller). It returns the ways freed and those left live.
+func (e *env) sweepAhead(t *testing.T, ahead time.Duration) (freed, live uint64) {
+	t.Helper()
+	pinDir := filepath.Join(datapath.BPFFSRoot, e.lab.NodeName(0))
+	spec, err := datapath.LoadSpec(datapath.Options{Interface: "eth0", PinDir: pinDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, ms := range spec.Maps { // the sizes xlbd gave them
+		if m, err := ebpf.LoadPinnedMap(filepath.Join(pinDir, name), nil); err == nil {
+			ms.MaxEntries = m.MaxEntries()
+			m.Close()
+		}
+	}
+	var objs struct {
+		Sweep *ebpf.Program `ebpf:"xlb_ct_sweep"`
+		CT    *ebpf.Map     `ebpf:"xlb_ct"`
+	}
+	if err := spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: pinDir}}); err != nil {
+		t.Fatalf("load the sweep on the node's maps: %v", err)
+	}
+	defer objs.Sweep.Close()
+	defer objs.CT.Close()
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC_COARSE, &ts); err != nil {
+		t.Fatal(err)
+	}
+	now := uint64(ts.Nano()+int64(ahead)) >> 28 // conntrack ticks (XLB_TICK_SHIFT)
+	total := objs.CT.MaxEntries()
+	const chunk = 16384
+	for start := uint32(0); start < total; start += chunk {
+		in := sweepCtx{Start: start, Count: min(chunk, total-start), Now: now}
+		var out sweepCtx
+		if _, err := objs.Sweep.Run(&ebpf.RunOptions{Context: in, ContextOut: &out}); err != nil {
+			t.Fatalf("sweep: %v", err)
+		}
+		freed += uint64(out.Freed)
+		live += uint64(out.Live)
+	}
+	return freed, live
+}
+
+// TestTimeoutsClockJump (a clock that jumps forward): 20 TCP sessions to
+// a Maglev service exchange a line every 200 ms. A sweep on a clock
+// 2^16 ticks (about 4.9 hours) ahead frees none of their entries: the
+// 16-bit last-seen time wraps, and every entry reads as idle as it is.
+// A sweep on a clock 3 hours ahead (past the longest timeout, 2 h) finds
+// every entry of the table expired and frees it, as xlbd's sweep would
+// after such a jump of the data plane's clock. No session breaks: the
+// next packet of each is a new flow (a conntrack miss) that the Maglev
+// table sends to its backend, tracked again on the same real.
+func TestTimeoutsClockJump(t *testing.T) {
+	e := setup(t, []int{1, 1, 1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sess, err := lab.StartTCPSessions(ctx, e.lab.Client.NS, e.echo4(), 20, 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Stop()
+	flows := testFlows(t, e.ctCapacity(t), e.clientFlows(t, "tcp", e.echo4()))
+	if len(flows) != 20 {
+		t.Fatalf("%d client connections, want 20", len(flows))
+	}
+	before := e.flowEntries(t, flows)
+
+	freed, live := e.sweepAhead(t, time.Duration(1<<16)<<28)
+	compareTracked(t, "sweep 2^16 ticks ahead", before, e.flowEntries(t, flows))
+	t.Logf("sweep 2^16 ticks (%v) ahead: %d freed, %d live", time.Duration(1<<16)<<28, freed, live)
+
+	st0 := e.stats(t)
+	freed, live = e.sweepAhead(t, 3*time.Hour)
+	if live != 0 || freed < 20 {
+		t.Fatalf("sweep 3 h ahead: %d freed, %d left live; want every entry (at least the sessions' 20) freed", freed, live)
+	}
+	time.Sleep(time.Second) // about five lines per session
+	st1 := e.stats(t)
+	after := e.flowEntries(t, flows)
+	res := sess.Stop()
+	if len(res.Breaks) != 0 {
+		t.Fatalf("%d breaks after the jump, first: %v", len(res.Breaks), res.Breaks[0])
+	}
+	if miss := st1["ct_miss"] - st0["ct_miss"]; miss < 20 {
+		t.Fatalf("%d conntrack misses after the entries were freed; want at least one per session (20)", miss)
+	}
+	compareTracked(t, "sweep 3 h ahead", before, after)
+	t.Logf("sweep 3 h ahead: %d freed, %d live; then %d conntrack misses, %d messages, 0 breaks, every session tracked again on its real",
+		freed, live, st1["ct_miss"]-st0["ct_miss"], res.Messages())
 }
