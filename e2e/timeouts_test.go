@@ -433,3 +433,69 @@ func TestTimeoutsClockJump(t *testing.T) {
 	t.Logf("sweep 3 h ahead: %d freed, %d live; then %d conntrack misses, %d messages, 0 breaks, every session tracked again on its real",
 		freed, live, st1["ct_miss"]-st0["ct_miss"], res.Messages())
 }
+
+// TestTimeoutsUnderTimeNamespace: xlbd runs in a time namespace whose
+// CLOCK_MONOTONIC is 3 hours ahead of the host's (unshare --time
+// --monotonic; a container restored by CRIU gets one). The forwarder's
+// clock is the host's, so xlbd takes the namespace's offset off what it
+// reads: 10 TCP sessions exchanging a line every 200 ms keep their
+// entries through several sweeps (no conntrack miss: a sweep on the
+// namespace's clock would free every entry each second), and xlbctl
+// lists them live, idle less than a second.
+func TestTimeoutsUnderTimeNamespace(t *testing.T) {
+	testenv.RequireNetns(t)
+	testenv.RequireCommands(t, "nsenter", "ip", "unshare")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l := newLab(ctx, t, lab.Config{})
+	e := &env{lab: l, opts: lab.XLBDOptions{Weights: []int{1, 1, 1}}}
+	var err error
+	if e.config, err = l.WriteXLBDConfig(0, e.opts); err != nil {
+		t.Fatal(err)
+	}
+	bin, err := l.Binary(lab.XLBDBinary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapper := filepath.Join(l.Dir, "xlbd-timens") // kept until the lab's cleanup ran it
+	script := fmt.Sprintf("#!/bin/sh\nexec unshare --time --monotonic %d %s \"$@\"\n", int((3 * time.Hour).Seconds()), bin)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if e.xlbd, err = l.StartXLBDBinary(ctx, 0, e.config, wrapper); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.WaitForwarding(ctx, e.http4(), 20*time.Second, e.xlbd); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := l.Nodes[0].Run(ctx, "sh", "-c", "cat /proc/$(pgrep -n -x xlbd)/timens_offsets"); err != nil || !strings.Contains(string(out), "10800") {
+		t.Fatalf("xlbd's time namespace offsets: %v\n%s", err, out)
+	}
+	sess, err := lab.StartTCPSessions(ctx, l.Client.NS, e.echo4(), 10, 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Stop()
+	st0 := e.stats(t)
+	time.Sleep(2500 * time.Millisecond) // two sweeps at least
+	st1 := e.stats(t)
+	flows := testFlows(t, e.ctCapacity(t), e.clientFlows(t, "tcp", e.echo4()))
+	var sf []*stateFlow
+	for _, f := range flows {
+		sf = append(sf, &stateFlow{kind: f.name, want: pb.ConntrackState_CONNTRACK_STATE_ESTABLISHED, flow: f})
+	}
+	seen := e.flowStates(t, sf, false)
+	res := sess.Stop()
+	if len(res.Breaks) != 0 {
+		t.Fatalf("%d breaks, first: %v", len(res.Breaks), res.Breaks[0])
+	}
+	if miss := st1["ct_miss"] - st0["ct_miss"]; miss != 0 {
+		t.Fatalf("%d conntrack misses in 2.5 s of 10 tracked sessions: the sweep freed live entries", miss)
+	}
+	for _, f := range sf {
+		if s := wantTracked(t, "under a time namespace", f, seen); s.Age >= time.Second {
+			t.Fatalf("%s: listed idle %v; it sends every 200 ms", f.kind, s.Age)
+		}
+	}
+	t.Logf("xlbd 3 h ahead in its time namespace: 0 conntrack misses in 2.5 s, %d sessions listed live, %d messages, 0 breaks", len(sf), res.Messages())
+}
