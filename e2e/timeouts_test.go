@@ -445,6 +445,9 @@ func TestTimeoutsClockJump(t *testing.T) {
 func TestTimeoutsUnderTimeNamespace(t *testing.T) {
 	testenv.RequireNetns(t)
 	testenv.RequireCommands(t, "nsenter", "ip", "unshare")
+	if _, err := os.Stat("/proc/self/ns/time"); err != nil {
+		testenv.Unavailable(t, "time namespaces (Linux 5.6, CONFIG_TIME_NS): %v", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	l := newLab(ctx, t, lab.Config{})
