@@ -1,0 +1,137 @@
+package kubeenv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// proc is one child process (etcd or the API server) whose output goes to
+// a log file.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{} // closed when the process has exited
+	err  error         // its exit status, once done is closed
+}
+
+// startProc starts bin with args, its stdout and stderr appended to
+// logPath. The child gets SIGKILL when the test process dies, so that no
+// API server outlives a killed test.
+func startProc(name, bin string, args []string, logPath string) (*proc, error) {
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// exited returns a non-nil error when the process has exited.
+func (p *proc) exited() error {
+	select {
+	case <-p.done:
+		return fmt.Errorf("%s exited (%v); its log ends:\n%s", p.name, p.err, p.tail(40))
+	default:
+		return nil
+	}
+}
+
+// stop sends SIGTERM, and SIGKILL after grace; it returns once the process
+// has exited.
+func (p *proc) stop(grace time.Duration) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// tail returns the last n lines of the process's log.
+func (p *proc) tail(n int) string {
+	b, err := os.ReadFile(p.log)
+	if err != nil {
+		return err.Error()
+	}
+	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}
+
+// waitFor calls ready every 50 ms until it returns nil, p exits, or ctx
+// ends; the error names what was last wrong.
+func (p *proc) waitFor(ctx context.Context, ready func(context.Context) error) error {
+	for {
+		err := ready(ctx)
+		if err == nil {
+			return nil
+		}
+		if e := p.exited(); e != nil {
+			return e
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready: %w; its log ends:\n%s", p.name, err, p.tail(40))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// freePorts returns n distinct TCP ports free on 127.0.0.1 now. Another
+// process may take one before it is used: the tests run few enough
+// servers that the kernel's ephemeral range makes that rare, and startup
+// reports the bind error if it happens.
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// errNotOK is a readiness probe's answer other than "ok".
+var errNotOK = errors.New("not ok")
+
+func notOK(body []byte) error {
+	return fmt.Errorf("%w: %s", errNotOK, strings.TrimSpace(string(body)))
+}
