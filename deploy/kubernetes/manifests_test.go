@@ -1,0 +1,230 @@
+// Package kubernetes_test checks the manifests of this directory against
+// a real API server (internal/testenv/kubeenv): each is created, with the
+// server's strict field validation, and xlbd's ServiceAccount may do what
+// xlbd does and nothing it does not need.
+package kubernetes_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/xlbproject/xlb/internal/testenv/kubeenv"
+)
+
+// xlbdUser is the user of xlbd's ServiceAccount (rbac.yaml).
+const xlbdUser = "system:serviceaccount:xlb-system:xlbd"
+
+// manifest is one document of a file here.
+type manifest struct {
+	file string
+	obj  *unstructured.Unstructured
+}
+
+// manifests decodes every document of every *.yaml file here, Namespaces
+// first (the rest may live in them), then in file and document order.
+func manifests(t *testing.T) []manifest {
+	t.Helper()
+	files, err := filepath.Glob("*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no manifests: %v", err)
+	}
+	var nss, rest []manifest
+	for _, f := range files {
+		r, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := yaml.NewYAMLOrJSONDecoder(r, 4096)
+		for {
+			var m map[string]any
+			if err := dec.Decode(&m); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if m == nil {
+				continue
+			}
+			u := manifest{f, &unstructured.Unstructured{Object: m}}
+			if u.obj.GetKind() == "Namespace" {
+				nss = append(nss, u)
+			} else {
+				rest = append(rest, u)
+			}
+		}
+		r.Close()
+	}
+	return append(nss, rest...)
+}
+
+// TestManifests creates every manifest in a real API server (strict field
+// validation: an unknown or misplaced field fails), then checks the
+// access rbac.yaml gives xlbd's ServiceAccount.
+func TestManifests(t *testing.T) {
+	e := kubeenv.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(e.Client.Discovery()))
+	dyn, err := dynamic.NewForConfig(e.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, mf := range manifests(t) {
+		u := mf.obj
+		gvk := u.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			t.Fatalf("%s: %s: %v", mf.file, gvk, err)
+		}
+		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
+		if m.Scope.Name() == "namespace" {
+			if u.GetNamespace() == "" {
+				t.Errorf("%s: %s %s names no namespace", mf.file, gvk.Kind, u.GetName())
+			}
+			ri = dyn.Resource(m.Resource).Namespace(u.GetNamespace())
+		}
+		if _, err := ri.Create(ctx, u, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}); err != nil {
+			t.Errorf("%s: create %s %s: %v", mf.file, gvk.Kind, u.GetName(), err)
+		}
+		kinds[gvk.Kind]++
+	}
+	for _, k := range []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet", "Service"} {
+		if kinds[k] == 0 {
+			t.Errorf("no %s among the manifests (%v)", k, kinds)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	checkExampleService(ctx, t, e.Client)
+	checkAccess(ctx, t, e.Config)
+}
+
+// checkExampleService: the example is a Service xlbd takes.
+func checkExampleService(ctx context.Context, t *testing.T, c kubernetes.Interface) {
+	svc, err := c.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass == nil || *svc.Spec.LoadBalancerClass != "xlb.io/l4" ||
+		svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal || svc.Spec.HealthCheckNodePort == 0 {
+		t.Errorf("the example Service is not one xlbd serves with a health check node port: %+v", svc.Spec)
+	}
+	for _, a := range []string{"xlb.io/scheduler", "xlb.io/method"} {
+		if svc.Annotations[a] == "" {
+			t.Errorf("the example Service has no %s annotation", a)
+		}
+	}
+}
+
+// checkAccess asks, as xlbd's ServiceAccount, whether it may do each
+// thing xlbd does (it must) and a few it does not (it must not), then does
+// some of them for real.
+func checkAccess(ctx context.Context, t *testing.T, admin *rest.Config) {
+	cfg := rest.CopyConfig(admin)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: xlbdUser}
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type ask struct {
+		group, resource, sub, verb, ns string
+		allowed                        bool
+	}
+	var asks []ask
+	for _, v := range []string{"get", "list", "watch"} {
+		asks = append(asks, ask{"", "services", "", v, "", true}, ask{"", "nodes", "", v, "", true},
+			ask{"discovery.k8s.io", "endpointslices", "", v, "", true})
+	}
+	for _, v := range []string{"update", "patch"} {
+		asks = append(asks, ask{"", "services", "status", v, "default", true})
+	}
+	for _, v := range []string{"create", "patch"} {
+		asks = append(asks, ask{"", "events", "", v, "default", true}, ask{"events.k8s.io", "events", "", v, "default", true})
+	}
+	for _, v := range []string{"get", "create", "update"} {
+		asks = append(asks, ask{"coordination.k8s.io", "leases", "", v, "xlb-system", true})
+	}
+	asks = append(asks,
+		ask{"", "services", "", "delete", "default", false},
+		ask{"", "services", "", "update", "default", false},
+		ask{"", "services", "", "create", "default", false},
+		ask{"", "nodes", "", "update", "", false},
+		ask{"", "nodes", "status", "patch", "", false},
+		ask{"discovery.k8s.io", "endpointslices", "", "create", "default", false},
+		ask{"", "secrets", "", "get", "xlb-system", false},
+		ask{"", "pods", "", "list", "", false},
+		ask{"coordination.k8s.io", "leases", "", "delete", "xlb-system", false},
+	)
+	for _, a := range asks {
+		r, err := c.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Group: a.group, Resource: a.resource, Subresource: a.sub, Verb: a.verb, Namespace: a.ns,
+			}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("access review: %v", err)
+		}
+		if r.Status.Allowed != a.allowed {
+			t.Errorf("xlbd %s %s.%s/%s in %q: allowed %v, want %v (%s)", a.verb, a.resource, a.group, a.sub, a.ns, r.Status.Allowed, a.allowed, r.Status.Reason)
+		}
+	}
+	checkAccessForReal(ctx, t, c)
+}
+
+// checkAccessForReal does, as xlbd, what it does: list the Services,
+// write the example's status, record an Event, take a Lease; and fails
+// to delete the Service.
+func checkAccessForReal(ctx context.Context, t *testing.T, c kubernetes.Interface) {
+	svcs, err := c.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+	if err != nil || len(svcs.Items) == 0 {
+		t.Fatalf("xlbd lists Services: %v", err)
+	}
+	svc, err := c.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vip := corev1.LoadBalancerIPModeVIP
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7", IPMode: &vip}}
+	if _, err := c.CoreV1().Services("default").UpdateStatus(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("xlbd writes a Service's status: %v", err)
+	}
+	ev := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: "web.", Namespace: "default"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Service", Namespace: "default", Name: "web", UID: svc.UID},
+		Reason:         "InvalidAnnotation", Message: "test", Type: corev1.EventTypeWarning,
+		Source: corev1.EventSource{Component: "xlbd"},
+	}
+	if _, err := c.CoreV1().Events("default").Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		t.Errorf("xlbd records an Event: %v", err)
+	}
+	holder := "lb1"
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "xlbd", Namespace: "xlb-system"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}}
+	if _, err := c.CoordinationV1().Leases("xlb-system").Create(ctx, lease, metav1.CreateOptions{}); err != nil {
+		t.Errorf("xlbd takes a Lease: %v", err)
+	}
+	err = c.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("xlbd deletes a Service: %v, want forbidden", err)
+	}
+}
