@@ -116,7 +116,36 @@ func TestManifests(t *testing.T) {
 		return
 	}
 	checkExampleService(ctx, t, e.Client)
+	checkDaemonSetPod(ctx, t, e.Client)
 	checkAccess(ctx, t, e.Config)
+}
+
+// checkDaemonSetPod: a Pod of the decap DaemonSet's template passes the
+// Pod admission chain (priority class, privileged containers), with a
+// server-side dry run: there is no DaemonSet controller to make one.
+func checkDaemonSetPod(ctx context.Context, t *testing.T, c kubernetes.Interface) {
+	ds, err := c.AppsV1().DaemonSets("xlb-system").Get(ctx, "xlb-decap", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The ServiceAccount admission wants the namespace's default account,
+	// which the controller-manager would make.
+	if _, err := c.CoreV1().ServiceAccounts("xlb-system").Create(ctx,
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: ds.Spec.Template.ObjectMeta, Spec: ds.Spec.Template.Spec}
+	pod.Name, pod.Namespace, pod.Spec.NodeName = "xlb-decap-test", "xlb-system", "node-a"
+	p, err := c.CoreV1().Pods("xlb-system").Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		t.Fatalf("a Pod of the decap DaemonSet: %v", err)
+	}
+	if !p.Spec.HostNetwork || p.Spec.Priority == nil || *p.Spec.Priority < 2000000000 {
+		t.Errorf("the decap Pod: hostNetwork %v, priority %v", p.Spec.HostNetwork, p.Spec.Priority)
+	}
+	if cmd := p.Spec.Containers[0].Command; len(cmd) != 3 || cmd[0] != "xlb-decap" || cmd[1] != "follow" {
+		t.Errorf("the decap Pod runs %q, want xlb-decap follow IFACE", cmd)
+	}
 }
 
 // checkExampleService: the example is a Service xlbd takes.
