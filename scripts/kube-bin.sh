@@ -47,6 +47,12 @@ build() {
 	echo "kube-bin: $name $version built in $((SECONDS - start)) s"
 }
 
+# One build at a time per cache: work trees on one machine share it, and
+# a second build would only double the wait.
+mkdir -p "$cache" || { echo "kube-bin: cannot create $cache (set XLB_KUBE_CACHE to a writable directory)" >&2; exit 1; }
+exec 9>"$cache/.lock"
+flock 9
+
 kube=$(required k8s.io/kubernetes "$root/tools/kube/apiserver/go.mod")
 etcd=$(required go.etcd.io/etcd/server/v3 "$root/tools/kube/etcd/go.mod")
 minor=${kube#v1.}
