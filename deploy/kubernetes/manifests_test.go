@@ -6,9 +6,6 @@ package kubernetes_test
 
 import (
 	"context"
-	"errors"
-	"io"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -18,62 +15,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/xlbproject/xlb/internal/testenv/kubeenv"
 )
 
 // xlbdUser is the user of xlbd's ServiceAccount (rbac.yaml).
 const xlbdUser = "system:serviceaccount:xlb-system:xlbd"
-
-// manifest is one document of a file here.
-type manifest struct {
-	file string
-	obj  *unstructured.Unstructured
-}
-
-// manifests decodes every document of every *.yaml file here, Namespaces
-// first (the rest may live in them), then in file and document order.
-func manifests(t *testing.T) []manifest {
-	t.Helper()
-	files, err := filepath.Glob("*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no manifests: %v", err)
-	}
-	var nss, rest []manifest
-	for _, f := range files {
-		r, err := os.Open(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dec := yaml.NewYAMLOrJSONDecoder(r, 4096)
-		for {
-			var m map[string]any
-			if err := dec.Decode(&m); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			if m == nil {
-				continue
-			}
-			u := manifest{f, &unstructured.Unstructured{Object: m}}
-			if u.obj.GetKind() == "Namespace" {
-				nss = append(nss, u)
-			} else {
-				rest = append(rest, u)
-			}
-		}
-		r.Close()
-	}
-	return append(nss, rest...)
-}
 
 // TestManifests creates every manifest in a real API server (strict field
 // validation: an unknown or misplaced field fails), then checks the
@@ -82,70 +31,22 @@ func TestManifests(t *testing.T) {
 	e := kubeenv.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(e.Client.Discovery()))
-	dyn, err := dynamic.NewForConfig(e.Config)
-	if err != nil {
-		t.Fatal(err)
+	files, err := filepath.Glob("*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no manifests: %v", err)
 	}
 	kinds := map[string]int{}
-	for _, mf := range manifests(t) {
-		u := mf.obj
-		gvk := u.GroupVersionKind()
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			t.Fatalf("%s: %s: %v", mf.file, gvk, err)
-		}
-		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-		if m.Scope.Name() == "namespace" {
-			if u.GetNamespace() == "" {
-				t.Errorf("%s: %s %s names no namespace", mf.file, gvk.Kind, u.GetName())
-			}
-			ri = dyn.Resource(m.Resource).Namespace(u.GetNamespace())
-		}
-		if _, err := ri.Create(ctx, u, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}); err != nil {
-			t.Errorf("%s: create %s %s: %v", mf.file, gvk.Kind, u.GetName(), err)
-		}
-		kinds[gvk.Kind]++
+	for _, o := range e.Apply(t, files...) {
+		kinds[o.GetKind()]++
 	}
 	for _, k := range []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet", "Service"} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s among the manifests (%v)", k, kinds)
 		}
 	}
-	if t.Failed() {
-		return
-	}
 	checkExampleService(ctx, t, e.Client)
 	checkDaemonSetPod(ctx, t, e.Client)
-	checkAccess(ctx, t, e.Config)
-}
-
-// checkDaemonSetPod: a Pod of the decap DaemonSet's template passes the
-// Pod admission chain (priority class, privileged containers), with a
-// server-side dry run: there is no DaemonSet controller to make one.
-func checkDaemonSetPod(ctx context.Context, t *testing.T, c kubernetes.Interface) {
-	ds, err := c.AppsV1().DaemonSets("xlb-system").Get(ctx, "xlb-decap", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The ServiceAccount admission wants the namespace's default account,
-	// which the controller-manager would make.
-	if _, err := c.CoreV1().ServiceAccounts("xlb-system").Create(ctx,
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	pod := &corev1.Pod{ObjectMeta: ds.Spec.Template.ObjectMeta, Spec: ds.Spec.Template.Spec}
-	pod.Name, pod.Namespace, pod.Spec.NodeName = "xlb-decap-test", "xlb-system", "node-a"
-	p, err := c.CoreV1().Pods("xlb-system").Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-	if err != nil {
-		t.Fatalf("a Pod of the decap DaemonSet: %v", err)
-	}
-	if !p.Spec.HostNetwork || p.Spec.Priority == nil || *p.Spec.Priority < 2000000000 {
-		t.Errorf("the decap Pod: hostNetwork %v, priority %v", p.Spec.HostNetwork, p.Spec.Priority)
-	}
-	if cmd := p.Spec.Containers[0].Command; len(cmd) != 3 || cmd[0] != "xlb-decap" || cmd[1] != "follow" {
-		t.Errorf("the decap Pod runs %q, want xlb-decap follow IFACE", cmd)
-	}
+	checkAccess(ctx, t, e.KubeconfigFor(t, xlbdUser))
 }
 
 // checkExampleService: the example is a Service xlbd takes.
@@ -165,12 +66,14 @@ func checkExampleService(ctx context.Context, t *testing.T, c kubernetes.Interfa
 	}
 }
 
-// checkAccess asks, as xlbd's ServiceAccount, whether it may do each
-// thing xlbd does (it must) and a few it does not (it must not), then does
-// some of them for real.
-func checkAccess(ctx context.Context, t *testing.T, admin *rest.Config) {
-	cfg := rest.CopyConfig(admin)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: xlbdUser}
+// checkAccess asks, as xlbd's ServiceAccount (a kubeconfig of its user),
+// whether it may do each thing xlbd does (it must) and a few it does not
+// (it must not), then does some of them for real.
+func checkAccess(ctx context.Context, t *testing.T, kubeconfig string) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -255,5 +158,33 @@ func checkAccessForReal(ctx context.Context, t *testing.T, c kubernetes.Interfac
 	err = c.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{})
 	if !apierrors.IsForbidden(err) {
 		t.Errorf("xlbd deletes a Service: %v, want forbidden", err)
+	}
+}
+
+// checkDaemonSetPod: a Pod of the decap DaemonSet's template passes the
+// Pod admission chain (priority class, privileged containers), with a
+// server-side dry run: there is no DaemonSet controller to make one.
+func checkDaemonSetPod(ctx context.Context, t *testing.T, c kubernetes.Interface) {
+	ds, err := c.AppsV1().DaemonSets("xlb-system").Get(ctx, "xlb-decap", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The ServiceAccount admission wants the namespace's default account,
+	// which the controller-manager would make.
+	if _, err := c.CoreV1().ServiceAccounts("xlb-system").Create(ctx,
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: ds.Spec.Template.ObjectMeta, Spec: ds.Spec.Template.Spec}
+	pod.Name, pod.Namespace, pod.Spec.NodeName = "xlb-decap-test", "xlb-system", "node-a"
+	p, err := c.CoreV1().Pods("xlb-system").Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		t.Fatalf("a Pod of the decap DaemonSet: %v", err)
+	}
+	if !p.Spec.HostNetwork || p.Spec.Priority == nil || *p.Spec.Priority < 2000000000 {
+		t.Errorf("the decap Pod: hostNetwork %v, priority %v", p.Spec.HostNetwork, p.Spec.Priority)
+	}
+	if cmd := p.Spec.Containers[0].Command; len(cmd) != 3 || cmd[0] != "xlb-decap" || cmd[1] != "follow" {
+		t.Errorf("the decap Pod runs %q, want xlb-decap follow IFACE", cmd)
 	}
 }

@@ -46,17 +46,10 @@ func (e *Env) apiserverArgs(etcdURL string, port int) []string {
 // clients writes the admin kubeconfig and makes the Env's rest.Config and
 // clientset from it, so that the file xlbd reads is the one the tests use.
 func (e *Env) clients(server string) error {
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["kubeenv"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: e.pki.caPEM}
-	cfg.AuthInfos[adminUser] = &clientcmdapi.AuthInfo{
-		ClientCertificateData: e.pki.adminCertPEM,
-		ClientKeyData:         e.pki.adminKeyPEM,
-	}
-	cfg.Contexts["kubeenv"] = &clientcmdapi.Context{Cluster: "kubeenv", AuthInfo: adminUser}
-	cfg.CurrentContext = "kubeenv"
+	e.server = server
 	e.Kubeconfig = filepath.Join(e.dir, "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, e.Kubeconfig); err != nil {
-		return fmt.Errorf("write kubeconfig: %w", err)
+	if err := e.writeKubeconfig(e.Kubeconfig, adminUser, e.pki.adminCertPEM, e.pki.adminKeyPEM); err != nil {
+		return err
 	}
 	rc, err := clientcmd.BuildConfigFromFlags("", e.Kubeconfig)
 	if err != nil {
@@ -67,6 +60,20 @@ func (e *Env) clients(server string) error {
 	e.Config = rc
 	if e.Client, err = kubernetes.NewForConfig(rc); err != nil {
 		return err
+	}
+	return nil
+}
+
+// writeKubeconfig writes a kubeconfig file for the API server, whose user
+// authenticates with the client certificate and key (PEM).
+func (e *Env) writeKubeconfig(path, user string, cert, key []byte) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["kubeenv"] = &clientcmdapi.Cluster{Server: e.server, CertificateAuthorityData: e.pki.caPEM}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: cert, ClientKeyData: key}
+	cfg.Contexts["kubeenv"] = &clientcmdapi.Context{Cluster: "kubeenv", AuthInfo: user}
+	cfg.CurrentContext = "kubeenv"
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return fmt.Errorf("write kubeconfig: %w", err)
 	}
 	return nil
 }

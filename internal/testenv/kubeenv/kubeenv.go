@@ -49,6 +49,7 @@ type Env struct {
 	Client     kubernetes.Interface
 
 	dir       string
+	server    string // the API server's URL
 	apiBin    string
 	apiArgs   []string
 	pki       *pki

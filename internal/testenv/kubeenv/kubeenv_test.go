@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -49,7 +50,7 @@ func TestBinariesNamesMakeTarget(t *testing.T) {
 // Node, a LoadBalancer Service of xlb's class, its EndpointSlice, the
 // Service's status with ipMode VIP), through the Env's client and through
 // its kubeconfig file, and keeps them across a stop and start of the API
-// server.
+// server; a KubeconfigFor user is subject to RBAC.
 func TestKubeEnv(t *testing.T) {
 	t0 := time.Now()
 	e := Start(t)
@@ -69,6 +70,17 @@ func TestKubeEnv(t *testing.T) {
 	}
 	fromFile := kubernetes.NewForConfigOrDie(rc)
 	checkObjects(ctx, t, fromFile)
+
+	// KubeconfigFor's users are who they say, with RBAC's verdict: one
+	// bound to nothing may not list Nodes.
+	rc, err = clientcmd.BuildConfigFromFlags("", e.KubeconfigFor(t, "nobody", "some-group"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = kubernetes.NewForConfigOrDie(rc).CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `"nobody"`) {
+		t.Errorf("user nobody lists Nodes: %v, want forbidden", err)
+	}
 
 	t0 = time.Now()
 	e.StopAPIServer(t)

@@ -17,18 +17,24 @@ import (
 
 // pki is the key material of one Env, written as PEM files into a
 // directory: a CA, the API server's serving certificate (127.0.0.1, ::1
-// and localhost) and an admin client certificate, both signed by it, and
-// the service-account signing key pair. Every key is ECDSA P-256: quick to
-// make, and the API server accepts it everywhere.
+// and localhost) and an admin client certificate, both signed by it (and
+// client certificates for other users on demand), and the service-account
+// signing key pair. Every key is ECDSA P-256: quick to make, and the API
+// server accepts it everywhere.
 type pki struct {
 	caCert, servingCert, servingKey  string // file paths
 	saPub, saKey                     string
 	caPEM, adminCertPEM, adminKeyPEM []byte
+	ca                               *x509.Certificate
+	caKey                            *ecdsa.PrivateKey
 }
 
 // adminUser is the admin client certificate's user; its group
 // system:masters passes every RBAC check.
 const adminUser = "xlb-test-admin"
+
+// validity is how long the certificates are valid, from an hour ago.
+const validity = 10 * 24 * time.Hour
 
 // newPKI makes the material and writes the files into dir.
 func newPKI(dir string) (*pki, error) {
@@ -43,7 +49,7 @@ func newPKI(dir string) (*pki, error) {
 	caKey, caDER, err := certificate(&x509.Certificate{
 		Subject:               pkix.Name{CommonName: "xlb-test-ca"},
 		NotBefore:             now,
-		NotAfter:              now.Add(10 * 24 * time.Hour),
+		NotAfter:              now.Add(validity),
 		IsCA:                  true,
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
@@ -51,35 +57,23 @@ func newPKI(dir string) (*pki, error) {
 	if err != nil {
 		return nil, err
 	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
+	if p.ca, err = x509.ParseCertificate(caDER); err != nil {
 		return nil, err
 	}
-	p.caPEM = pemBlock("CERTIFICATE", caDER)
+	p.caKey, p.caPEM = caKey, pemBlock("CERTIFICATE", caDER)
 	srvKey, srvDER, err := certificate(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: "kube-apiserver"},
 		NotBefore:   now,
-		NotAfter:    now.Add(10 * 24 * time.Hour),
+		NotAfter:    now.Add(validity),
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
 		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default"},
-	}, ca, caKey)
+	}, p.ca, caKey)
 	if err != nil {
 		return nil, err
 	}
-	admKey, admDER, err := certificate(&x509.Certificate{
-		Subject:     pkix.Name{CommonName: adminUser, Organization: []string{"system:masters"}},
-		NotBefore:   now,
-		NotAfter:    now.Add(10 * 24 * time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}, ca, caKey)
-	if err != nil {
-		return nil, err
-	}
-	p.adminCertPEM = pemBlock("CERTIFICATE", admDER)
-	if p.adminKeyPEM, err = keyPEM(admKey); err != nil {
+	if p.adminCertPEM, p.adminKeyPEM, err = p.clientCert(adminUser, []string{"system:masters"}); err != nil {
 		return nil, err
 	}
 	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -87,6 +81,28 @@ func newPKI(dir string) (*pki, error) {
 		return nil, err
 	}
 	return p, p.write(srvKey, srvDER, saKey)
+}
+
+// clientCert makes a client certificate, signed by the CA, for user in
+// groups (the API server takes the user from the common name and the
+// groups from the organizations); it returns the certificate's and the
+// key's PEM.
+func (p *pki) clientCert(user string, groups []string) (cert, key []byte, err error) {
+	now := time.Now().Add(-time.Hour)
+	k, der, err := certificate(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: user, Organization: groups},
+		NotBefore:   now,
+		NotAfter:    now.Add(validity),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, p.ca, p.caKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	if key, err = keyPEM(k); err != nil {
+		return nil, nil, err
+	}
+	return pemBlock("CERTIFICATE", der), key, nil
 }
 
 // write writes the files the API server reads.
