@@ -2,8 +2,10 @@ package kubeenv
 
 import (
 	"context"
+	"net"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -181,3 +183,26 @@ func checkObjects(ctx context.Context, t *testing.T, c kubernetes.Interface) {
 }
 
 func strPtr(s string) *string { return &s }
+
+// TestFreePorts: distinct ports, below the ephemeral range when it leaves
+// room, each free.
+func TestFreePorts(t *testing.T) {
+	ports, err := freePorts(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	lo := ephemeralLow()
+	for _, p := range ports {
+		if seen[p] || (lo > minPort+1000 && (p < minPort || p >= lo)) {
+			t.Errorf("ports %v: %d repeated or outside %d..%d", ports, p, minPort, lo-1)
+		}
+		seen[p] = true
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			t.Errorf("port %d is not free: %v", p, err)
+			continue
+		}
+		l.Close()
+	}
+}

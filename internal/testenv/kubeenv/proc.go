@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -106,10 +108,11 @@ func (p *proc) waitFor(ctx context.Context, ready func(context.Context) error) e
 	}
 }
 
-// freePorts returns n distinct TCP ports free on 127.0.0.1 now. Another
-// process may take one before it is used: the tests run few enough
-// servers that the kernel's ephemeral range makes that rare, and startup
-// reports the bind error if it happens.
+// freePorts returns n distinct TCP ports free on 127.0.0.1 now, below
+// the kernel's ephemeral range (ip_local_port_range) when it leaves room:
+// there no outgoing connection can take one while a server is down
+// between StopAPIServer and StartAPIServer. Another test may still bind
+// one before it is used; startup then reports the bind error.
 func freePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
@@ -117,16 +120,42 @@ func freePorts(n int) ([]int, error) {
 			l.Close()
 		}
 	}()
+	lo := ephemeralLow()
 	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		addr := "127.0.0.1:0"
+		if lo > minPort+1000 && tries < 1000 {
+			addr = "127.0.0.1:" + strconv.Itoa(minPort+rand.IntN(lo-minPort))
+		}
+		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			return nil, err
+			if addr == "127.0.0.1:0" {
+				return nil, err
+			}
+			continue
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// minPort is the lowest port freePorts picks.
+const minPort = 10000
+
+// ephemeralLow is the first port of the kernel's ephemeral range, 0 when
+// it cannot be read.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0
+	}
+	lo, _ := strconv.Atoi(f[0])
+	return lo
 }
 
 // errNotOK is a readiness probe's answer other than "ok".
