@@ -40,7 +40,7 @@ build() {
 	local start=$SECONDS tmp
 	tmp=$(mktemp "$dir/.$name.XXXXXX")
 	trap 'rm -f "$tmp"' EXIT
-	(cd "$moddir" && nice -n 10 "$go" build -mod=readonly -trimpath -ldflags "-s -w $ldflags" -o "$tmp" "$pkg")
+	(cd "$moddir" && nice -n 10 "$go" build -mod=readonly -buildvcs=false -trimpath -ldflags "-s -w $ldflags" -o "$tmp" "$pkg")
 	chmod 0755 "$tmp"
 	mv "$tmp" "$dir/$name"
 	trap - EXIT
