@@ -30,6 +30,7 @@
 #include "maps.h"
 #include "sched.h"
 #include "conns.h"
+#include "synclog.h"
 
 /* lblc_step's argument: the list and the walk. */
 struct lblc_arg {
@@ -80,6 +81,37 @@ static __always_inline __u32 lblc_create(struct lblc_walk *wk, __u64 now)
 	return wk->best;
 }
 
+/* lblc_changed: entry e's backends differ from those wk read. */
+static __always_inline int lblc_changed(const struct lblc_ent *e, const struct lblc_walk *wk)
+{
+	__u64 d = 0;
+
+#pragma unroll
+	for (int j = 0; j < XLB_LBLC_SET_MAX; j++)
+		d |= *(volatile __u64 *)&e->rid[j] ^ wk->rid[j];
+	return d != 0;
+}
+
+/* lblc_report: with sync on, service svc_id's entry (s's kind) goes to
+ * the peers (XLB_SYNC_EV_LBLC, xlbd reads the entry) when it is new or
+ * changed (used 0), or when its use moved across a refresh boundary from
+ * used: a peer's copy is used as recently as this node's, to within a
+ * period that is at most half the expiration (synclog.h). Only the
+ * locality schedulers' new flows come here. */
+static __always_inline void lblc_report(__u32 svc_id, __u32 rid, const struct svc_sched *s, __u64 used,
+					__u64 now)
+{
+	__u32 zero = 0, shift;
+	struct sync_conf *c = bpf_map_lookup_elem(&xlb_sync_conf, &zero);
+
+	if (!c || !c->enabled || !rid)
+		return;
+	shift = sync_shift(c->refresh_shift & 15, s->stride);
+	if (used && (used >> shift) == (now >> shift))
+		return;
+	xlb_sync_put(svc_id, rid, 0, XLB_SYNC_EV_LBLC);
+}
+
 /* xlb_sched_lblc: the real id service svc_id's lblc or lblcr scheduler
  * gives a new flow of p, recording it; 0: the service has no list. A
  * global function, verified once. */
@@ -90,7 +122,8 @@ __attribute__((noinline)) int xlb_sched_lblc(const struct pkt *p, __u32 svc_id)
 	struct lblc_arg la;
 	struct lblc_walk *wk;
 	struct lblc_ent *e;
-	__u32 n, zero = 0;
+	__u32 n, rid, zero = 0;
+	__u64 used;
 
 	wk = bpf_map_lookup_elem(&xlb_lblc_walk, &zero);
 	if (!p || !s || !wk)
@@ -116,9 +149,15 @@ __attribute__((noinline)) int xlb_sched_lblc(const struct pkt *p, __u32 svc_id)
 	bpf_loop(n, lblc_step, &la, 0);
 	if (!wk->best)
 		return 0;
-	if (!e)
-		return lblc_create(wk, now);
-	if (e->used != now)
+	if (!e) {
+		rid = lblc_create(wk, now);
+		lblc_report(svc_id, rid, s, 0, now);
+		return rid;
+	}
+	used = e->used;
+	if (used != now)
 		e->used = now;
-	return sched_locality_pick(s, e, wk, now); /* sched/dispatch.h */
+	rid = sched_locality_pick(s, e, wk, now); /* sched/dispatch.h */
+	lblc_report(svc_id, rid, s, lblc_changed(e, wk) ? 0 : used, now);
+	return rid;
 }

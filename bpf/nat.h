@@ -24,6 +24,7 @@
 #include "nathop.h"
 #include "parse.h"
 #include "stats.h"
+#include "synclog.h"
 #include "types.h"
 
 /* Largest L4 offset rewritten: Ethernet, two VLAN tags and an IPv6 header
@@ -119,7 +120,45 @@ __attribute__((noinline)) int xlb_nat_track(const struct pkt *p, const struct re
 	__builtin_memcpy(v.vip, p->dst, 16);
 	v.vport = pkt_dport(p);
 	v.rid = rid;
+	v.seen = (bpf_ktime_get_coarse_ns() >> XLB_TICK_SHIFT) & XLB_CT_TIME_MASK;
 	return bpf_map_update_elem(&xlb_nat, &k, &v, BPF_ANY);
+}
+
+/* xlb_nat_note: with sync on, the NAT flow of p (to real rid) just
+ * recorded for its replies goes to the peers too (a record of two slots,
+ * XLB_SYNC_EV_NAT), so that a peer the routers move the flow or its
+ * replies to rewrites them as this node does. Only NAT flows new to a
+ * CPU come here: other methods pay nothing. A global function, called
+ * beside xlb_nat_track (not from it: the call chain's stack). */
+__attribute__((noinline)) int xlb_nat_note(const struct pkt *p, __u32 rid)
+{
+	__u32 cpu = bpf_get_smp_processor_id(), zero = 0;
+	struct sync_conf *conf = bpf_map_lookup_elem(&xlb_sync_conf, &zero);
+	struct sync_event *a, *b;
+	struct sync_cpu *c;
+	__u64 head;
+
+	if (!p || !conf || !conf->enabled)
+		return 0;
+	c = sync_log_take(cpu);
+	if (!c)
+		return 0;
+	head = c->head;
+	a = sync_log_slot(c, cpu, head);
+	b = sync_log_slot(c, cpu, head + 1);
+	if (!a || !b) {
+		sync_count(XLB_SYNC_STAT_LOST);
+		sync_log_give(c, 0);
+		return 0;
+	}
+	a->hash = p->ports; /* client port | VIP port << 16 */
+	a->rid = rid;
+	a->state = 0;
+	a->kind = XLB_SYNC_EV_NAT;
+	a->hold = 0;
+	__builtin_memcpy(b, p->src, 16);
+	sync_log_give(c, head + 2);
+	return 0;
 }
 
 /* xlb_nat_forward: method nat toward r. track: the flow is new to this
@@ -141,6 +180,8 @@ __attribute__((noinline)) int xlb_nat_forward(struct xdp_md *ctx, const struct p
 		return XLB_STAT_DROP_INTERNAL;
 	if (track && xlb_nat_track(p, r, rid, bport))
 		stats_count(XLB_STAT_NAT_TRACK_FAIL);
+	else if (track)
+		xlb_nat_note(p, rid);
 	return nat_rewrite(ctx, p, 0, r->addr, bport);
 }
 

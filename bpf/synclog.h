@@ -33,50 +33,79 @@ static __always_inline __u32 sync_shift(__u32 shift, __u64 timeout)
 
 #define sync_barrier() asm volatile("" ::: "memory")
 
-/* xlb_sync_put writes a record into this CPU's part of xlb_sync_log: no
- * lock shared between CPUs (a ring buffer's spinlock cost 3 to 4 times as
- * much per record; docs/ARCHITECTURE.md). A run that finds another one on
- * this CPU writing (a packet's softirq interrupting a BPF_PROG_TEST_RUN
- * run, or such a run preempted mid-record) counts its record lost rather
- * than tear one: busy is taken with an atomic exchange. The head is
- * published after the record's bytes with an exchange (fully ordered on
- * every CPU), so xlbd never reads a record being written; a slot is
- * written again only after xlbd's tail passed it (full: the record is
- * lost, and counted). A global function: verified once, not in every
- * path of the forwarder that makes a decision. state's high 16 bits are
- * the record's hold (four arguments: a fifth would cost the call chains'
- * stack). */
-__attribute__((noinline)) int xlb_sync_put(__u64 hash, __u32 rid, __u32 state, __u32 kind)
+/* sync_log_take takes this CPU's part of xlb_sync_log for n records: its
+ * line, busy held, or NULL (someone else on this CPU is writing: the
+ * records are lost, counted). A run that finds another one on this CPU
+ * writing (a packet's softirq interrupting a BPF_PROG_TEST_RUN run, or
+ * such a run preempted mid-record) counts its record lost rather than
+ * tear one: busy is taken with an atomic exchange. */
+static __always_inline struct sync_cpu *sync_log_take(__u32 cpu)
 {
-	__u32 cpu = bpf_get_smp_processor_id();
 	struct sync_cpu *c = bpf_map_lookup_elem(&xlb_sync_cpus, &cpu);
-	struct sync_event *slot;
-	__u64 head;
-	__u32 idx;
 
 	if (!c)
-		return 0;
+		return NULL;
 	if (__sync_lock_test_and_set(&c->busy, 1)) {
 		sync_count(XLB_SYNC_STAT_LOST);
-		return 0;
+		return NULL;
 	}
 	sync_barrier();
-	head = c->head;
-	idx = cpu * XLB_SYNC_SLOTS + (__u32)(head & (XLB_SYNC_SLOTS - 1));
-	slot = bpf_map_lookup_elem(&xlb_sync_log, &idx);
-	if (!slot || head - *(volatile __u64 *)&c->tail >= XLB_SYNC_SLOTS) {
-		sync_count(XLB_SYNC_STAT_LOST);
-	} else {
-		slot->hash = hash;
-		slot->rid = rid;
-		slot->state = (__u8)state;
-		slot->kind = kind;
-		slot->hold = (__u16)(state >> 16);
+	return c;
+}
+
+/* sync_log_slot: the slot of record head of cpu, NULL when the reader
+ * has not taken the record XLB_SYNC_SLOTS before it (full). */
+static __always_inline struct sync_event *sync_log_slot(const struct sync_cpu *c, __u32 cpu, __u64 head)
+{
+	__u32 idx = cpu * XLB_SYNC_SLOTS + (__u32)(head & (XLB_SYNC_SLOTS - 1));
+
+	if (head - *(volatile __u64 *)&c->tail >= XLB_SYNC_SLOTS)
+		return NULL;
+	return bpf_map_lookup_elem(&xlb_sync_log, &idx);
+}
+
+/* sync_log_give publishes head (the records before it written; 0:
+ * nothing) and releases c. The head is published after the records'
+ * bytes with an exchange (fully ordered on every CPU), so xlbd never
+ * reads a record being written. */
+static __always_inline void sync_log_give(struct sync_cpu *c, __u64 head)
+{
+	if (head) {
 		sync_barrier();
-		__sync_lock_test_and_set(&c->head, head + 1);
+		__sync_lock_test_and_set(&c->head, head);
 	}
 	sync_barrier();
 	*(volatile __u64 *)&c->busy = 0;
-	return 0;
 }
 
+/* xlb_sync_put writes a record into this CPU's part of xlb_sync_log: no
+ * lock shared between CPUs (a ring buffer's spinlock cost 3 to 4 times as
+ * much per record; docs/ARCHITECTURE.md). A slot is written again only
+ * after xlbd's tail passed it (full: the record is lost, and counted). A
+ * global function: verified once, not in every path of the forwarder
+ * that makes a decision. state's high 16 bits are the record's hold
+ * (four arguments: a fifth would cost the call chains' stack). */
+__attribute__((noinline)) int xlb_sync_put(__u64 hash, __u32 rid, __u32 state, __u32 kind)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct sync_cpu *c = sync_log_take(cpu);
+	struct sync_event *slot;
+	__u64 head;
+
+	if (!c)
+		return 0;
+	head = c->head;
+	slot = sync_log_slot(c, cpu, head);
+	if (!slot) {
+		sync_count(XLB_SYNC_STAT_LOST);
+		sync_log_give(c, 0);
+		return 0;
+	}
+	slot->hash = hash;
+	slot->rid = rid;
+	slot->state = (__u8)state;
+	slot->kind = kind;
+	slot->hold = (__u16)(state >> 16);
+	sync_log_give(c, head + 1);
+	return 0;
+}

@@ -294,6 +294,9 @@ func simultaneousSteps(ctx context.Context, w io.Writer, opts ScaleDemoOptions) 
 	if n := got[0].UDPMoved(); n > 0 {
 		return fmt.Errorf("%d UDP flows on surviving backends moved with connection sync on", n)
 	}
+	if n := got[0].UDPStep("restore").GoneMoved + got[0].UDPStep("join").GoneMoved; n > 0 {
+		return fmt.Errorf("%d times a UDP flow b2 had answered switched backend again after it moved, with connection sync on", n)
+	}
 	fmt.Fprintln(w, "simultaneous change OK: with sync no connection to a surviving backend broke and no UDP flow on one moved")
 	return nil
 }

@@ -18,7 +18,9 @@ static __always_inline __u32 sched_lblc_pick(const struct svc_sched *s, struct l
 
 	if (r && wk->w[0] && !(wk->act[0] > wk->w[0] && wk->under))
 		return r;
-	/* a swap lost to another CPU leaves its choice recorded */
-	__sync_val_compare_and_swap(&e->rid[0], r, wk->best);
+	/* a swap lost to another CPU leaves its choice recorded; mod marks
+	 * the change (connection sync: the newer of two nodes' entries wins) */
+	if (__sync_val_compare_and_swap(&e->rid[0], r, wk->best) == r && r != wk->best)
+		e->mod = now;
 	return wk->best;
 }

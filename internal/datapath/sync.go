@@ -24,7 +24,19 @@ type SyncDecision struct {
 	// refresh period more than here); Hash is then the client's source
 	// hash (internal/maglev SourceHash), State 0.
 	Hold uint16
+	// Client is, for SyncNAT, the client's address (IPv4 in the first 4
+	// bytes); Hash then holds the client's port and, above it, the port
+	// it sent to, both as the wire has them (ClientPort, VIPPort).
+	Client [16]byte
 }
+
+// ClientPort and VIPPort are a SyncNAT decision's ports, host order.
+func (d SyncDecision) ClientPort() uint16 { return swap16(uint16(d.Hash)) }
+
+// VIPPort: see ClientPort.
+func (d SyncDecision) VIPPort() uint16 { return swap16(uint16(d.Hash >> 16)) }
+
+func swap16(v uint16) uint16 { return v>>8 | v<<8 }
 
 // Why a decision was reported (enum xlb_sync_kind).
 const (
@@ -34,6 +46,13 @@ const (
 	// SyncTemplate: a persistence template was made, or held on past a
 	// refresh boundary.
 	SyncTemplate = uint8(xlbXlbSyncKindXLB_SYNC_EV_TEMPLATE)
+	// SyncNAT: a NAT flow was recorded for its replies (Client and the
+	// ports say which); RealID is its real.
+	SyncNAT = uint8(xlbXlbSyncKindXLB_SYNC_EV_NAT)
+	// SyncLBLC: the lblc/lblcr entry of service Hash (its VIP address)
+	// was made, changed or used past a refresh boundary; RealID is one of
+	// the service's reals.
+	SyncLBLC = uint8(xlbXlbSyncKindXLB_SYNC_EV_LBLC)
 )
 
 // SyncRefreshShift is the default refresh period of a live flow: every

@@ -79,14 +79,28 @@ func (l *syncLog) take(buf []SyncDecision) []SyncDecision {
 		tailp := l.word(cpu, 8)
 		tail := atomic.LoadUint64(tailp)
 		for ; tail != head && len(buf) < cap(buf); tail++ {
-			off := (uint64(cpu)*syncSlots + tail%syncSlots) * syncEventSize
-			b := l.recs[off : off+syncEventSize]
-			buf = append(buf, SyncDecision{Hash: binary.LittleEndian.Uint64(b), RealID: binary.LittleEndian.Uint32(b[8:]),
-				State: b[12], Kind: b[13], Hold: binary.LittleEndian.Uint16(b[14:])})
+			b := l.slot(cpu, tail)
+			d := SyncDecision{Hash: binary.LittleEndian.Uint64(b), RealID: binary.LittleEndian.Uint32(b[8:]),
+				State: b[12], Kind: b[13], Hold: binary.LittleEndian.Uint16(b[14:])}
+			if d.Kind == SyncNAT {
+				// two slots, published together: the client's address follows
+				if tail+1 == head {
+					break
+				}
+				tail++
+				d.Client = [16]byte(l.slot(cpu, tail))
+			}
+			buf = append(buf, d)
 		}
 		atomic.StoreUint64(tailp, tail)
 	}
 	return buf
+}
+
+// slot is record i of cpu's part.
+func (l *syncLog) slot(cpu int, i uint64) []byte {
+	off := (uint64(cpu)*syncSlots + i%syncSlots) * syncEventSize
+	return l.recs[off : off+syncEventSize]
 }
 
 // close unmaps the arrays.

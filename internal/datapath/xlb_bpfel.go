@@ -133,7 +133,7 @@ type xlbNatVal struct {
 	_     structs.HostLayout
 	Vip   [16]uint8
 	Vport uint16
-	Pad   uint16
+	Seen  uint16
 	Rid   uint32
 }
 
@@ -245,6 +245,23 @@ type xlbSyncInstall struct {
 	Proto uint8
 	Kind  uint8
 	Pad   [6]uint8
+}
+
+type xlbSyncState struct {
+	_      structs.HostLayout
+	Kind   uint8
+	Family uint8
+	Proto  uint8
+	Pad    uint8
+	Cport  uint16
+	Vport  uint16
+	Age    uint32
+	ModAge uint32
+	SvcId  uint32
+	Pad2   uint32
+	Addr   [16]uint8
+	Vip    [16]uint8
+	Rid    [8]uint32
 }
 
 type xlbTraceEvent struct {
@@ -520,6 +537,7 @@ const (
 	xlbXlbSyncConstXLB_SYNC_REFRESH_SHIFT xlbXlbSyncConst = 6
 	xlbXlbSyncConstXLB_SYNC_KEEP_TICKS    xlbXlbSyncConst = 4
 	xlbXlbSyncConstXLB_SYNC_SLOTS         xlbXlbSyncConst = 32768
+	xlbXlbSyncConstXLB_SYNC_STATE_MAX     xlbXlbSyncConst = 32
 )
 
 type xlbXlbSyncKind uint32
@@ -529,6 +547,8 @@ const (
 	xlbXlbSyncKindXLB_SYNC_EV_STATE    xlbXlbSyncKind = 2
 	xlbXlbSyncKindXLB_SYNC_EV_REFRESH  xlbXlbSyncKind = 3
 	xlbXlbSyncKindXLB_SYNC_EV_TEMPLATE xlbXlbSyncKind = 4
+	xlbXlbSyncKindXLB_SYNC_EV_NAT      xlbXlbSyncKind = 5
+	xlbXlbSyncKindXLB_SYNC_EV_LBLC     xlbXlbSyncKind = 6
 )
 
 type xlbXlbSyncStat uint32
@@ -619,6 +639,7 @@ const (
 	xlbProgXlbStageIcmp          = "xlb_stage_icmp"
 	xlbProgXlbStageProbe         = "xlb_stage_probe"
 	xlbProgXlbSyncApply          = "xlb_sync_apply"
+	xlbProgXlbSyncApplyState     = "xlb_sync_apply_state"
 	xlbVarCtShift                = "ct_shift"
 	xlbVarNrCpus                 = "nr_cpus"
 	xlbVarVipBuckets             = "vip_buckets"
@@ -697,13 +718,14 @@ type xlbSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbProgramSpecs struct {
-	XlbCtSweep      *ebpf.ProgramSpec `ebpf:"xlb_ct_sweep"`
-	XlbForward      *ebpf.ProgramSpec `ebpf:"xlb_forward"`
-	XlbPersistSweep *ebpf.ProgramSpec `ebpf:"xlb_persist_sweep"`
-	XlbStageFrag    *ebpf.ProgramSpec `ebpf:"xlb_stage_frag"`
-	XlbStageIcmp    *ebpf.ProgramSpec `ebpf:"xlb_stage_icmp"`
-	XlbStageProbe   *ebpf.ProgramSpec `ebpf:"xlb_stage_probe"`
-	XlbSyncApply    *ebpf.ProgramSpec `ebpf:"xlb_sync_apply"`
+	XlbCtSweep        *ebpf.ProgramSpec `ebpf:"xlb_ct_sweep"`
+	XlbForward        *ebpf.ProgramSpec `ebpf:"xlb_forward"`
+	XlbPersistSweep   *ebpf.ProgramSpec `ebpf:"xlb_persist_sweep"`
+	XlbStageFrag      *ebpf.ProgramSpec `ebpf:"xlb_stage_frag"`
+	XlbStageIcmp      *ebpf.ProgramSpec `ebpf:"xlb_stage_icmp"`
+	XlbStageProbe     *ebpf.ProgramSpec `ebpf:"xlb_stage_probe"`
+	XlbSyncApply      *ebpf.ProgramSpec `ebpf:"xlb_sync_apply"`
+	XlbSyncApplyState *ebpf.ProgramSpec `ebpf:"xlb_sync_apply_state"`
 }
 
 // xlbMapSpecs contains maps before they are loaded into the kernel.
@@ -928,13 +950,14 @@ type xlbVariables struct {
 //
 // It can be passed to loadXlbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbPrograms struct {
-	XlbCtSweep      *ebpf.Program `ebpf:"xlb_ct_sweep"`
-	XlbForward      *ebpf.Program `ebpf:"xlb_forward"`
-	XlbPersistSweep *ebpf.Program `ebpf:"xlb_persist_sweep"`
-	XlbStageFrag    *ebpf.Program `ebpf:"xlb_stage_frag"`
-	XlbStageIcmp    *ebpf.Program `ebpf:"xlb_stage_icmp"`
-	XlbStageProbe   *ebpf.Program `ebpf:"xlb_stage_probe"`
-	XlbSyncApply    *ebpf.Program `ebpf:"xlb_sync_apply"`
+	XlbCtSweep        *ebpf.Program `ebpf:"xlb_ct_sweep"`
+	XlbForward        *ebpf.Program `ebpf:"xlb_forward"`
+	XlbPersistSweep   *ebpf.Program `ebpf:"xlb_persist_sweep"`
+	XlbStageFrag      *ebpf.Program `ebpf:"xlb_stage_frag"`
+	XlbStageIcmp      *ebpf.Program `ebpf:"xlb_stage_icmp"`
+	XlbStageProbe     *ebpf.Program `ebpf:"xlb_stage_probe"`
+	XlbSyncApply      *ebpf.Program `ebpf:"xlb_sync_apply"`
+	XlbSyncApplyState *ebpf.Program `ebpf:"xlb_sync_apply_state"`
 }
 
 func (p *xlbPrograms) Close() error {
@@ -946,6 +969,7 @@ func (p *xlbPrograms) Close() error {
 		p.XlbStageIcmp,
 		p.XlbStageProbe,
 		p.XlbSyncApply,
+		p.XlbSyncApplyState,
 	)
 }
 

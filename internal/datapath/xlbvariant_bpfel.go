@@ -58,6 +58,7 @@ const (
 	xlbvariantProgXlbStageIcmp          = "xlb_stage_icmp"
 	xlbvariantProgXlbStageProbe         = "xlb_stage_probe"
 	xlbvariantProgXlbSyncApply          = "xlb_sync_apply"
+	xlbvariantProgXlbSyncApplyState     = "xlb_sync_apply_state"
 	xlbvariantVarCtShift                = "ct_shift"
 	xlbvariantVarNrCpus                 = "nr_cpus"
 	xlbvariantVarVipBuckets             = "vip_buckets"
@@ -137,13 +138,14 @@ type xlbvariantSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbvariantProgramSpecs struct {
-	XlbCtSweep      *ebpf.ProgramSpec `ebpf:"xlb_ct_sweep"`
-	XlbForward      *ebpf.ProgramSpec `ebpf:"xlb_forward"`
-	XlbPersistSweep *ebpf.ProgramSpec `ebpf:"xlb_persist_sweep"`
-	XlbStageFrag    *ebpf.ProgramSpec `ebpf:"xlb_stage_frag"`
-	XlbStageIcmp    *ebpf.ProgramSpec `ebpf:"xlb_stage_icmp"`
-	XlbStageProbe   *ebpf.ProgramSpec `ebpf:"xlb_stage_probe"`
-	XlbSyncApply    *ebpf.ProgramSpec `ebpf:"xlb_sync_apply"`
+	XlbCtSweep        *ebpf.ProgramSpec `ebpf:"xlb_ct_sweep"`
+	XlbForward        *ebpf.ProgramSpec `ebpf:"xlb_forward"`
+	XlbPersistSweep   *ebpf.ProgramSpec `ebpf:"xlb_persist_sweep"`
+	XlbStageFrag      *ebpf.ProgramSpec `ebpf:"xlb_stage_frag"`
+	XlbStageIcmp      *ebpf.ProgramSpec `ebpf:"xlb_stage_icmp"`
+	XlbStageProbe     *ebpf.ProgramSpec `ebpf:"xlb_stage_probe"`
+	XlbSyncApply      *ebpf.ProgramSpec `ebpf:"xlb_sync_apply"`
+	XlbSyncApplyState *ebpf.ProgramSpec `ebpf:"xlb_sync_apply_state"`
 }
 
 // xlbvariantMapSpecs contains maps before they are loaded into the kernel.
@@ -370,13 +372,14 @@ type xlbvariantVariables struct {
 //
 // It can be passed to loadXlbvariantObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbvariantPrograms struct {
-	XlbCtSweep      *ebpf.Program `ebpf:"xlb_ct_sweep"`
-	XlbForward      *ebpf.Program `ebpf:"xlb_forward"`
-	XlbPersistSweep *ebpf.Program `ebpf:"xlb_persist_sweep"`
-	XlbStageFrag    *ebpf.Program `ebpf:"xlb_stage_frag"`
-	XlbStageIcmp    *ebpf.Program `ebpf:"xlb_stage_icmp"`
-	XlbStageProbe   *ebpf.Program `ebpf:"xlb_stage_probe"`
-	XlbSyncApply    *ebpf.Program `ebpf:"xlb_sync_apply"`
+	XlbCtSweep        *ebpf.Program `ebpf:"xlb_ct_sweep"`
+	XlbForward        *ebpf.Program `ebpf:"xlb_forward"`
+	XlbPersistSweep   *ebpf.Program `ebpf:"xlb_persist_sweep"`
+	XlbStageFrag      *ebpf.Program `ebpf:"xlb_stage_frag"`
+	XlbStageIcmp      *ebpf.Program `ebpf:"xlb_stage_icmp"`
+	XlbStageProbe     *ebpf.Program `ebpf:"xlb_stage_probe"`
+	XlbSyncApply      *ebpf.Program `ebpf:"xlb_sync_apply"`
+	XlbSyncApplyState *ebpf.Program `ebpf:"xlb_sync_apply_state"`
 }
 
 func (p *xlbvariantPrograms) Close() error {
@@ -388,6 +391,7 @@ func (p *xlbvariantPrograms) Close() error {
 		p.XlbStageIcmp,
 		p.XlbStageProbe,
 		p.XlbSyncApply,
+		p.XlbSyncApplyState,
 	)
 }
 

@@ -64,6 +64,7 @@ func (s *Syncer) handle(addr netip.Addr, b []byte, now time.Time) {
 	switch m.Type {
 	case MsgFlows:
 		s.install(m.Flows)
+		s.installState(m.NATs, m.LBLCs)
 		s.st.lagNS.Store(now.UnixNano() - m.Time)
 	case MsgBulkRequest:
 		if p.bulking.CompareAndSwap(false, true) {
@@ -157,8 +158,9 @@ func (s *Syncer) sendBulk(p *peer) {
 		s.sendFlows(flows, p)
 		s.st.bulkSent.Add(uint64(len(flows)))
 	}
+	nats, lblcs := s.bulkState(p, t)
 	s.send(&Message{Type: MsgBulkEnd}, p)
-	s.o.Log.Info("sync: bulk copy sent", "peer", p.addr, "flows", len(best))
+	s.o.Log.Info("sync: bulk copy sent", "peer", p.addr, "flows", len(best), "nat", nats, "lblc", lblcs)
 }
 
 // BulkSync asks every peer for a copy of its connection table and waits

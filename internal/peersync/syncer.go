@@ -66,6 +66,8 @@ type ref struct {
 type tables struct {
 	byRID   map[uint32]ref
 	byRef   map[ref]uint32
+	svc     map[state.VIPKey]uint32 // service ids
+	vipOf   map[uint32]state.VIPKey // by service id
 	version string
 	fp      Fingerprints
 }
@@ -105,8 +107,10 @@ func New(dp *datapath.Datapath, o Options) (*Syncer, error) {
 func (s *Syncer) SetState(st *state.State, version string) {
 	t := &tables{byRID: make(map[uint32]ref, st.Reals.Len()), byRef: make(map[ref]uint32, st.Reals.Len()), version: version}
 	keys := make(map[uint32]state.VIPKey, len(st.Services))
+	t.svc, t.vipOf = make(map[state.VIPKey]uint32, len(st.Services)), keys
 	for k, svc := range st.Services {
 		keys[svc.SvcID] = k
+		t.svc[k] = svc.SvcID
 	}
 	for id, r := range st.Reals.All() {
 		k, ok := keys[r.SvcID]
@@ -152,7 +156,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 // buffer holds is sent at once (the reader looks every millisecond).
 func (s *Syncer) readRing(ctx context.Context, r *datapath.SyncReader) {
 	buf := make([]datapath.SyncDecision, 0, 4096)
-	flows := make([]Flow, 0, FlowsPerMessage)
+	var out outbox
 	for ctx.Err() == nil {
 		var err error
 		buf, err = r.Read(buf[:0], 5*time.Millisecond)
@@ -169,21 +173,21 @@ func (s *Syncer) readRing(ctx context.Context, r *datapath.SyncReader) {
 				s.st.untranslated.Add(1)
 				continue
 			}
-			f := Flow{VIP: rf.vip.Addr, Port: rf.vip.Port, Proto: rf.vip.Proto, Backend: rf.backend,
-				Hash: d.Hash, HashBits: 64, State: d.State}
-			if d.Kind == datapath.SyncTemplate {
-				f.Template, f.Age = true, d.Hold
-			}
-			flows = append(flows, f)
-			if len(flows) == FlowsPerMessage {
-				s.sendFlows(flows, nil)
-				flows = flows[:0]
+			switch d.Kind {
+			case datapath.SyncNAT:
+				out.nat(s, natOf(d, rf))
+			case datapath.SyncLBLC:
+				s.outLBLC(&out, t, uint32(d.Hash), rf)
+			default:
+				f := Flow{VIP: rf.vip.Addr, Port: rf.vip.Port, Proto: rf.vip.Proto, Backend: rf.backend,
+					Hash: d.Hash, HashBits: 64, State: d.State}
+				if d.Kind == datapath.SyncTemplate {
+					f.Template, f.Age = true, d.Hold
+				}
+				out.flow(s, f)
 			}
 		}
-		if len(flows) > 0 {
-			s.sendFlows(flows, nil)
-			flows = flows[:0]
-		}
+		out.flush(s)
 	}
 }
 

@@ -23,7 +23,8 @@ import (
 //	trailer: HMAC-SHA256(key, header | payload), 32 bytes
 //
 // A receiver skips records of types it does not know (counted), so later
-// record types (NAT, persistence state) need no new version.
+// record types (templates, NAT flows, lblc entries: wirestate.go) need no
+// new version.
 const (
 	Version    = 1
 	headerLen  = 32
@@ -91,6 +92,8 @@ type Message struct {
 	Seq     uint64
 	Time    int64 // the sender's clock at sending, Unix ns
 	Flows   []Flow
+	NATs    []NAT  // NAT flows' reply entries (wirestate.go)
+	LBLCs   []LBLC // lblc/lblcr entries
 	Hello   *Hello
 	Unknown int // records of unknown types, skipped
 }
@@ -112,9 +115,20 @@ func Encode(key []byte, m *Message) ([]byte, error) {
 	b[4], b[5] = Version, byte(m.Type)
 	binary.BigEndian.PutUint64(b[8:], m.Seq)
 	binary.BigEndian.PutUint64(b[16:], uint64(m.Time))
+	if err := checkState(m); err != nil {
+		return nil, err
+	}
 	n := 0
 	for i := range m.Flows {
 		b = appendFlow(b, &m.Flows[i])
+		n++
+	}
+	for i := range m.NATs {
+		b = appendNAT(b, &m.NATs[i])
+		n++
+	}
+	for i := range m.LBLCs {
+		b = appendLBLC(b, &m.LBLCs[i])
 		n++
 	}
 	if m.Hello != nil {
@@ -244,6 +258,10 @@ func (m *Message) records(p []byte, count int) error {
 			err = m.flow(body, true)
 		case recHello:
 			err = m.hello(body)
+		case recNAT:
+			err = m.nat(body)
+		case recLBLC:
+			err = m.lblc(body)
 		default:
 			m.Unknown++
 		}
