@@ -175,7 +175,7 @@ type benchNatVal struct {
 	_     structs.HostLayout
 	Vip   [16]uint8
 	Vport uint16
-	Pad   uint16
+	Seen  uint16
 	Rid   uint32
 }
 
