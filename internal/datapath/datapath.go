@@ -76,6 +76,8 @@ var (
 // Datapath is a loaded, attached forwarder.
 type Datapath struct {
 	occupancy atomic.Pointer[Occupancy] // the last sweep's (conns.go)
+	// defenceSet: the last commit's defence settings (defence.go)
+	defenceSet atomic.Pointer[defenceSettings]
 	opts      Options
 	log       *slog.Logger
 	objs      xlbObjects
