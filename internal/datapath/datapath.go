@@ -76,8 +76,6 @@ var (
 // Datapath is a loaded, attached forwarder.
 type Datapath struct {
 	occupancy atomic.Pointer[Occupancy] // the last sweep's (conns.go)
-	// defenceSet: the last commit's defence settings (defence.go)
-	defenceSet atomic.Pointer[defenceSettings]
 	opts      Options
 	log       *slog.Logger
 	objs      xlbObjects
@@ -100,6 +98,8 @@ type Datapath struct {
 	holder    atomic.Pointer[FragHolder]
 	operator  *ebpf.Map // the operator's runtime state (operator.go)
 	tx        txState   // the transmit check (txcheck.go)
+
+	defenceSet atomic.Pointer[defenceSettings] // the last commit's (defence.go)
 }
 
 func (o *Options) defaults() error {
