@@ -33,8 +33,9 @@ const (
 	// buckets of random flows begin to overflow. drop_packet leaves new
 	// flows untracked (still forwarded by the Maglev table, which gives an
 	// untracked flow the same backend while the table is unchanged): the
-	// last resort, at 90%. Each goes off 10 points below, so that a fill
-	// hovering at a threshold does not make it flap from sweep to sweep.
+	// last resort, at 90%. Each goes off 10 points below, and only after
+	// 5 s there, so that neither a fill hovering at a threshold nor the
+	// modes' own freeing of the flood's entries makes it flap.
 	DefaultSecureTCPAt       = 0.5
 	DefaultDropEntryAt       = 0.75
 	DefaultDropPacketAt      = 0.9
@@ -210,7 +211,8 @@ type Timeouts struct {
 // Defence holds the defence modes' settings (docs/CONFIG.md, node.defence).
 // Each mode goes on when the fill of the fullest CPU's slice of the
 // connection table reaches its threshold, a fraction, and off when the
-// fill falls below the threshold less Hysteresis; threshold 0: never on.
+// fill has stayed below the threshold less Hysteresis for 5 sweeps (one a
+// second) in a row; threshold 0: never on.
 // The thresholds that are set rise in the order SecureTCP, DropEntry,
 // DropPacket.
 type Defence struct {

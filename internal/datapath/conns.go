@@ -74,11 +74,11 @@ func (d *Datapath) RunSweeper(ctx context.Context, every time.Duration, log *slo
 			log.Error("conntrack sweep", "error", err)
 			continue
 		}
-		def, err := d.defend(modes, fill, log)
+		def, next, err := d.defend(modes, fill, log)
 		if err != nil {
 			log.Error("defence modes", "error", err)
 		}
-		modes = def.On
+		modes = next
 		var tpl uint64
 		if err := d.ScanTemplates(func(CTEntry) bool { tpl++; return true }); err != nil {
 			log.Error("persistence templates", "error", err)

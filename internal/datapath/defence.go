@@ -3,9 +3,13 @@ package datapath
 // The defence modes (bpf/defence.h). After each sweep, xlbd's sweeper
 // switches them by the fill of the fullest CPU's slice of the connection
 // table: a mode goes on when the fill reaches its threshold and off when
-// it falls below the threshold less the hysteresis (state.Defence), and
-// the sweeper writes xlb_defence, which the forwarder reads on its
-// new-flow path and the sweep in its next run.
+// the fill has stayed below the threshold less the hysteresis
+// (state.Defence) for defenceCalm sweeps in a row, and the sweeper writes
+// xlb_defence, which the forwarder reads on its new-flow path and the
+// sweep in its next run. The wait is what keeps a mode on through a flood:
+// drop_entry and secure_tcp free the flood's entries and drop_packet
+// stops adding them, so the fill falls under the mode itself while the
+// flood goes on.
 
 import (
 	"fmt"
@@ -34,6 +38,10 @@ const (
 // DefenceModes are the modes in the order they escalate.
 var DefenceModes = [...]DefenceMode{SecureTCP, DropEntry, DropPacket}
 
+// defenceCalm is how many sweeps in a row (one a second) the fill must
+// stay below a mode's off level for it to go off.
+const defenceCalm = 5
+
 // minUntrack is the share of new flows drop_packet leaves untracked while
 // on with the fill below its threshold (within the hysteresis).
 const minUntrack = 1.0 / 64
@@ -60,6 +68,13 @@ func (d *Defence) Active(m DefenceMode) bool {
 	return false
 }
 
+// modeState is the modes on, and for each the sweeps in a row whose fill
+// was below its off level.
+type modeState struct {
+	on   [len(DefenceModes)]bool
+	calm [len(DefenceModes)]int
+}
+
 // defenceSettings is what the sweeper switches the modes by: the last
 // commit's node settings.
 type defenceSettings struct {
@@ -67,21 +82,24 @@ type defenceSettings struct {
 	timeouts state.Timeouts
 }
 
-// defenceStep returns the modes on after a sweep that found fill, from
-// those on before.
-func defenceStep(def state.Defence, on [len(DefenceModes)]bool, fill float64) [len(DefenceModes)]bool {
+// defenceStep returns the modes after a sweep that found fill, from s.
+func defenceStep(def state.Defence, s modeState, fill float64) modeState {
 	at := [...]float64{def.SecureTCP, def.DropEntry, def.DropPacket}
-	for i := range on {
+	for i := range s.on {
 		switch {
 		case at[i] <= 0:
-			on[i] = false
+			s.on[i], s.calm[i] = false, 0
 		case fill >= at[i]:
-			on[i] = true
-		case fill < at[i]-def.Hysteresis:
-			on[i] = false
+			s.on[i], s.calm[i] = true, 0
+		case fill < at[i]-def.Hysteresis && s.on[i]:
+			if s.calm[i]++; s.calm[i] >= defenceCalm {
+				s.on[i], s.calm[i] = false, 0
+			}
+		default:
+			s.calm[i] = 0
 		}
 	}
-	return on
+	return s
 }
 
 // untrackShare is drop_packet's share of new flows left untracked at
@@ -134,21 +152,22 @@ func (d *Datapath) setDefenceSettings(n *state.Node) {
 	d.defenceSet.Store(&defenceSettings{def: n.Defence, timeouts: n.Timeouts})
 }
 
-// defend switches the modes for fill from those on before (prev), writes
-// xlb_defence and logs each switch. Before the first commit it leaves
-// the map alone and reports prev.
-func (d *Datapath) defend(prev [len(DefenceModes)]bool, fill float64, log *slog.Logger) (Defence, error) {
-	s := d.defenceSet.Load()
+// defend switches the modes for fill from ms, writes xlb_defence and
+// logs each switch; it returns what it decided and the modes' state for
+// the next sweep. Before the first commit it leaves the map alone.
+func (d *Datapath) defend(ms modeState, fill float64, log *slog.Logger) (Defence, modeState, error) {
+	s, prev := d.defenceSet.Load(), ms.on
 	if s == nil {
-		return Defence{Fill: fill, On: prev}, nil
+		return Defence{Fill: fill, On: prev}, ms, nil
 	}
-	out := Defence{Fill: fill, On: defenceStep(s.def, prev, fill)}
+	next := defenceStep(s.def, ms, fill)
+	out := Defence{Fill: fill, On: next.on}
 	if out.On[2] {
 		out.Untracked = untrackShare(s.def, fill)
 	}
 	v := defenceValue(*s, out)
 	if err := d.objs.XlbDefence.Put(uint32(0), &v); err != nil {
-		return Defence{Fill: fill, On: prev}, fmt.Errorf("write defence modes: %w", err)
+		return Defence{Fill: fill, On: prev}, ms, fmt.Errorf("write defence modes: %w", err)
 	}
 	for i, m := range DefenceModes {
 		switch {
@@ -158,17 +177,17 @@ func (d *Datapath) defend(prev [len(DefenceModes)]bool, fill float64, log *slog.
 			log.Info("defence mode off", "mode", string(m), "fill", round3(fill))
 		}
 	}
-	return out, nil
+	return out, next, nil
 }
 
 // defenceNow reads the modes xlb_defence has on (a restarted daemon's
 // starting point).
-func (d *Datapath) defenceNow() [len(DefenceModes)]bool {
+func (d *Datapath) defenceNow() modeState {
 	var v xlbDefenceState
 	if err := d.objs.XlbDefence.Lookup(uint32(0), &v); err != nil {
-		return [len(DefenceModes)]bool{}
+		return modeState{}
 	}
-	return defenceFrom(v)
+	return modeState{on: defenceFrom(v)}
 }
 
 func round3(x float64) float64 { return math.Round(x*1000) / 1000 }

@@ -18,36 +18,42 @@ import (
 var testDefence = state.Defence{SecureTCP: 0.5, DropEntry: 0.75, DropPacket: 0.9, Hysteresis: 0.1,
 	SynTimeout: 5 * time.Second, FinTimeout: 10 * time.Second, EntryIdle: time.Minute}
 
-// TestDefenceStep: each mode goes on at its threshold and off only below
-// it less the hysteresis; threshold 0 keeps a mode off.
+// TestDefenceStep: each mode goes on at its threshold and off only once
+// the fill has stayed below it less the hysteresis for defenceCalm sweeps
+// in a row; threshold 0 keeps a mode off.
 func TestDefenceStep(t *testing.T) {
 	type on = [len(DefenceModes)]bool
-	var cur on
+	var cur modeState
 	for _, c := range []struct {
-		fill float64
-		want on
+		fill   float64
+		sweeps int // the fill found this many sweeps in a row
+		want   on
 	}{
-		{0.3, on{}},
-		{0.5, on{true, false, false}},
-		{0.45, on{true, false, false}}, // within the hysteresis
-		{0.8, on{true, true, false}},
-		{0.95, on{true, true, true}},
-		{0.81, on{true, true, true}},
-		{0.79, on{true, true, false}},
-		{0.66, on{true, true, false}},
-		{0.64, on{true, false, false}},
-		{0.41, on{true, false, false}},
-		{0.39, on{}},
+		{0.3, 1, on{}},
+		{0.5, 1, on{true, false, false}},
+		{0.45, 10, on{true, false, false}}, // within the hysteresis
+		{0.8, 1, on{true, true, false}},
+		{0.95, 1, on{true, true, true}},
+		{0.81, 10, on{true, true, true}},
+		{0.79, defenceCalm - 1, on{true, true, true}}, // not calm long enough
+		{0.85, 1, on{true, true, true}},               // the count starts again
+		{0.79, defenceCalm - 1, on{true, true, true}},
+		{0.79, 1, on{true, true, false}},
+		{0.64, defenceCalm, on{true, false, false}},
+		{0.39, defenceCalm - 1, on{true, false, false}},
+		{0.39, 1, on{}},
 	} {
-		cur = defenceStep(testDefence, cur, c.fill)
-		if cur != c.want {
-			t.Fatalf("fill %v: on %v, want %v", c.fill, cur, c.want)
+		for range c.sweeps {
+			cur = defenceStep(testDefence, cur, c.fill)
+		}
+		if cur.on != c.want {
+			t.Fatalf("fill %v for %d sweeps: on %v, want %v", c.fill, c.sweeps, cur.on, c.want)
 		}
 	}
 	off := testDefence
 	off.DropEntry = 0
-	if got := defenceStep(off, on{true, true, true}, 1); got != (on{true, false, true}) {
-		t.Fatalf("drop_entry 0 at a full table: on %v", got)
+	if got := defenceStep(off, modeState{on: on{true, true, true}}, 1); got.on != (on{true, false, true}) {
+		t.Fatalf("drop_entry 0 at a full table: on %v", got.on)
 	}
 }
 
@@ -367,7 +373,7 @@ func TestDefenceSweeperSwitches(t *testing.T) {
 		t.Fatalf("fill %v of %d live ways on one CPU, want %v (> 0.75)", fill, live, want)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	def, err := d.defend([3]bool{}, fill, log)
+	def, ms, err := d.defend(modeState{}, fill, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,15 +384,19 @@ func TestDefenceSweeperSwitches(t *testing.T) {
 	if defenceFrom(v) != def.On || !def.Active(SecureTCP) || !def.Active(DropEntry) {
 		t.Fatalf("fill %v: on %v, map %+v", fill, def.On, v)
 	}
-	def, _ = d.defend(def.On, 0.45, log)
-	if def.On != [3]bool{true, false, false} {
-		t.Fatalf("fill 0.45 after %v: on %v", fill, def.On)
+	for range defenceCalm {
+		def, ms, _ = d.defend(ms, 0.45, log)
 	}
-	def, _ = d.defend(def.On, 0.1, log)
+	if def.On != [3]bool{true, false, false} {
+		t.Fatalf("fill 0.45 for %d sweeps after %v: on %v", defenceCalm, fill, def.On)
+	}
+	for range defenceCalm {
+		def, ms, _ = d.defend(ms, 0.1, log)
+	}
 	if err := d.objs.XlbDefence.Lookup(uint32(0), &v); err != nil {
 		t.Fatal(err)
 	}
 	if def.On != [3]bool{} || v != (xlbDefenceState{}) {
-		t.Fatalf("fill 0.1: on %v, map %+v", def.On, v)
+		t.Fatalf("fill 0.1 for %d sweeps: on %v, map %+v", defenceCalm, def.On, v)
 	}
 }
