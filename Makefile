@@ -86,7 +86,7 @@ test:
 TEST_TIMEOUT ?= 30m
 # TEST_ALONE: packages that want the machine to themselves (the bench
 # smoke run has deadlines); E2E_ALONE: e2e's floods, which time every
-# message; E2E_A, E2E_B and E2E_C split the rest of e2e into three groups
+# message, and the defence modes' flood; E2E_A, E2E_B and E2E_C split the rest of e2e into three groups
 # of about equal time (156, 152 and 140 s of the 449 s measured two groups
 # side by side): A to M; N to S but TestSync*; TestSync* and T to Z.
 TEST_ALONE ?= ./bench/report
@@ -100,7 +100,7 @@ BESIDE_CPU  ?= 0
 # listed first so that go test starts them first: started last, datapath
 # ran alone for the lane's last minute with one CPU idle.
 TEST_FIRST ?= ./internal/datapath ./bench/harness ./internal/bgp ./lab ./bench/throughput ./internal/clusterconfig
-E2E_ALONE  ?= ^(TestSYNFloodKeepsEstablished|TestACKFloodKeepsEstablished|TestUDPFloodKeepsEstablished)$$
+E2E_ALONE  ?= ^(TestSYNFloodKeepsEstablished|TestACKFloodKeepsEstablished|TestUDPFloodKeepsEstablished|TestDefenceModesUnderFlood)$$
 E2E_A      ?= ^Test[A-M]
 E2E_B      ?= ^Test([N-R]|S[^y])
 E2E_C      ?= ^Test(Sy|[T-Z])

@@ -13,6 +13,7 @@
 #include "persist.h"
 #include "lblc.h"
 #include "stats.h"
+#include "defence.h"
 
 /* vip_hash: the two candidate buckets of a VIP key are its low and high
  * 32 bits, masked. a0, a1: the address as two little-endian 64-bit loads
@@ -171,8 +172,10 @@ static __always_inline __u64 ct_make(__u64 tag, __u32 rid, __u64 state, __u64 no
 }
 
 /* ct_victim: the way of bucket b for a flow of tag: the way that holds
- * it, else a free way, else the way idle longest; its value in *w. */
-static __always_inline __u32 ct_victim(struct ct_bucket *b, __u64 tag, __u64 now, __u64 *w)
+ * it, else a free way, else the way idle longest, an unestablished way
+ * counting bias more (defence_victim_bias); its value in *w. */
+static __always_inline __u32 ct_victim(struct ct_bucket *b, __u64 tag, __u64 now, __u64 *w,
+				       __u64 bias)
 {
 	__u32 victim = 0;
 	__u64 oldest = 0;
@@ -182,6 +185,8 @@ static __always_inline __u32 ct_victim(struct ct_bucket *b, __u64 tag, __u64 now
 		__u64 x = b->way[i];
 		__u64 age = ct_idle(now, x);
 
+		if (conns_way_state(x) != XLB_CT_ESTABLISHED)
+			age += bias;
 		if ((x >> XLB_CT_TAG_SHIFT) == tag || conns_way_state(x) == XLB_CT_FREE) {
 			*w = x;
 			return i;
@@ -205,11 +210,12 @@ static __always_inline __u32 ct_victim(struct ct_bucket *b, __u64 tag, __u64 now
 __attribute__((noinline)) int xlb_ct_store(__u32 idx, __u64 tag, __u64 e, __u64 now, __u64 from)
 {
 	struct ct_bucket *b = bpf_map_lookup_elem(&xlb_ct, &idx);
+	__u64 bias = defence_victim_bias();
 
 #pragma clang loop unroll(disable)
 	for (int t = 0; b && t < 3; t++) {
 		__u64 w = 0;
-		__u32 i = ct_victim(b, tag, now, &w);
+		__u32 i = ct_victim(b, tag, now, &w, bias);
 
 		if (i >= XLB_CT_WAYS)
 			break;
@@ -529,7 +535,8 @@ static __always_inline void select_local_hit(const struct pkt *p, const struct v
  * is stored, and the ct_* counters move. A flow this CPU's slice does not
  * hold is first counted in its flood budget (flood_over_limit): over it,
  * the flow is forwarded by the Maglev table alone, untracked, without
- * looking in the other CPUs' slices; a flow whose packet has SYN starts
+ * looking in the other CPUs' slices; so is a share of them while the
+ * drop_packet defence is on (defence.h); a flow whose packet has SYN starts
  * afresh and is never looked for there.
  * track false: read only, for packets about a flow rather than of it (ICMP
  * errors) and for self-check probes: the flow's entry in this
@@ -567,7 +574,7 @@ static __always_inline int select_backend(const struct pkt *p, const struct vip_
 			stats_count(XLB_STAT_CT_RESELECT);
 		else
 			sel->ct = XLB_PROBE_CT_RESELECT;
-	} else if (track && flood_over_limit(n, now, flood_kind(p))) {
+	} else if (track && (flood_over_limit(n, now, flood_kind(p)) || defence_untrack())) {
 		stats_count(XLB_STAT_FLOOD_UNTRACKED);
 		untracked = 1;
 	} else if (nr_cpus > 1 && !(track && flood_kind(p) == XLB_FLOOD_SYN) &&

@@ -16,6 +16,7 @@ int xlb_ct_sweep(struct sweep_ctx *ctx)
 		.start = ctx->start,
 		.now = ctx->now,
 		.n = bpf_map_lookup_elem(&xlb_node, &zero),
+		.dfc = defence_get(),
 	};
 
 	bpf_loop(ctx->count, sweep_bucket, &st, 0);

@@ -5,7 +5,8 @@
  * longer carry them, each with a compare-and-swap, and uncounts them
  * (conns.h). The forwarder itself only sees an idle entry when its flow
  * or a new one comes back to its bucket; the sweep is how a timeout
- * reaches the counts. */
+ * reaches the counts. The defence modes on (defence.h) shorten some
+ * timeouts. */
 #pragma once
 
 #include <linux/bpf.h>
@@ -15,6 +16,7 @@
 #include "conns.h"
 #include "sched.h"
 #include "persist.h"
+#include "defence.h"
 
 /* The sweep's context (BPF_PROG_TEST_RUN ctx_in / ctx_out). */
 struct sweep_ctx {
@@ -34,10 +36,13 @@ struct sweep_state {
 	__u32 pad;
 	__u64 now;
 	const struct node_info *n;
+	const struct defence_state *dfc; /* the defence modes (defence.h) */
 };
 
-/* sweep_expired: way w may no longer carry its flow. */
-static __always_inline int sweep_expired(const struct node_info *n, __u64 w, __u64 now)
+/* sweep_expired: way w may no longer carry its flow, its timeout
+ * shortened by the defence modes on in dfc (defence.h). */
+static __always_inline int sweep_expired(const struct node_info *n, const struct defence_state *dfc,
+					 __u64 w, __u64 now)
 {
 	__u64 state = conns_way_state(w), timeout;
 	__u32 rid = conns_way_real(w);
@@ -59,7 +64,7 @@ static __always_inline int sweep_expired(const struct node_info *n, __u64 w, __u
 		timeout = n->timeout_tcp;
 	else /* not known: the longer */
 		timeout = n->timeout_tcp > n->timeout_udp ? n->timeout_tcp : n->timeout_udp;
-	return ct_idle(now, w) > timeout;
+	return ct_idle(now, w) > defence_timeout(dfc, state, timeout);
 }
 
 static long sweep_bucket(__u64 i, void *arg)
@@ -76,7 +81,7 @@ static long sweep_bucket(__u64 i, void *arg)
 
 		if (conns_way_state(w) == XLB_CT_FREE)
 			continue;
-		if (!sweep_expired(st->n, w, st->now)) {
+		if (!sweep_expired(st->n, st->dfc, w, st->now)) {
 			st->live++;
 			continue;
 		}

@@ -196,7 +196,7 @@ enum xlb_stat {
 	XLB_STAT_DROP_ENCAP,        /* headroom could not be grown */
 	XLB_STAT_DROP_INTERNAL,     /* a map lookup that cannot fail did */
 	XLB_STAT_FLOOD_ACTIVATIONS, /* a CPU went over a flood limit (per kind) */
-	XLB_STAT_FLOOD_UNTRACKED,   /* new flows not tracked (flood mode) */
+	XLB_STAT_FLOOD_UNTRACKED,   /* new flows not tracked (flood budget, drop_packet defence) */
 	XLB_STAT_ICMP_FRAG_NEEDED,  /* ICMP frag-needed / ICMPv6 packet-too-big forwarded to the flow's backend */
 	XLB_STAT_ICMP_UNREACH,      /* other destination-unreachable forwarded to the flow's backend */
 	XLB_STAT_ICMP_TIME_EXCEEDED, /* time-exceeded forwarded to the flow's backend */

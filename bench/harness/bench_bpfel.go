@@ -44,6 +44,16 @@ type benchCtBucket struct {
 	Way [8]uint64
 }
 
+type benchDefenceState struct {
+	_          structs.HostLayout
+	Modes      uint32
+	Untrack    uint32
+	SynTimeout uint16
+	FinTimeout uint16
+	Idle       uint16
+	Pad        uint16
+}
+
 type benchFloodState struct {
 	_      structs.HostLayout
 	Tick   uint64
@@ -372,6 +382,7 @@ const (
 	benchMapBenchLruCt          = "bench_lru_ct"
 	benchMapBenchTarget         = "bench_target"
 	benchMapXlbCt               = "xlb_ct"
+	benchMapXlbDefence          = "xlb_defence"
 	benchMapXlbFlood            = "xlb_flood"
 	benchMapXlbFragBuf          = "xlb_frag_buf"
 	benchMapXlbFragConf         = "xlb_frag_conf"
@@ -484,6 +495,7 @@ type benchMapSpecs struct {
 	BenchLruCt     *ebpf.MapSpec `ebpf:"bench_lru_ct"`
 	BenchTarget    *ebpf.MapSpec `ebpf:"bench_target"`
 	XlbCt          *ebpf.MapSpec `ebpf:"xlb_ct"`
+	XlbDefence     *ebpf.MapSpec `ebpf:"xlb_defence"`
 	XlbFlood       *ebpf.MapSpec `ebpf:"xlb_flood"`
 	XlbFragBuf     *ebpf.MapSpec `ebpf:"xlb_frag_buf"`
 	XlbFragConf    *ebpf.MapSpec `ebpf:"xlb_frag_conf"`
@@ -568,6 +580,7 @@ type benchMaps struct {
 	BenchLruCt     *ebpf.Map `ebpf:"bench_lru_ct"`
 	BenchTarget    *ebpf.Map `ebpf:"bench_target"`
 	XlbCt          *ebpf.Map `ebpf:"xlb_ct"`
+	XlbDefence     *ebpf.Map `ebpf:"xlb_defence"`
 	XlbFlood       *ebpf.Map `ebpf:"xlb_flood"`
 	XlbFragBuf     *ebpf.Map `ebpf:"xlb_frag_buf"`
 	XlbFragConf    *ebpf.Map `ebpf:"xlb_frag_conf"`
@@ -609,6 +622,7 @@ func (m *benchMaps) Close() error {
 		m.BenchLruCt,
 		m.BenchTarget,
 		m.XlbCt,
+		m.XlbDefence,
 		m.XlbFlood,
 		m.XlbFragBuf,
 		m.XlbFragConf,

@@ -181,6 +181,12 @@ type ConntrackOccupancy struct {
 	InUse    *uint64 // nil when not counted
 	// Templates are the persistence templates in use; nil when not counted.
 	Templates *uint64
+	// Fill is the fill of the fullest CPU's slice, 0..1; nil when not
+	// measured.
+	Fill *float64
+	// Defence tells, by name (secure_tcp, drop_entry, drop_packet), which
+	// defence modes are on; nil when not known.
+	Defence map[string]bool
 }
 
 // Proto is an IP protocol number.

@@ -24,6 +24,32 @@ const (
 	// MaxFloodSynRate bounds node.flood_syn_rate and
 	// node.flood_new_flow_rate (new flows per second per CPU).
 	MaxFloodSynRate = 1 << 30
+	// The defaults of node.defence: the fill of the fullest CPU's slice
+	// of the connection table at which each defence mode goes on, the
+	// cheapest first. secure_tcp only ages out half-open and closing
+	// entries sooner, which no established flow notices: on at half full.
+	// drop_entry frees idle entries and makes full buckets give up
+	// unestablished ones first: on at three quarters, about where 8-way
+	// buckets of random flows begin to overflow. drop_packet leaves new
+	// flows untracked (still forwarded by the Maglev table, which gives an
+	// untracked flow the same backend while the table is unchanged): the
+	// last resort, at 90%. Each goes off 10 points below, and only after
+	// 5 s there, so that neither a fill hovering at a threshold nor the
+	// modes' own freeing of the flood's entries makes it flap.
+	DefaultSecureTCPAt       = 0.5
+	DefaultDropEntryAt       = 0.75
+	DefaultDropPacketAt      = 0.9
+	DefaultDefenceHysteresis = 0.1
+	// DefaultSecureTCPSynTimeout and DefaultSecureTCPFinTimeout are the
+	// timeouts of half-open and closing entries while secure_tcp is on: a
+	// handshake or a close takes round trips, not seconds.
+	DefaultSecureTCPSynTimeout = 5 * time.Second
+	DefaultSecureTCPFinTimeout = 10 * time.Second
+	// DefaultDropEntryIdle: while drop_entry is on, established entries
+	// idle this long are freed.
+	DefaultDropEntryIdle = time.Minute
+	// MaxDefenceHysteresis bounds node.defence.hysteresis.
+	MaxDefenceHysteresis = 0.5
 	// DefaultICMPEchoRate is node.icmp_echo_rate when absent: echo requests
 	// to a VIP address each CPU answers per second.
 	DefaultICMPEchoRate = 100
@@ -136,6 +162,9 @@ type Node struct {
 	// flood of random tuples cannot evict established connections either.
 	// 0: FloodSynRate.
 	FloodNewFlowRate uint32
+	// Defence are the defence modes switched on by the connection
+	// table's fill.
+	Defence Defence
 	// ICMPEchoRate is how many ICMP/ICMPv6 echo requests to a VIP address
 	// each CPU answers per second; over it they are dropped.
 	// 0: never answered. Default DefaultICMPEchoRate.
@@ -177,6 +206,34 @@ type Timeouts struct {
 	TCPSyn time.Duration
 	TCPFin time.Duration
 	UDP    time.Duration
+}
+
+// Defence holds the defence modes' settings (docs/CONFIG.md, node.defence).
+// Each mode goes on when the fill of the fullest CPU's slice of the
+// connection table reaches its threshold, a fraction, and off when the
+// fill has stayed below the threshold less Hysteresis for 5 sweeps (one a
+// second) in a row; threshold 0: never on.
+// The thresholds that are set rise in the order SecureTCP, DropEntry,
+// DropPacket.
+type Defence struct {
+	// SecureTCP: shorter timeouts for half-open and closing entries
+	// (SecureTCPSyn, SecureTCPFin).
+	SecureTCP float64
+	// DropEntry: the sweep frees established entries idle DropEntryIdle
+	// and unestablished ones idle a moment, and a full bucket gives up an
+	// unestablished entry before an established one.
+	DropEntry float64
+	// DropPacket: a share of new flows, rising with the fill from the
+	// threshold to a full table, is forwarded untracked.
+	DropPacket float64
+	// Hysteresis is how far below its threshold a mode goes off.
+	Hysteresis float64
+	// SecureTCPSyn and SecureTCPFin are the timeouts of SYN and CLOSING
+	// entries while SecureTCP is on (longer than the normal ones: the
+	// normal ones); 0: the normal ones.
+	SecureTCPSyn, SecureTCPFin time.Duration
+	// DropEntryIdle: see DropEntry; 0: the normal timeouts.
+	DropEntryIdle time.Duration
 }
 
 // Pool is a named set of backends and included pools, as written in the file.

@@ -46,6 +46,9 @@ func TestLoadFull(t *testing.T) {
 			Timeouts: Timeouts{
 				TCP: time.Hour, TCPSyn: 10 * time.Second, TCPFin: 90 * time.Second, UDP: 30 * time.Second,
 			},
+			Defence: Defence{SecureTCP: DefaultSecureTCPAt, DropEntry: DefaultDropEntryAt, DropPacket: DefaultDropPacketAt,
+				Hysteresis: DefaultDefenceHysteresis, SecureTCPSyn: DefaultSecureTCPSynTimeout,
+				SecureTCPFin: DefaultSecureTCPFinTimeout, DropEntryIdle: DefaultDropEntryIdle},
 		},
 		Pools: []Pool{
 			{

@@ -29,6 +29,11 @@ const (
 	kAddress6       = "address6"
 	kBGP            = "bgp"
 	kCommand        = "command"
+	kDefence        = "defence"
+	kDropEntry      = "drop_entry"
+	kDropPacket     = "drop_packet"
+	kHysteresis     = "hysteresis"
+	kSecureTCP      = "secure_tcp"
 	kDummyInterface = "dummy_interface"
 	kExpect         = "expect"
 	kExpectBody     = "expect_body"
@@ -117,6 +122,8 @@ var nodeKeys = newSection(false,
 	key[Node]{name: "flood_new_flow_rate", v: numberOf(func(n *Node) *uint32 { return &n.FloodNewFlowRate }, 0, 0, MaxFloodSynRate),
 		defDoc: "0: flood_syn_rate",
 		doc:    "The same for other new flows (TCP not opening with a SYN, UDP)."},
+	key[Node]{name: kDefence, v: nestedOf(func(n *Node) *Defence { return &n.Defence }, defenceKeys),
+		doc: "Defence modes switched on and off by the connection table's fill (IPVS's secure_tcp, drop_entry, drop_packet), the cheapest first: on before the table is full, so that new flows keep finding room and established ones keep their entries."},
 	key[Node]{name: "icmp_echo_rate", v: numberOf(func(n *Node) *uint32 { return &n.ICMPEchoRate },
 		DefaultICMPEchoRate, 0, MaxICMPEchoRate), keep: always[Node],
 		doc: "Echo requests to a VIP each CPU answers per second; 0: none."},
@@ -164,6 +171,35 @@ var timeoutKeys = newSection(false,
 		keep: always[Timeouts], doc: "A TCP flow seen closing (FIN or RST)."},
 	key[Timeouts]{name: "udp", v: timeout(func(t *Timeouts) *time.Duration { return &t.UDP }, DefaultUDPTimeout),
 		keep: always[Timeouts], doc: "A UDP flow."},
+)
+
+// defenceTimeout is a timeout of node.defence: 0 is left to the rules
+// (the normal timeout).
+func defenceTimeout(at func(*Defence) *time.Duration, def time.Duration) value[Defence] {
+	v := durationOf(at, def, MinTimeout, MaxTimeout)
+	v.unset = true
+	return v
+}
+
+var defenceKeys = newSection(false,
+	key[Defence]{name: kSecureTCP, v: fractionOf(func(d *Defence) *float64 { return &d.SecureTCP }, DefaultSecureTCPAt),
+		keep: always[Defence],
+		doc:  "Fill (of the fullest CPU's slice) at which half-open and closing entries get the shorter timeouts below; 0: never."},
+	key[Defence]{name: kDropEntry, v: fractionOf(func(d *Defence) *float64 { return &d.DropEntry }, DefaultDropEntryAt),
+		keep: always[Defence],
+		doc:  "Fill at which idle entries are freed (established ones idle drop_entry_idle, unestablished ones idle half a second) and full buckets give up unestablished entries first; 0: never. At least secure_tcp."},
+	key[Defence]{name: kDropPacket, v: fractionOf(func(d *Defence) *float64 { return &d.DropPacket }, DefaultDropPacketAt),
+		keep: always[Defence],
+		doc:  "Fill at which a share of new flows, rising to all at a full table, is forwarded by the Maglev table untracked; 0: never. At least drop_entry."},
+	key[Defence]{name: kHysteresis, v: fractionOf(func(d *Defence) *float64 { return &d.Hysteresis }, DefaultDefenceHysteresis),
+		keep: always[Defence],
+		doc:  "A mode goes off when the fill has stayed this far below its threshold for 5 sweeps (5 s) in a row (0..0.5, below every threshold set)."},
+	key[Defence]{name: "secure_tcp_syn_timeout", v: defenceTimeout(func(d *Defence) *time.Duration { return &d.SecureTCPSyn }, DefaultSecureTCPSynTimeout),
+		keep: always[Defence], doc: "Timeout of a half-open TCP entry while secure_tcp is on (at most timeouts.tcp_syn: the shorter holds)."},
+	key[Defence]{name: "secure_tcp_fin_timeout", v: defenceTimeout(func(d *Defence) *time.Duration { return &d.SecureTCPFin }, DefaultSecureTCPFinTimeout),
+		keep: always[Defence], doc: "Timeout of a closing TCP entry while secure_tcp is on (at most timeouts.tcp_fin: the shorter holds)."},
+	key[Defence]{name: "drop_entry_idle", v: defenceTimeout(func(d *Defence) *time.Duration { return &d.DropEntryIdle }, DefaultDropEntryIdle),
+		keep: always[Defence], doc: "While drop_entry is on, established TCP and UDP entries idle this long are freed."},
 )
 
 var syncKeys = newSection(false,

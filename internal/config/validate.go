@@ -92,6 +92,33 @@ func validateNode(n *Node, c *collector) {
 		}
 	}
 	validateFragmentPool(n, c)
+	validateDefence(&n.Defence, c)
+}
+
+// validateDefence: the thresholds that are set rise in the order the
+// modes escalate, and the hysteresis lets each go off again.
+func validateDefence(d *Defence, c *collector) {
+	at := func(k string) string { return join(join(kNode, kDefence), k) }
+	if !(d.Hysteresis >= 0 && d.Hysteresis <= MaxDefenceHysteresis) {
+		c.errf(at(kHysteresis), ErrInvalid, "%v is out of range 0..%v", d.Hysteresis, MaxDefenceHysteresis)
+	}
+	prev, prevKey := 0.0, ""
+	for _, m := range []struct {
+		key string
+		v   float64
+	}{{kSecureTCP, d.SecureTCP}, {kDropEntry, d.DropEntry}, {kDropPacket, d.DropPacket}} {
+		if !(m.v > 0 && m.v <= 1) { // 0: never on; out of range: reported by the key
+			continue
+		}
+		if m.v < prev {
+			c.errf(at(m.key), ErrInvalid, "%v is below %s (%v): the modes go on in the order secure_tcp, drop_entry, drop_packet (0 turns one off)",
+				m.v, prevKey, prev)
+		}
+		if d.Hysteresis >= m.v {
+			c.errf(at(kHysteresis), ErrInvalid, "%v is not below %s (%v): that mode would never go off", d.Hysteresis, m.key, m.v)
+		}
+		prev, prevKey = max(prev, m.v), m.key
+	}
 }
 
 // validateFragmentPool: unicast, unique, at most MaxFragmentPool, this

@@ -186,6 +186,10 @@ func (a *API) Status(ctx context.Context) (api.StatusInfo, error) {
 		}
 		if o := c.dp.LastOccupancy(); o != nil { // the sweep's (datapath/conns.go)
 			st.Conntrack.InUse, st.Conntrack.Templates = &o.Entries, &o.Templates
+			st.Conntrack.Fill, st.Conntrack.Defence = &o.Defence.Fill, map[string]bool{}
+			for i, m := range datapath.DefenceModes {
+				st.Conntrack.Defence[string(m)] = o.Defence.On[i]
+			}
 		}
 		if c.cfg != nil {
 			st.Node = c.cfg.Node.Name

@@ -93,6 +93,7 @@ config      /etc/xlb/xlb.yaml, generation 1, committed 2023-11-14 22:14:10 UTC (
             2 services, 5 backends
 overrides   none
 conntrack   3 of 1048576 entries in use (0.0%)
+defence     secure_tcp on (fullest CPU's slice 62.5% full)
 bgp
   Peer        ASN    State        Uptime  Advertised  Received  GracefulRestart
   10.0.0.254  65000  established  1m30s   2           0         yes`)

@@ -157,6 +157,9 @@ func (c *CLI) printStatus(st *pb.StatusResponse) error {
 	} else {
 		fmt.Fprintf(w, "conntrack\t%d entries\n", ct.GetCapacity())
 	}
+	if on := defenceOn(ct.GetDefence()); ct.Fill != nil {
+		fmt.Fprintf(w, "defence\t%s (fullest CPU's slice %.1f%% full)\n", on, 100*ct.GetFill())
+	}
 	if e := st.GetExternalRoutes(); e != nil {
 		fmt.Fprintf(w, "bgp\texternal: %s\n", externalRoutes(e))
 	} else if len(st.BgpSessions) == 0 {
@@ -572,4 +575,19 @@ func (c *CLI) printTemplates(r *pb.ConntrackDumpResponse) error {
 	}
 	fmt.Fprintf(c.Out, "%d of %d matching templates shown; %d in use of %d slots.\n", len(r.Entries), r.Matched, r.InUse, r.Capacity)
 	return nil
+}
+
+// defenceOn lists the defence modes on, in the order they escalate, or
+// says none is.
+func defenceOn(modes map[string]bool) string {
+	var on []string
+	for _, m := range []string{"secure_tcp", "drop_entry", "drop_packet"} {
+		if modes[m] {
+			on = append(on, m)
+		}
+	}
+	if len(on) == 0 {
+		return "off"
+	}
+	return strings.Join(on, ", ") + " on"
 }

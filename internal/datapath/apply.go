@@ -179,6 +179,7 @@ func (c *commit) finish() {
 	st := c.next.Clone()
 	st.Generation = c.next.Generation
 	d.cur = applied{st: st, node: c.node, frag: d.cur.frag, live: live}
+	d.setDefenceSettings(&st.Node)
 	if c.writtenFrag != nil {
 		d.cur.frag = *c.writtenFrag
 	}

@@ -66,6 +66,7 @@ var pinnedMapPolicy = map[string]struct {
 	"xlb_svc_stats":    {policyRecreate, "the per-service counters"},
 	"xlb_real_stats":   {policyRecreate, "the per-backend counters"},
 	"xlb_flood":        {policyRecreate, "the flood defence state"},
+	"xlb_defence":      {policyRecreate, "the defence modes on (written again by xlbd's sweeper every second)"},
 	"xlb_icmp_rl":      {policyRecreate, "the ICMP echo rate-limit state"},
 	"xlb_trace_rl":     {policyRecreate, "the packet tracer's rate-limit state"},
 	"xlb_too_big_rl":   {policyRecreate, "the ICMP too-big rate-limit state"},

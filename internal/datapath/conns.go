@@ -19,24 +19,41 @@ const sweepChunk = 16384
 // SweepConntrack frees every way of the connection table idle past its
 // timeout (or whose backend left or failed), uncounting it, and returns
 // the ways freed and those left live. Each run of the sweep program
-// visits sweepChunk buckets with compare-and-swaps; the forwarder keeps
-// running meanwhile.
+// visits up to sweepChunk buckets of one CPU's slice with
+// compare-and-swaps; the forwarder keeps running meanwhile.
 func (d *Datapath) SweepConntrack() (freed, live uint64, err error) {
+	freed, live, _, err = d.sweepConntrack()
+	return freed, live, err
+}
+
+// sweepConntrack is SweepConntrack, which also returns the fill of the
+// fullest CPU's slice (live ways over its ways, 0..1).
+func (d *Datapath) sweepConntrack() (freed, live uint64, fill float64, err error) {
 	total := d.objs.XlbCt.MaxEntries()
-	for start := uint32(0); start < total; start += sweepChunk {
-		now, err := ctNow()
-		if err != nil {
-			return freed, live, err
-		}
-		in := xlbSweepCtx{Start: start, Count: min(sweepChunk, total-start), Now: now}
-		var out xlbSweepCtx
-		if _, err := d.objs.XlbCtSweep.Run(&ebpf.RunOptions{Context: in, ContextOut: &out}); err != nil {
-			return freed, live, fmt.Errorf("conntrack sweep: %w", err)
-		}
-		freed += uint64(out.Freed)
-		live += uint64(out.Live)
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil || ncpu < 1 || total%uint32(ncpu) != 0 {
+		ncpu = 1
 	}
-	return freed, live, nil
+	slice := total / uint32(ncpu)
+	for start := uint32(0); start < total; start += slice {
+		var sliceLive uint64
+		for at := start; at < start+slice; at += sweepChunk {
+			now, err := ctNow()
+			if err != nil {
+				return freed, live, fill, err
+			}
+			in := xlbSweepCtx{Start: at, Count: min(sweepChunk, start+slice-at), Now: now}
+			var out xlbSweepCtx
+			if _, err := d.objs.XlbCtSweep.Run(&ebpf.RunOptions{Context: in, ContextOut: &out}); err != nil {
+				return freed, live, fill, fmt.Errorf("conntrack sweep: %w", err)
+			}
+			freed += uint64(out.Freed)
+			sliceLive += uint64(out.Live)
+		}
+		live += sliceLive
+		fill = max(fill, float64(sliceLive)/float64(uint64(slice)*uint64(len(xlbCtBucket{}.Way))))
+	}
+	return freed, live, fill, nil
 }
 
 // SweepTemplates frees every persistence template that expired
@@ -66,34 +83,42 @@ func (d *Datapath) sweepTemplatesAt(now uint64) (freed, live uint64, err error) 
 }
 
 // RunSweeper sweeps the connection table and the persistence templates
-// every interval until ctx ends.
+// every interval until ctx ends, and after each sweep of the table
+// switches the defence modes by the fill it found (defence.go).
 func (d *Datapath) RunSweeper(ctx context.Context, every time.Duration, log *slog.Logger) {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	modes := d.defenceNow()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		_, live, err := d.SweepConntrack()
+		_, live, fill, err := d.sweepConntrack()
 		if err != nil {
 			log.Error("conntrack sweep", "error", err)
 			continue
 		}
+		def, next, err := d.defend(modes, fill, log)
+		if err != nil {
+			log.Error("defence modes", "error", err)
+		}
+		modes = next
 		_, tpl, err := d.SweepTemplates()
 		if err != nil {
 			log.Error("persistence templates", "error", err)
 			continue
 		}
-		d.occupancy.Store(&Occupancy{Entries: live, Templates: tpl})
+		d.occupancy.Store(&Occupancy{Entries: live, Templates: tpl, Defence: def})
 	}
 }
 
 // Occupancy is what the last sweep found in use: live connection table
-// entries and persistence templates.
+// entries and persistence templates; and the defence modes it left on.
 type Occupancy struct {
 	Entries, Templates uint64
+	Defence            Defence
 }
 
 // LastOccupancy returns the last sweep's finding; nil before the first.

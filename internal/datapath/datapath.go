@@ -98,6 +98,8 @@ type Datapath struct {
 	holder    atomic.Pointer[FragHolder]
 	operator  *ebpf.Map // the operator's runtime state (operator.go)
 	tx        txState   // the transmit check (txcheck.go)
+
+	defenceSet atomic.Pointer[defenceSettings] // the last commit's (defence.go)
 }
 
 func (o *Options) defaults() error {

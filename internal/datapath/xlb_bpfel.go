@@ -18,6 +18,16 @@ type xlbCtBucket struct {
 	Way [8]uint64
 }
 
+type xlbDefenceState struct {
+	_          structs.HostLayout
+	Modes      xlbXlbDefenceMode
+	Untrack    uint32
+	SynTimeout uint16
+	FinTimeout uint16
+	Idle       uint16
+	Pad        uint16
+}
+
 type xlbFloodState struct {
 	_      structs.HostLayout
 	Tick   uint64
@@ -360,6 +370,14 @@ const (
 	xlbXlbCtStateXLB_CT_CLOSING     xlbXlbCtState = 3
 )
 
+type xlbXlbDefenceMode uint32
+
+const (
+	xlbXlbDefenceModeXLB_DEFENCE_DROP_ENTRY  xlbXlbDefenceMode = 1
+	xlbXlbDefenceModeXLB_DEFENCE_DROP_PACKET xlbXlbDefenceMode = 2
+	xlbXlbDefenceModeXLB_DEFENCE_SECURE_TCP  xlbXlbDefenceMode = 4
+)
+
 type xlbXlbEncap uint32
 
 const (
@@ -598,6 +616,7 @@ const (
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	xlbMapXlbCt                  = "xlb_ct"
+	xlbMapXlbDefence             = "xlb_defence"
 	xlbMapXlbFlood               = "xlb_flood"
 	xlbMapXlbFragBuf             = "xlb_frag_buf"
 	xlbMapXlbFragConf            = "xlb_frag_conf"
@@ -733,6 +752,7 @@ type xlbProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbMapSpecs struct {
 	XlbCt          *ebpf.MapSpec `ebpf:"xlb_ct"`
+	XlbDefence     *ebpf.MapSpec `ebpf:"xlb_defence"`
 	XlbFlood       *ebpf.MapSpec `ebpf:"xlb_flood"`
 	XlbFragBuf     *ebpf.MapSpec `ebpf:"xlb_frag_buf"`
 	XlbFragConf    *ebpf.MapSpec `ebpf:"xlb_frag_conf"`
@@ -830,6 +850,7 @@ func (o *xlbObjects) Close() error {
 // It can be passed to loadXlbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbMaps struct {
 	XlbCt          *ebpf.Map `ebpf:"xlb_ct"`
+	XlbDefence     *ebpf.Map `ebpf:"xlb_defence"`
 	XlbFlood       *ebpf.Map `ebpf:"xlb_flood"`
 	XlbFragBuf     *ebpf.Map `ebpf:"xlb_frag_buf"`
 	XlbFragConf    *ebpf.Map `ebpf:"xlb_frag_conf"`
@@ -869,6 +890,7 @@ type xlbMaps struct {
 func (m *xlbMaps) Close() error {
 	return _XlbClose(
 		m.XlbCt,
+		m.XlbDefence,
 		m.XlbFlood,
 		m.XlbFragBuf,
 		m.XlbFragConf,

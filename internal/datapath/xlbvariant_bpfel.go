@@ -17,6 +17,7 @@ import (
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	xlbvariantMapXlbCt                  = "xlb_ct"
+	xlbvariantMapXlbDefence             = "xlb_defence"
 	xlbvariantMapXlbFlood               = "xlb_flood"
 	xlbvariantMapXlbFragBuf             = "xlb_frag_buf"
 	xlbvariantMapXlbFragConf            = "xlb_frag_conf"
@@ -153,6 +154,7 @@ type xlbvariantProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbvariantMapSpecs struct {
 	XlbCt          *ebpf.MapSpec `ebpf:"xlb_ct"`
+	XlbDefence     *ebpf.MapSpec `ebpf:"xlb_defence"`
 	XlbFlood       *ebpf.MapSpec `ebpf:"xlb_flood"`
 	XlbFragBuf     *ebpf.MapSpec `ebpf:"xlb_frag_buf"`
 	XlbFragConf    *ebpf.MapSpec `ebpf:"xlb_frag_conf"`
@@ -251,6 +253,7 @@ func (o *xlbvariantObjects) Close() error {
 // It can be passed to loadXlbvariantObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbvariantMaps struct {
 	XlbCt          *ebpf.Map `ebpf:"xlb_ct"`
+	XlbDefence     *ebpf.Map `ebpf:"xlb_defence"`
 	XlbFlood       *ebpf.Map `ebpf:"xlb_flood"`
 	XlbFragBuf     *ebpf.Map `ebpf:"xlb_frag_buf"`
 	XlbFragConf    *ebpf.Map `ebpf:"xlb_frag_conf"`
@@ -290,6 +293,7 @@ type xlbvariantMaps struct {
 func (m *xlbvariantMaps) Close() error {
 	return _XlbvariantClose(
 		m.XlbCt,
+		m.XlbDefence,
 		m.XlbFlood,
 		m.XlbFragBuf,
 		m.XlbFragConf,

@@ -2,6 +2,8 @@ package metrics
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -47,6 +49,8 @@ var (
 	dCTCapacity    = desc("xlb_conntrack_capacity_entries", "Connection tracking capacity, entries over all CPUs.")
 	dCTEntries     = desc("xlb_conntrack_entries", "Connection tracking entries in use, all CPUs.")
 	dTemplates     = desc("xlb_persistence_templates", "Persistence templates in use.")
+	dCTFill        = desc("xlb_conntrack_fill_ratio", "Fill of the fullest CPU's slice of the connection table (the last sweep's), 0..1: what the defence modes switch by.")
+	dDefence       = desc("xlb_defence_active", "1 while the defence mode is on (secure_tcp, drop_entry, drop_packet: node.defence), else 0.", "mode")
 
 	dBGPUp       = desc("xlb_bgp_session_up", "1 while the BGP session to the peer is established, else 0.", "peer")
 	dBGPState    = desc("xlb_bgp_session_state", "1 for the BGP session's current FSM state, 0 for the others.", "peer", "state")
@@ -87,7 +91,7 @@ var bgpStates = []string{"idle", "connect", "active", "opensent", "openconfirm",
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		dInfo, dSelfCheckOK, dSelfCheckTime, dTXOK, dProbeUp, dProbeLatency, dDrained, dGeneration, dCommitTime, dCfgServices, dCfgBackends,
-		dOverrides, dCTCapacity, dCTEntries, dTemplates, dBGPUp, dBGPState, dBGPUptime, dBGPAdvertis,
+		dOverrides, dCTCapacity, dCTEntries, dTemplates, dCTFill, dDefence, dBGPUp, dBGPState, dBGPUptime, dBGPAdvertis,
 		dPassed, dDropped, dForwarded, dCTLookups, dEvents, dFragments,
 		dSvcPackets, dSvcBytes, dSvcNewFlows, dSvcUp, dSvcTable,
 		dBePackets, dBeBytes, dBeNewFlows, dBeHealthy, dBeWeight, dBeDraining, dBeActive, dBeEntries, dBeTracked,
@@ -165,6 +169,12 @@ func collectStatus(ch chan<- prometheus.Metric, st api.StatusInfo) {
 	}
 	if st.Conntrack.Templates != nil {
 		ch <- gauge(dTemplates, float64(*st.Conntrack.Templates))
+	}
+	if st.Conntrack.Fill != nil {
+		ch <- gauge(dCTFill, *st.Conntrack.Fill)
+	}
+	for _, m := range slices.Sorted(maps.Keys(st.Conntrack.Defence)) {
+		ch <- gauge(dDefence, b2f(st.Conntrack.Defence[m]), m)
 	}
 	for _, s := range st.BGP {
 		peer := s.Peer.String()

@@ -30,6 +30,11 @@ func nodeState(desired *config.Desired, nh NextHops) state.Node {
 			TCPSyn: n.Timeouts.TCPSyn, TCP: n.Timeouts.TCP,
 			TCPFin: n.Timeouts.TCPFin, UDP: n.Timeouts.UDP,
 		},
+		Defence: state.Defence{
+			SecureTCP: n.Defence.SecureTCP, DropEntry: n.Defence.DropEntry, DropPacket: n.Defence.DropPacket,
+			Hysteresis: n.Defence.Hysteresis, SynTimeout: n.Defence.SecureTCPSyn,
+			FinTimeout: n.Defence.SecureTCPFin, EntryIdle: n.Defence.DropEntryIdle,
+		},
 	}
 }
 

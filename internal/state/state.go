@@ -125,11 +125,24 @@ type Timeouts struct {
 	TCPSyn, TCP, TCPFin, UDP time.Duration
 }
 
+// Defence is the defence modes' settings: the fill of the connection
+// table (of its fullest CPU's slice) at which each goes on (0: never), how
+// far below it goes off again, and the timeouts the modes use (0: the
+// normal one). xlbd's sweeper switches the modes (datapath/defence.go);
+// they are not in the node map.
+type Defence struct {
+	SecureTCP, DropEntry, DropPacket float64
+	Hysteresis                       float64
+	SynTimeout, FinTimeout           time.Duration // secure_tcp's
+	EntryIdle                        time.Duration // drop_entry's, for established entries
+}
+
 // Node is the per-node settings.
 type Node struct {
 	Addr4, Addr6 netip.Addr       // outer sources (invalid = none)
 	GatewayMAC   net.HardwareAddr // fallback next hop (nil = none)
 	Timeouts     Timeouts
+	Defence      Defence
 	// FloodSynRate: new SYN flows per second each CPU tracks (0: no limit).
 	FloodSynRate uint32
 	// FloodNewFlowRate: the other new flows (TCP without SYN, UDP) per
@@ -154,7 +167,7 @@ type Node struct {
 // Equal reports whether n and o are the same settings.
 func (n *Node) Equal(o *Node) bool {
 	return n.Addr4 == o.Addr4 && n.Addr6 == o.Addr6 && slices.Equal(n.GatewayMAC, o.GatewayMAC) &&
-		n.Timeouts == o.Timeouts && n.FloodSynRate == o.FloodSynRate &&
+		n.Timeouts == o.Timeouts && n.Defence == o.Defence && n.FloodSynRate == o.FloodSynRate &&
 		n.FloodNewFlowRate == o.FloodNewFlowRate && n.ICMPEchoRate == o.ICMPEchoRate &&
 		n.ICMPTooBigRate == o.ICMPTooBigRate &&
 		n.TraceRate == o.TraceRate && n.Fragments.Equal(&o.Fragments) &&

@@ -1465,7 +1465,13 @@ type ConntrackOccupancy struct {
 	// Entries in use; unset when the daemon does not count them.
 	InUse *uint64 `protobuf:"varint,2,opt,name=in_use,json=inUse,proto3,oneof" json:"in_use,omitempty"`
 	// Persistence templates in use (the last sweep's count); unset before it.
-	Templates     *uint64 `protobuf:"varint,20,opt,name=templates,proto3,oneof" json:"templates,omitempty"`
+	Templates *uint64 `protobuf:"varint,20,opt,name=templates,proto3,oneof" json:"templates,omitempty"`
+	// The fill of the fullest CPU's slice of the table, 0..1 (the last
+	// sweep's); unset before it.
+	Fill *float64 `protobuf:"fixed64,21,opt,name=fill,proto3,oneof" json:"fill,omitempty"`
+	// The defence modes (secure_tcp, drop_entry, drop_packet), true while
+	// on; empty before the first sweep.
+	Defence       map[string]bool `protobuf:"bytes,22,rep,name=defence,proto3" json:"defence,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1519,6 +1525,20 @@ func (x *ConntrackOccupancy) GetTemplates() uint64 {
 		return *x.Templates
 	}
 	return 0
+}
+
+func (x *ConntrackOccupancy) GetFill() float64 {
+	if x != nil && x.Fill != nil {
+		return *x.Fill
+	}
+	return 0
+}
+
+func (x *ConntrackOccupancy) GetDefence() map[string]bool {
+	if x != nil {
+		return x.Defence
+	}
+	return nil
 }
 
 type ListServicesRequest struct {
@@ -3960,14 +3980,20 @@ const file_xlb_v1_xlb_proto_rawDesc = "" +
 	"generation\x18\x03 \x01(\x04R\n" +
 	"generation\x12\x1a\n" +
 	"\bservices\x18\x04 \x01(\rR\bservices\x12\x1a\n" +
-	"\bbackends\x18\x05 \x01(\rR\bbackends\"\x88\x01\n" +
+	"\bbackends\x18\x05 \x01(\rR\bbackends\"\xa9\x02\n" +
 	"\x12ConntrackOccupancy\x12\x1a\n" +
 	"\bcapacity\x18\x01 \x01(\x04R\bcapacity\x12\x1a\n" +
 	"\x06in_use\x18\x02 \x01(\x04H\x00R\x05inUse\x88\x01\x01\x12!\n" +
-	"\ttemplates\x18\x14 \x01(\x04H\x01R\ttemplates\x88\x01\x01B\t\n" +
+	"\ttemplates\x18\x14 \x01(\x04H\x01R\ttemplates\x88\x01\x01\x12\x17\n" +
+	"\x04fill\x18\x15 \x01(\x01H\x02R\x04fill\x88\x01\x01\x12A\n" +
+	"\adefence\x18\x16 \x03(\v2'.xlb.v1.ConntrackOccupancy.DefenceEntryR\adefence\x1a:\n" +
+	"\fDefenceEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\bR\x05value:\x028\x01B\t\n" +
 	"\a_in_useB\f\n" +
 	"\n" +
-	"_templates\"o\n" +
+	"_templatesB\a\n" +
+	"\x05_fill\"o\n" +
 	"\x13ListServicesRequest\x12>\n" +
 	"\rrate_interval\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\frateInterval\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\"k\n" +
@@ -4204,7 +4230,7 @@ func file_xlb_v1_xlb_proto_rawDescGZIP() []byte {
 }
 
 var file_xlb_v1_xlb_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_xlb_v1_xlb_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_xlb_v1_xlb_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_xlb_v1_xlb_proto_goTypes = []any{
 	(Protocol)(0),                 // 0: xlb.v1.Protocol
 	(BackendState)(0),             // 1: xlb.v1.BackendState
@@ -4258,13 +4284,14 @@ var file_xlb_v1_xlb_proto_goTypes = []any{
 	(*NodeDrainResponse)(nil),     // 49: xlb.v1.NodeDrainResponse
 	(*NodeUndrainRequest)(nil),    // 50: xlb.v1.NodeUndrainRequest
 	(*NodeUndrainResponse)(nil),   // 51: xlb.v1.NodeUndrainResponse
-	(*timestamppb.Timestamp)(nil), // 52: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 53: google.protobuf.Duration
+	nil,                           // 52: xlb.v1.ConntrackOccupancy.DefenceEntry
+	(*timestamppb.Timestamp)(nil), // 53: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 54: google.protobuf.Duration
 }
 var file_xlb_v1_xlb_proto_depIdxs = []int32{
-	52, // 0: xlb.v1.Sample.at:type_name -> google.protobuf.Timestamp
-	53, // 1: xlb.v1.Sample.interval:type_name -> google.protobuf.Duration
-	52, // 2: xlb.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	53, // 0: xlb.v1.Sample.at:type_name -> google.protobuf.Timestamp
+	54, // 1: xlb.v1.Sample.interval:type_name -> google.protobuf.Duration
+	53, // 2: xlb.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
 	17, // 3: xlb.v1.StatusResponse.self_check:type_name -> xlb.v1.SelfCheck
 	18, // 4: xlb.v1.StatusResponse.bgp_sessions:type_name -> xlb.v1.BGPSession
 	19, // 5: xlb.v1.StatusResponse.config:type_name -> xlb.v1.ConfigInfo
@@ -4276,83 +4303,84 @@ var file_xlb_v1_xlb_proto_depIdxs = []int32{
 	11, // 11: xlb.v1.Cluster.services:type_name -> xlb.v1.ServiceFingerprint
 	12, // 12: xlb.v1.Cluster.peers:type_name -> xlb.v1.SyncPeer
 	13, // 13: xlb.v1.Cluster.counters:type_name -> xlb.v1.SyncCounters
-	52, // 14: xlb.v1.SyncPeer.last_hello:type_name -> google.protobuf.Timestamp
-	53, // 15: xlb.v1.SyncCounters.lag:type_name -> google.protobuf.Duration
+	53, // 14: xlb.v1.SyncPeer.last_hello:type_name -> google.protobuf.Timestamp
+	54, // 15: xlb.v1.SyncCounters.lag:type_name -> google.protobuf.Duration
 	16, // 16: xlb.v1.Prober.probes:type_name -> xlb.v1.Probe
-	53, // 17: xlb.v1.Probe.latency:type_name -> google.protobuf.Duration
-	52, // 18: xlb.v1.Probe.checked_at:type_name -> google.protobuf.Timestamp
-	52, // 19: xlb.v1.SelfCheck.checked_at:type_name -> google.protobuf.Timestamp
-	52, // 20: xlb.v1.SelfCheck.last_failure_at:type_name -> google.protobuf.Timestamp
-	53, // 21: xlb.v1.BGPSession.uptime:type_name -> google.protobuf.Duration
-	52, // 22: xlb.v1.ConfigInfo.committed_at:type_name -> google.protobuf.Timestamp
-	53, // 23: xlb.v1.ListServicesRequest.rate_interval:type_name -> google.protobuf.Duration
-	23, // 24: xlb.v1.ListServicesResponse.services:type_name -> xlb.v1.Service
-	6,  // 25: xlb.v1.ListServicesResponse.sample:type_name -> xlb.v1.Sample
-	0,  // 26: xlb.v1.Service.protocol:type_name -> xlb.v1.Protocol
-	4,  // 27: xlb.v1.Service.counters:type_name -> xlb.v1.Counters
-	5,  // 28: xlb.v1.Service.rates:type_name -> xlb.v1.Rates
-	25, // 29: xlb.v1.Service.backends:type_name -> xlb.v1.Backend
-	16, // 30: xlb.v1.Service.probe:type_name -> xlb.v1.Probe
-	24, // 31: xlb.v1.Service.persistence:type_name -> xlb.v1.Persistence
-	53, // 32: xlb.v1.Persistence.timeout:type_name -> google.protobuf.Duration
-	1,  // 33: xlb.v1.Backend.state:type_name -> xlb.v1.BackendState
-	26, // 34: xlb.v1.Backend.override:type_name -> xlb.v1.Override
-	27, // 35: xlb.v1.Backend.health:type_name -> xlb.v1.Health
-	4,  // 36: xlb.v1.Backend.counters:type_name -> xlb.v1.Counters
-	5,  // 37: xlb.v1.Backend.rates:type_name -> xlb.v1.Rates
-	52, // 38: xlb.v1.Override.since:type_name -> google.protobuf.Timestamp
-	52, // 39: xlb.v1.Health.since:type_name -> google.protobuf.Timestamp
-	52, // 40: xlb.v1.Health.last_probe:type_name -> google.protobuf.Timestamp
-	53, // 41: xlb.v1.ListBackendsRequest.rate_interval:type_name -> google.protobuf.Duration
-	25, // 42: xlb.v1.ListBackendsResponse.backends:type_name -> xlb.v1.Backend
-	6,  // 43: xlb.v1.ListBackendsResponse.sample:type_name -> xlb.v1.Sample
-	32, // 44: xlb.v1.ApplyConfigResponse.diff:type_name -> xlb.v1.Diff
-	33, // 45: xlb.v1.Diff.backends_added:type_name -> xlb.v1.BackendRef
-	33, // 46: xlb.v1.Diff.backends_removed:type_name -> xlb.v1.BackendRef
-	33, // 47: xlb.v1.Diff.backends_changed:type_name -> xlb.v1.BackendRef
-	34, // 48: xlb.v1.ConfigErrors.errors:type_name -> xlb.v1.ConfigError
-	33, // 49: xlb.v1.SetBackendResponse.backends:type_name -> xlb.v1.BackendRef
-	53, // 50: xlb.v1.CountersRequest.rate_interval:type_name -> google.protobuf.Duration
-	40, // 51: xlb.v1.CountersResponse.global:type_name -> xlb.v1.NamedCounter
-	41, // 52: xlb.v1.CountersResponse.services:type_name -> xlb.v1.ServiceCounters
-	42, // 53: xlb.v1.CountersResponse.backends:type_name -> xlb.v1.BackendCounters
-	6,  // 54: xlb.v1.CountersResponse.sample:type_name -> xlb.v1.Sample
-	0,  // 55: xlb.v1.ServiceCounters.protocol:type_name -> xlb.v1.Protocol
-	4,  // 56: xlb.v1.ServiceCounters.counters:type_name -> xlb.v1.Counters
-	5,  // 57: xlb.v1.ServiceCounters.rates:type_name -> xlb.v1.Rates
-	4,  // 58: xlb.v1.BackendCounters.counters:type_name -> xlb.v1.Counters
-	5,  // 59: xlb.v1.BackendCounters.rates:type_name -> xlb.v1.Rates
-	2,  // 60: xlb.v1.ConntrackDumpRequest.state:type_name -> xlb.v1.ConntrackState
-	45, // 61: xlb.v1.ConntrackDumpResponse.entries:type_name -> xlb.v1.ConntrackEntry
-	2,  // 62: xlb.v1.ConntrackEntry.state:type_name -> xlb.v1.ConntrackState
-	53, // 63: xlb.v1.ConntrackEntry.age:type_name -> google.protobuf.Duration
-	0,  // 64: xlb.v1.ExplainRequest.protocol:type_name -> xlb.v1.Protocol
-	3,  // 65: xlb.v1.ExplainResponse.conntrack:type_name -> xlb.v1.ConntrackResult
-	7,  // 66: xlb.v1.XLB.Status:input_type -> xlb.v1.StatusRequest
-	21, // 67: xlb.v1.XLB.ListServices:input_type -> xlb.v1.ListServicesRequest
-	28, // 68: xlb.v1.XLB.ListBackends:input_type -> xlb.v1.ListBackendsRequest
-	30, // 69: xlb.v1.XLB.ApplyConfig:input_type -> xlb.v1.ApplyConfigRequest
-	36, // 70: xlb.v1.XLB.SetBackend:input_type -> xlb.v1.SetBackendRequest
-	38, // 71: xlb.v1.XLB.Counters:input_type -> xlb.v1.CountersRequest
-	43, // 72: xlb.v1.XLB.ConntrackDump:input_type -> xlb.v1.ConntrackDumpRequest
-	46, // 73: xlb.v1.XLB.Explain:input_type -> xlb.v1.ExplainRequest
-	48, // 74: xlb.v1.XLB.NodeDrain:input_type -> xlb.v1.NodeDrainRequest
-	50, // 75: xlb.v1.XLB.NodeUndrain:input_type -> xlb.v1.NodeUndrainRequest
-	8,  // 76: xlb.v1.XLB.Status:output_type -> xlb.v1.StatusResponse
-	22, // 77: xlb.v1.XLB.ListServices:output_type -> xlb.v1.ListServicesResponse
-	29, // 78: xlb.v1.XLB.ListBackends:output_type -> xlb.v1.ListBackendsResponse
-	31, // 79: xlb.v1.XLB.ApplyConfig:output_type -> xlb.v1.ApplyConfigResponse
-	37, // 80: xlb.v1.XLB.SetBackend:output_type -> xlb.v1.SetBackendResponse
-	39, // 81: xlb.v1.XLB.Counters:output_type -> xlb.v1.CountersResponse
-	44, // 82: xlb.v1.XLB.ConntrackDump:output_type -> xlb.v1.ConntrackDumpResponse
-	47, // 83: xlb.v1.XLB.Explain:output_type -> xlb.v1.ExplainResponse
-	49, // 84: xlb.v1.XLB.NodeDrain:output_type -> xlb.v1.NodeDrainResponse
-	51, // 85: xlb.v1.XLB.NodeUndrain:output_type -> xlb.v1.NodeUndrainResponse
-	76, // [76:86] is the sub-list for method output_type
-	66, // [66:76] is the sub-list for method input_type
-	66, // [66:66] is the sub-list for extension type_name
-	66, // [66:66] is the sub-list for extension extendee
-	0,  // [0:66] is the sub-list for field type_name
+	54, // 17: xlb.v1.Probe.latency:type_name -> google.protobuf.Duration
+	53, // 18: xlb.v1.Probe.checked_at:type_name -> google.protobuf.Timestamp
+	53, // 19: xlb.v1.SelfCheck.checked_at:type_name -> google.protobuf.Timestamp
+	53, // 20: xlb.v1.SelfCheck.last_failure_at:type_name -> google.protobuf.Timestamp
+	54, // 21: xlb.v1.BGPSession.uptime:type_name -> google.protobuf.Duration
+	53, // 22: xlb.v1.ConfigInfo.committed_at:type_name -> google.protobuf.Timestamp
+	52, // 23: xlb.v1.ConntrackOccupancy.defence:type_name -> xlb.v1.ConntrackOccupancy.DefenceEntry
+	54, // 24: xlb.v1.ListServicesRequest.rate_interval:type_name -> google.protobuf.Duration
+	23, // 25: xlb.v1.ListServicesResponse.services:type_name -> xlb.v1.Service
+	6,  // 26: xlb.v1.ListServicesResponse.sample:type_name -> xlb.v1.Sample
+	0,  // 27: xlb.v1.Service.protocol:type_name -> xlb.v1.Protocol
+	4,  // 28: xlb.v1.Service.counters:type_name -> xlb.v1.Counters
+	5,  // 29: xlb.v1.Service.rates:type_name -> xlb.v1.Rates
+	25, // 30: xlb.v1.Service.backends:type_name -> xlb.v1.Backend
+	16, // 31: xlb.v1.Service.probe:type_name -> xlb.v1.Probe
+	24, // 32: xlb.v1.Service.persistence:type_name -> xlb.v1.Persistence
+	54, // 33: xlb.v1.Persistence.timeout:type_name -> google.protobuf.Duration
+	1,  // 34: xlb.v1.Backend.state:type_name -> xlb.v1.BackendState
+	26, // 35: xlb.v1.Backend.override:type_name -> xlb.v1.Override
+	27, // 36: xlb.v1.Backend.health:type_name -> xlb.v1.Health
+	4,  // 37: xlb.v1.Backend.counters:type_name -> xlb.v1.Counters
+	5,  // 38: xlb.v1.Backend.rates:type_name -> xlb.v1.Rates
+	53, // 39: xlb.v1.Override.since:type_name -> google.protobuf.Timestamp
+	53, // 40: xlb.v1.Health.since:type_name -> google.protobuf.Timestamp
+	53, // 41: xlb.v1.Health.last_probe:type_name -> google.protobuf.Timestamp
+	54, // 42: xlb.v1.ListBackendsRequest.rate_interval:type_name -> google.protobuf.Duration
+	25, // 43: xlb.v1.ListBackendsResponse.backends:type_name -> xlb.v1.Backend
+	6,  // 44: xlb.v1.ListBackendsResponse.sample:type_name -> xlb.v1.Sample
+	32, // 45: xlb.v1.ApplyConfigResponse.diff:type_name -> xlb.v1.Diff
+	33, // 46: xlb.v1.Diff.backends_added:type_name -> xlb.v1.BackendRef
+	33, // 47: xlb.v1.Diff.backends_removed:type_name -> xlb.v1.BackendRef
+	33, // 48: xlb.v1.Diff.backends_changed:type_name -> xlb.v1.BackendRef
+	34, // 49: xlb.v1.ConfigErrors.errors:type_name -> xlb.v1.ConfigError
+	33, // 50: xlb.v1.SetBackendResponse.backends:type_name -> xlb.v1.BackendRef
+	54, // 51: xlb.v1.CountersRequest.rate_interval:type_name -> google.protobuf.Duration
+	40, // 52: xlb.v1.CountersResponse.global:type_name -> xlb.v1.NamedCounter
+	41, // 53: xlb.v1.CountersResponse.services:type_name -> xlb.v1.ServiceCounters
+	42, // 54: xlb.v1.CountersResponse.backends:type_name -> xlb.v1.BackendCounters
+	6,  // 55: xlb.v1.CountersResponse.sample:type_name -> xlb.v1.Sample
+	0,  // 56: xlb.v1.ServiceCounters.protocol:type_name -> xlb.v1.Protocol
+	4,  // 57: xlb.v1.ServiceCounters.counters:type_name -> xlb.v1.Counters
+	5,  // 58: xlb.v1.ServiceCounters.rates:type_name -> xlb.v1.Rates
+	4,  // 59: xlb.v1.BackendCounters.counters:type_name -> xlb.v1.Counters
+	5,  // 60: xlb.v1.BackendCounters.rates:type_name -> xlb.v1.Rates
+	2,  // 61: xlb.v1.ConntrackDumpRequest.state:type_name -> xlb.v1.ConntrackState
+	45, // 62: xlb.v1.ConntrackDumpResponse.entries:type_name -> xlb.v1.ConntrackEntry
+	2,  // 63: xlb.v1.ConntrackEntry.state:type_name -> xlb.v1.ConntrackState
+	54, // 64: xlb.v1.ConntrackEntry.age:type_name -> google.protobuf.Duration
+	0,  // 65: xlb.v1.ExplainRequest.protocol:type_name -> xlb.v1.Protocol
+	3,  // 66: xlb.v1.ExplainResponse.conntrack:type_name -> xlb.v1.ConntrackResult
+	7,  // 67: xlb.v1.XLB.Status:input_type -> xlb.v1.StatusRequest
+	21, // 68: xlb.v1.XLB.ListServices:input_type -> xlb.v1.ListServicesRequest
+	28, // 69: xlb.v1.XLB.ListBackends:input_type -> xlb.v1.ListBackendsRequest
+	30, // 70: xlb.v1.XLB.ApplyConfig:input_type -> xlb.v1.ApplyConfigRequest
+	36, // 71: xlb.v1.XLB.SetBackend:input_type -> xlb.v1.SetBackendRequest
+	38, // 72: xlb.v1.XLB.Counters:input_type -> xlb.v1.CountersRequest
+	43, // 73: xlb.v1.XLB.ConntrackDump:input_type -> xlb.v1.ConntrackDumpRequest
+	46, // 74: xlb.v1.XLB.Explain:input_type -> xlb.v1.ExplainRequest
+	48, // 75: xlb.v1.XLB.NodeDrain:input_type -> xlb.v1.NodeDrainRequest
+	50, // 76: xlb.v1.XLB.NodeUndrain:input_type -> xlb.v1.NodeUndrainRequest
+	8,  // 77: xlb.v1.XLB.Status:output_type -> xlb.v1.StatusResponse
+	22, // 78: xlb.v1.XLB.ListServices:output_type -> xlb.v1.ListServicesResponse
+	29, // 79: xlb.v1.XLB.ListBackends:output_type -> xlb.v1.ListBackendsResponse
+	31, // 80: xlb.v1.XLB.ApplyConfig:output_type -> xlb.v1.ApplyConfigResponse
+	37, // 81: xlb.v1.XLB.SetBackend:output_type -> xlb.v1.SetBackendResponse
+	39, // 82: xlb.v1.XLB.Counters:output_type -> xlb.v1.CountersResponse
+	44, // 83: xlb.v1.XLB.ConntrackDump:output_type -> xlb.v1.ConntrackDumpResponse
+	47, // 84: xlb.v1.XLB.Explain:output_type -> xlb.v1.ExplainResponse
+	49, // 85: xlb.v1.XLB.NodeDrain:output_type -> xlb.v1.NodeDrainResponse
+	51, // 86: xlb.v1.XLB.NodeUndrain:output_type -> xlb.v1.NodeUndrainResponse
+	77, // [77:87] is the sub-list for method output_type
+	67, // [67:77] is the sub-list for method input_type
+	67, // [67:67] is the sub-list for extension type_name
+	67, // [67:67] is the sub-list for extension extendee
+	0,  // [0:67] is the sub-list for field type_name
 }
 
 func init() { file_xlb_v1_xlb_proto_init() }
@@ -4374,7 +4402,7 @@ func file_xlb_v1_xlb_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_xlb_v1_xlb_proto_rawDesc), len(file_xlb_v1_xlb_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   48,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

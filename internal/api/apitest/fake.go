@@ -69,7 +69,7 @@ func New() *Fake {
 	if err != nil {
 		panic(err)
 	}
-	in, tpl := uint64(3), uint64(2)
+	in, tpl, fill := uint64(3), uint64(2), 0.625
 	f := &Fake{
 		Info: api.StatusInfo{
 			Node: "fake", Interface: "eth0", XDPMode: "native", ProgramID: 42, PinDir: "/sys/fs/bpf/xlb/fake",
@@ -78,8 +78,9 @@ func New() *Fake {
 			TX:        api.TXCheck{OK: true},
 			BGP: []api.BGPSession{{Peer: netip.MustParseAddr("10.0.0.254"), ASN: 65000, State: "established",
 				Uptime: 90 * time.Second, Advertised: 2, GracefulRestart: true}},
-			Config:    api.ConfigInfo{Source: "/etc/xlb/xlb.yaml", CommittedAt: time.Unix(1700000050, 0).UTC(), Generation: 1},
-			Conntrack: api.ConntrackOccupancy{Capacity: 1 << 20, InUse: &in, Templates: &tpl},
+			Config: api.ConfigInfo{Source: "/etc/xlb/xlb.yaml", CommittedAt: time.Unix(1700000050, 0).UTC(), Generation: 1},
+			Conntrack: api.ConntrackOccupancy{Capacity: 1 << 20, InUse: &in, Templates: &tpl, Fill: &fill,
+				Defence: map[string]bool{"secure_tcp": true, "drop_entry": false, "drop_packet": false}},
 		},
 		Global: []api.Counter{
 			{Name: "pass_not_ip", Value: 10}, {Name: "pass_not_vip", Value: 20},
