@@ -107,6 +107,7 @@ type svcMemo struct {
 	health []bool                // healthy(b) of each checked backend, in pool order
 	svcID  uint32
 	rids   []uint32 // the service's reals, in the order first listed
+	nat    bool     // some backend is reached by NAT
 	entry  *tableEntry
 	seen   uint64 // the plan that last saw it
 }
@@ -175,20 +176,22 @@ func (pl *planning) run() (*memory, error) {
 	} else {
 		pl.next = &state.State{Services: make(map[state.VIPKey]*state.Service, len(d.Services))}
 	}
-	pl.next.Node = nodeState(d, pl.in.NextHops)
 	pl.realIDs = &allocator{max: pl.p.lim.MaxReals, used: newBitset(pl.p.lim.MaxReals), cursor: 1,
 		taken: func(id uint32) bool { _, ok := pl.prev.Reals.Get(id); return ok }}
 	if top, ok := pl.prev.Reals.Max(); ok {
 		pl.realIDs.cursor = top + 1
 	}
 	mem := &memory{nh: pl.in.NextHops, order: make([]*svcMemo, len(d.Services))}
+	nat := false
 	for i := range d.Services {
 		m, err := pl.service(i)
 		if err != nil {
 			return nil, err
 		}
 		mem.order[i] = m
+		nat = nat || m.nat
 	}
+	pl.next.Node = nodeState(d, pl.in.NextHops, nat)
 	if err := pl.p.finishTables(&pl.bl, pl.same); err != nil {
 		return nil, err
 	}
@@ -227,7 +230,8 @@ func (pl *planning) service(i int) (*svcMemo, error) {
 			pl.next.Reals.Delete(rid) // set again below if the backend stays
 		}
 	}
-	m := &svcMemo{key: key, in: cloneService(s), health: healthOf(s, pl.healthy), svcID: id, seen: pl.p.gen}
+	m := &svcMemo{key: key, in: cloneService(s), health: healthOf(s, pl.healthy), svcID: id, seen: pl.p.gen,
+		nat: serviceUsesNAT(s)}
 	byAddr := make(map[netip.Addr]uint32, backendCount(s))
 	for _, pool := range s.Pools {
 		for _, b := range pool.Backends {
