@@ -128,6 +128,11 @@ type planning struct {
 	prevReals  map[realKey]uint32 // prev's reals by (service, address), made when needed
 	bl         builds
 	same       []sameTable
+	// In an incremental plan: the memos made by this plan, and the tables
+	// of the last plan's memos it replaced or dropped (which may now be
+	// unused).
+	fresh []*svcMemo
+	stale []*tableEntry
 }
 
 type realKey struct {
@@ -192,17 +197,27 @@ func (pl *planning) run() (*memory, error) {
 		nat = nat || m.nat
 	}
 	pl.next.Node = nodeState(d, pl.in.NextHops, nat)
-	if err := pl.p.finishTables(&pl.bl, pl.same); err != nil {
+	if pl.last == nil {
+		if err := pl.p.finishTables(&pl.bl, pl.same, nil, true); err != nil {
+			return nil, err
+		}
+		mem.svcs = make(map[state.VIPKey]*svcMemo, len(mem.order))
+		for _, m := range mem.order {
+			mem.svcs[m.key] = m
+		}
+		return mem, nil
+	}
+	// The last plan's memory is not used again (Plan dropped it), so its
+	// index becomes this one's, changed where this plan changed it.
+	pl.dropGone()
+	if err := pl.p.finishTables(&pl.bl, pl.same, pl.stale, false); err != nil {
 		return nil, err
 	}
-	mem.svcs = make(map[state.VIPKey]*svcMemo, len(mem.order))
-	for _, m := range mem.order {
+	mem.svcs = pl.last.svcs
+	for _, m := range pl.fresh {
 		mem.svcs[m.key] = m
 	}
-	if pl.last != nil {
-		pl.dropGone()
-		pl.refreshNextHops(mem.svcs)
-	}
+	pl.refreshNextHops(mem.svcs)
 	return mem, nil
 }
 
@@ -226,6 +241,7 @@ func (pl *planning) service(i int) (*svcMemo, error) {
 	prevID := pl.prevRealIDs(old, id)
 	if old != nil {
 		old.seen = pl.p.gen
+		pl.stale = append(pl.stale, old.entry)
 		for _, rid := range old.rids {
 			pl.next.Reals.Delete(rid) // set again below if the backend stays
 		}
@@ -262,6 +278,9 @@ func (pl *planning) service(i int) (*svcMemo, error) {
 	tk := tableKey(s.TableSize, usable, byAddr)
 	m.entry = pl.p.useTable(svc, tk, buildJob{svc: svc, name: s.Name, usable: usable, m: s.TableSize, ids: byAddr}, &pl.bl, &pl.same)
 	pl.next.Services[key] = svc
+	if pl.last != nil {
+		pl.fresh = append(pl.fresh, m)
+	}
 	return m, nil
 }
 
@@ -339,13 +358,15 @@ func (pl *planning) prevRealIDs(old *svcMemo, id uint32) func(netip.Addr) (uint3
 }
 
 // dropGone removes the services of the last plan that are not desired any
-// more, with their reals.
+// more, with their reals, from the state and from the last plan's index.
 func (pl *planning) dropGone() {
-	for key, old := range pl.last.svcs {
+	for _, old := range pl.last.order {
 		if old.seen == pl.p.gen {
 			continue
 		}
-		delete(pl.next.Services, key)
+		delete(pl.next.Services, old.key)
+		delete(pl.last.svcs, old.key)
+		pl.stale = append(pl.stale, old.entry)
 		for _, rid := range old.rids {
 			pl.next.Reals.Delete(rid)
 		}

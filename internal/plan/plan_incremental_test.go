@@ -74,6 +74,11 @@ func TestPlannerIncrementalMatchesFull(t *testing.T) {
 			t.Fatalf("step %d: diff from %d to %d, states %d and %d", step, pl.Diff.From, pl.Diff.To, prev.Generation, st.Generation)
 		}
 		checkDiff(t, step, base, st, pl.Diff)
+		for _, e := range p.tables {
+			if e.gen != p.gen {
+				t.Fatalf("step %d: the table cache keeps a table this plan did not use", step)
+			}
+		}
 		if pl.Stats.Incremental {
 			incremental++
 			if pl.Stats.TablesBuilt > len(pl.Diff.Services) {

@@ -17,6 +17,7 @@ import (
 type tableEntry struct {
 	table []uint32 // nil while being built
 	gen   uint64   // the last plan that used it
+	key   string   // its key in the cache
 }
 
 // useTable gives svc the table of key tk: the cached one if the last
@@ -31,7 +32,7 @@ func (p *Planner) useTable(svc *state.Service, tk string, j buildJob, bl *builds
 	case e != nil && e.gen == p.gen:
 		*same = append(*same, sameTable{svc, e}) // built by another service's job
 	default:
-		e = &tableEntry{gen: p.gen}
+		e = &tableEntry{gen: p.gen, key: tk}
 		p.tables[tk] = e
 		j.entry = e
 		bl.add(&j)
@@ -41,8 +42,9 @@ func (p *Planner) useTable(svc *state.Service, tk string, j buildJob, bl *builds
 
 // finishTables waits for the jobs' tables, hands them to the services
 // that share them and drops the tables this plan did not use from the
-// cache.
-func (p *Planner) finishTables(bl *builds, same []sameTable) error {
+// cache: every one (all), or those of stale, which holds every table the
+// last plan used that this one may not have.
+func (p *Planner) finishTables(bl *builds, same []sameTable, stale []*tableEntry, all bool) error {
 	if err := bl.wait(); err != nil {
 		return err
 	}
@@ -51,6 +53,14 @@ func (p *Planner) finishTables(bl *builds, same []sameTable) error {
 	}
 	for _, x := range same {
 		x.svc.Table = x.entry.table
+	}
+	if !all {
+		for _, e := range stale {
+			if e.gen != p.gen && p.tables[e.key] == e {
+				delete(p.tables, e.key)
+			}
+		}
+		return nil
 	}
 	for k, e := range p.tables {
 		if e.gen != p.gen {
