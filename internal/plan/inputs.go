@@ -102,16 +102,6 @@ func backendCount(s *config.DesiredService) int {
 	return n
 }
 
-// cloneService returns a copy of s sharing no memory with it.
-func cloneService(s *config.DesiredService) config.DesiredService {
-	c := *s
-	c.Pools = make([]config.DesiredPool, len(s.Pools))
-	for i, p := range s.Pools {
-		c.Pools[i] = config.DesiredPool{Name: p.Name, Backends: slices.Clone(p.Backends)}
-	}
-	return c
-}
-
 // sameService reports whether a and b are equal in every field.
 func sameService(a, b *config.DesiredService) bool {
 	if a.Name != b.Name || a.VIP != b.VIP || a.Port != b.Port || a.Proto != b.Proto ||
@@ -122,7 +112,14 @@ func sameService(a, b *config.DesiredService) bool {
 		return false
 	}
 	for i := range a.Pools {
-		if a.Pools[i].Name != b.Pools[i].Name || !sameBackends(a.Pools[i].Backends, b.Pools[i].Backends) {
+		pa, pb := &a.Pools[i], &b.Pools[i]
+		if pa.Name != pb.Name {
+			return false
+		}
+		if len(pa.Backends) > 0 && len(pa.Backends) == len(pb.Backends) && &pa.Backends[0] == &pb.Backends[0] {
+			continue // the same slice, which its owner does not change (Input.Desired)
+		}
+		if !sameBackends(pa.Backends, pb.Backends) {
 			return false
 		}
 	}

@@ -31,6 +31,11 @@ type PlanStats struct {
 
 // Input is what a plan is computed from.
 type Input struct {
+	// Desired is not changed by Plan, nor by its caller once given: the
+	// Planner keeps references to its services' pools for the next plan,
+	// and takes a pool whose backends are the very slice it last planned
+	// (the same array and length) as unchanged without comparing them. To
+	// change a Desired, give a copy that shares what did not change.
 	Desired *config.Desired
 	// Healthy is the health checks' verdict on a backend (nil: every
 	// backend healthy). A backend without a health check is healthy.
@@ -103,7 +108,7 @@ type memory struct {
 // svcMemo is one service as last planned.
 type svcMemo struct {
 	key    state.VIPKey
-	in     config.DesiredService // a deep copy
+	in     config.DesiredService // as given (see Input.Desired)
 	health []bool                // healthy(b) of each checked backend, in pool order
 	svcID  uint32
 	rids   []uint32 // the service's reals, in the order first listed
@@ -246,7 +251,7 @@ func (pl *planning) service(i int) (*svcMemo, error) {
 			pl.next.Reals.Delete(rid) // set again below if the backend stays
 		}
 	}
-	m := &svcMemo{key: key, in: cloneService(s), health: healthOf(s, pl.healthy), svcID: id, seen: pl.p.gen,
+	m := &svcMemo{key: key, in: *s, health: healthOf(s, pl.healthy), svcID: id, seen: pl.p.gen,
 		nat: serviceUsesNAT(s)}
 	byAddr := make(map[netip.Addr]uint32, backendCount(s))
 	for _, pool := range s.Pools {
