@@ -52,12 +52,16 @@ func TestPlanTablesPinned(t *testing.T) {
 	d := parse(genconfig.Control(300, 30, 16381, 150*30+10, 50))
 	base := parse(genconfig.Control(300, 30, 16381, -1, 0))
 	lim := Limits{MaxServices: 4096, MaxReals: 1 << 17}
-	pl, err := NewPlanner(lim).Plan(nil, Input{Desired: d})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := tablesFingerprint(pl.State); got != want {
-		t.Errorf("cold plan: fingerprint %s, want %s", got, want)
+	for _, workers := range []int{1, 3} {
+		p := NewPlanner(lim)
+		p.SetWorkers(workers)
+		pl, err := p.Plan(nil, Input{Desired: d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tablesFingerprint(pl.State); got != want {
+			t.Errorf("cold plan, %d workers: fingerprint %s, want %s", workers, got, want)
+		}
 	}
 	p := NewPlanner(lim)
 	cur := state.Empty()

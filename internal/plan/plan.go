@@ -91,7 +91,8 @@ func Plan(prev *state.State, in Input, lim Limits) (Planned, error) {
 // Either way the result is the same state: a plan without memory is the
 // plan from the empty state, with prev's ids.
 type Planner struct {
-	lim    Limits
+	lim     Limits
+	workers int // table builders at once (0: GOMAXPROCS)
 	tables map[string]*tableEntry // by tableKey: the last plan's and this one's
 	gen    uint64                 // counts plans
 	mem    *memory
@@ -119,6 +120,10 @@ type svcMemo struct {
 
 // NewPlanner returns a Planner with an empty table cache.
 func NewPlanner(lim Limits) *Planner { return &Planner{lim: lim, tables: map[string]*tableEntry{}} }
+
+// SetWorkers sets how many goroutines build a plan's tables at once
+// (n <= 0: GOMAXPROCS, the default). The tables are the same whatever n.
+func (p *Planner) SetWorkers(n int) { p.workers = n }
 
 // planning is one plan in progress.
 type planning struct {
@@ -159,6 +164,7 @@ func (p *Planner) Plan(prev *state.State, in Input) (Planned, error) {
 	}
 	p.gen++
 	pl := &planning{p: p, in: in, healthy: in.Healthy, allHealthy: in.Healthy == nil, prev: prev, last: last}
+	pl.bl.workers = p.workers
 	if pl.healthy == nil {
 		pl.healthy = func(config.Backend) bool { return true }
 	}

@@ -91,7 +91,8 @@ type buildJob struct {
 // with the first one listed while the plan goes on (population is the
 // bulk of a cold plan, which lists thousands).
 type builds struct {
-	jobs []*buildJob
+	workers int // 0: GOMAXPROCS
+	jobs    []*buildJob
 	ch   chan *buildJob // nil until the first job
 	wg   sync.WaitGroup
 }
@@ -100,7 +101,11 @@ type builds struct {
 func (bl *builds) add(j *buildJob) {
 	if bl.ch == nil {
 		bl.ch = make(chan *buildJob, 64)
-		for range runtime.GOMAXPROCS(0) {
+		n := bl.workers
+		if n <= 0 {
+			n = runtime.GOMAXPROCS(0)
+		}
+		for range n {
 			bl.wg.Go(func() {
 				var tb tableBuilder
 				for j := range bl.ch {
