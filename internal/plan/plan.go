@@ -92,10 +92,10 @@ func Plan(prev *state.State, in Input, lim Limits) (Planned, error) {
 // plan from the empty state, with prev's ids.
 type Planner struct {
 	lim     Limits
-	workers int // table builders at once (0: GOMAXPROCS)
-	tables map[string]*tableEntry // by tableKey: the last plan's and this one's
-	gen    uint64                 // counts plans
-	mem    *memory
+	workers int                    // table builders at once (0: GOMAXPROCS)
+	tables  map[string]*tableEntry // by tableKey: the last plan's and this one's
+	gen     uint64                 // counts plans
+	mem     *memory
 }
 
 // memory is what a plan leaves for the next one.

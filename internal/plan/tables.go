@@ -93,8 +93,8 @@ type buildJob struct {
 type builds struct {
 	workers int // 0: GOMAXPROCS
 	jobs    []*buildJob
-	ch   chan *buildJob // nil until the first job
-	wg   sync.WaitGroup
+	ch      chan *buildJob // nil until the first job
+	wg      sync.WaitGroup
 }
 
 // add lists j and hands it to a worker.
