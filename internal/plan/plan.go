@@ -142,6 +142,7 @@ type planning struct {
 	// of the last plan's memos it replaced or dropped (which may now be
 	// unused).
 	fresh []*svcMemo
+	gone  []state.VIPKey
 	stale []*tableEntry
 }
 
@@ -177,9 +178,13 @@ func (p *Planner) Plan(prev *state.State, in Input) (Planned, error) {
 	st.Generation = state.NewGeneration()
 	mem.gen = st.Generation
 	p.mem = mem
+	diff := state.Compare(prev, st)
+	if pl.last != nil {
+		diff = state.CompareAt(prev, st, pl.touched())
+	}
 	return Planned{
 		State: st,
-		Diff:  state.Compare(prev, st),
+		Diff:  diff,
 		Stats: PlanStats{Services: len(st.Services), Reals: st.Reals.Len(), TablesBuilt: len(pl.bl.jobs), Incremental: pl.last != nil},
 	}, nil
 }
@@ -237,7 +242,10 @@ func (pl *planning) service(i int) (*svcMemo, error) {
 	s := &pl.in.Desired.Services[i]
 	key := state.VIPKey{Addr: s.VIP, Port: s.Port, Proto: uint8(s.Proto)}
 	old := pl.memoOf(i, key)
-	if _, planned := pl.next.Services[key]; old != nil && old.seen == pl.p.gen || old == nil && planned {
+	if old != nil && old.seen == pl.p.gen {
+		return nil, pl.twoOnKey(i, key)
+	}
+	if _, planned := pl.next.Services[key]; old == nil && planned {
 		return nil, pl.twoOnKey(i, key)
 	}
 	if old != nil && sameService(&old.in, s) && pl.sameHealth(old, s) {
@@ -368,6 +376,16 @@ func (pl *planning) prevRealIDs(old *svcMemo, id uint32) func(netip.Addr) (uint3
 	return func(a netip.Addr) (uint32, bool) { rid, ok := pl.prevReals[realKey{id, a}]; return rid, ok }
 }
 
+// touched returns the keys of the services an incremental plan planned
+// or dropped: every other service of its state is prev's.
+func (pl *planning) touched() []state.VIPKey {
+	keys := make([]state.VIPKey, 0, len(pl.fresh)+len(pl.gone))
+	for _, m := range pl.fresh {
+		keys = append(keys, m.key)
+	}
+	return append(keys, pl.gone...)
+}
+
 // dropGone removes the services of the last plan that are not desired any
 // more, with their reals, from the state and from the last plan's index.
 func (pl *planning) dropGone() {
@@ -377,6 +395,7 @@ func (pl *planning) dropGone() {
 		}
 		delete(pl.next.Services, old.key)
 		delete(pl.last.svcs, old.key)
+		pl.gone = append(pl.gone, old.key)
 		pl.stale = append(pl.stale, old.entry)
 		for _, rid := range old.rids {
 			pl.next.Reals.Delete(rid)

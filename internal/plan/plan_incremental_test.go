@@ -78,6 +78,10 @@ func TestPlannerIncrementalMatchesFull(t *testing.T) {
 			t.Fatalf("step %d: diff from %d to %d, states %d and %d", step, pl.Diff.From, pl.Diff.To, prev.Generation, st.Generation)
 		}
 		checkDiff(t, step, base, st, pl.Diff)
+		if want := state.Compare(prev, st); !slices.Equal(pl.Diff.Services, want.Services) ||
+			!slices.Equal(pl.Diff.Reals, want.Reals) || pl.Diff.Node != want.Node {
+			t.Fatalf("step %d: diff %+v, state.Compare's %+v", step, pl.Diff, want)
+		}
 		for _, e := range p.tables {
 			if e.gen != p.gen {
 				t.Fatalf("step %d: the table cache keeps a table this plan did not use", step)
