@@ -178,9 +178,11 @@ func (p *Planner) Plan(prev *state.State, in Input) (Planned, error) {
 	st.Generation = state.NewGeneration()
 	mem.gen = st.Generation
 	p.mem = mem
-	diff := state.Compare(prev, st)
+	var diff state.Diff
 	if pl.last != nil {
 		diff = state.CompareAt(prev, st, pl.touched())
+	} else {
+		diff = state.Compare(prev, st)
 	}
 	return Planned{
 		State: st,
