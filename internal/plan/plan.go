@@ -111,6 +111,7 @@ type svcMemo struct {
 	key    state.VIPKey
 	in     config.DesiredService // as given (see Input.Desired)
 	health []bool                // healthy(b) of each checked backend, in pool order
+	allUp  bool                  // no false in health
 	svcID  uint32
 	rids   []uint32 // the service's reals, in the order first listed
 	nat    bool     // some backend is reached by NAT
@@ -269,6 +270,7 @@ func (pl *planning) service(i int) (*svcMemo, error) {
 	}
 	m := &svcMemo{key: key, in: *s, health: healthOf(s, pl.healthy), svcID: id, seen: pl.p.gen,
 		nat: serviceUsesNAT(s)}
+	m.allUp = !slices.Contains(m.health, false)
 	byAddr := make(map[netip.Addr]uint32, backendCount(s))
 	for _, pool := range s.Pools {
 		for _, b := range pool.Backends {
@@ -333,7 +335,7 @@ func (pl *planning) memoOf(i int, key state.VIPKey) *svcMemo {
 // are those old was planned with.
 func (pl *planning) sameHealth(old *svcMemo, s *config.DesiredService) bool {
 	if pl.allHealthy {
-		return !slices.Contains(old.health, false)
+		return old.allUp
 	}
 	return sameHealth(old.health, s, pl.healthy)
 }
