@@ -16,6 +16,7 @@ package state
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -207,9 +208,9 @@ func (s *State) Clone() *State {
 	c := &State{Node: s.Node, Reals: s.Reals.Clone()}
 	c.Node.GatewayMAC = slices.Clone(s.Node.GatewayMAC)
 	c.Node.Fragments.Peers = slices.Clone(s.Node.Fragments.Peers)
-	c.Services = make(map[VIPKey]*Service, len(s.Services))
-	for k, v := range s.Services {
-		c.Services[k] = v
+	c.Services = maps.Clone(s.Services) // copies the map's memory, no rehashing
+	if c.Services == nil {
+		c.Services = map[VIPKey]*Service{}
 	}
 	return c
 }
