@@ -88,17 +88,24 @@ type buildJob struct {
 }
 
 // builds runs the Maglev populations a plan needs on every CPU, starting
-// with the first one listed while the plan goes on (population is the
-// bulk of a cold plan, which lists thousands).
+// with the first ones listed while the plan goes on (population is the
+// bulk of a cold plan, which lists thousands). The first job waits for a
+// second: a plan of one table (one backend changed) builds it itself in
+// wait, rather than waking workers on other threads and waiting for them.
 type builds struct {
 	workers int // 0: GOMAXPROCS
 	jobs    []*buildJob
-	ch      chan *buildJob // nil until the first job
+	ch      chan *buildJob // nil until the second job
 	wg      sync.WaitGroup
+	done    bool // the jobs are built
 }
 
-// add lists j and hands it to a worker.
+// add lists j and, from the second job on, hands the jobs to workers.
 func (bl *builds) add(j *buildJob) {
+	bl.jobs = append(bl.jobs, j)
+	if len(bl.jobs) == 1 {
+		return
+	}
 	if bl.ch == nil {
 		bl.ch = make(chan *buildJob, 64)
 		n := bl.workers
@@ -109,27 +116,38 @@ func (bl *builds) add(j *buildJob) {
 			bl.wg.Go(func() {
 				var tb tableBuilder
 				for j := range bl.ch {
-					t, err := tb.build(j.usable, j.m, j.ids)
-					if err != nil {
-						j.err = fmt.Errorf("service %s: %w", j.name, err)
-						continue
-					}
-					j.svc.Table = t
+					j.run(&tb)
 				}
 			})
 		}
+		bl.ch <- bl.jobs[0]
 	}
-	bl.jobs = append(bl.jobs, j)
 	bl.ch <- j
+}
+
+// run builds j's table with tb.
+func (j *buildJob) run(tb *tableBuilder) {
+	t, err := tb.build(j.usable, j.m, j.ids)
+	if err != nil {
+		j.err = fmt.Errorf("service %s: %w", j.name, err)
+		return
+	}
+	j.svc.Table = t
 }
 
 // wait waits for every job listed and returns their errors, in the order
 // listed. It may be called more than once.
 func (bl *builds) wait() error {
-	if bl.ch != nil {
-		close(bl.ch)
-		bl.wg.Wait()
-		bl.ch = nil
+	if !bl.done {
+		bl.done = true
+		if bl.ch != nil {
+			close(bl.ch)
+			bl.wg.Wait()
+			bl.ch = nil
+		} else if len(bl.jobs) == 1 {
+			var tb tableBuilder
+			bl.jobs[0].run(&tb)
+		}
 	}
 	var errs []error
 	for _, j := range bl.jobs {
