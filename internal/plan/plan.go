@@ -254,6 +254,9 @@ func (pl *planning) service(i int) (*svcMemo, error) {
 	if old != nil && sameService(&old.in, s) && pl.sameHealth(old, s) {
 		old.seen = pl.p.gen
 		old.entry.gen = pl.p.gen
+		if len(s.Pools) > 0 && &old.in.Pools[0] != &s.Pools[0] {
+			old.in = *s // equal, in other memory: the next plan finds these pools by identity
+		}
 		return old, nil // unchanged: next holds it as prev does
 	}
 	id, err := pl.serviceID(key, old)
