@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,6 +31,7 @@ const (
 // ColdCommit is one file -> data plane commit of the whole config into an
 // empty, freshly loaded forwarder.
 type ColdCommit struct {
+	Workers int     `json:"workers"`  // goroutines building tables (plan.Planner.SetWorkers)
 	ParseMs float64 `json:"parse_ms"` // config.Parse (decode + validate)
 	PlanMs  float64 `json:"plan_ms"`  // Config.Desired + Planner.Plan (3,000 Maglev tables)
 	ApplyMs float64 `json:"apply_ms"` // datapath.Commit
@@ -70,12 +73,13 @@ type ChangeResult struct {
 // tables) and datapath.Commit.
 func (b *runner) control(ctx context.Context) error {
 	yaml := genconfig.Control(ctlServices, ctlBackends, ctlTable, -1, 0)
-	reps, changeRuns := 5, 21
+	reps, changeRuns := 4, 21
 	if b.o.Smoke {
 		reps, changeRuns = 1, 3
 	}
-	b.printf("  %d services x %d backends, M = %d, config of %d KiB; %d cold commits, %d runs per change\n",
-		ctlServices, ctlBackends, ctlTable, len(yaml)>>10, reps, changeRuns)
+	all := runtime.GOMAXPROCS(0)
+	b.printf("  %d services x %d backends, M = %d, config of %d KiB; %d cold commits with %d table workers and %d with 1, alternating; %d runs per change\n",
+		ctlServices, ctlBackends, ctlTable, len(yaml)>>10, reps, all, reps, changeRuns)
 	lim := plan.Limits{MaxServices: 4096, MaxReals: ctlMaxReals}
 	var (
 		kept    *ctlInstance
@@ -90,7 +94,7 @@ func (b *runner) control(ctx context.Context) error {
 		}
 	}()
 	err := b.profile("control_commit", func() error {
-		for rep := range reps {
+		for rep := range 2 * reps {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
@@ -98,15 +102,19 @@ func (b *runner) control(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			c, p, st, parsed, err := coldCommit(inst.dp, yaml, lim)
+			workers := all
+			if rep%2 == 1 {
+				workers = 1
+			}
+			c, p, st, parsed, err := coldCommit(inst.dp, yaml, lim, workers)
 			if err != nil {
 				inst.close()
 				return err
 			}
 			cold = append(cold, c)
-			b.printf("  cold commit %d: parse %.0f ms, plan %.0f ms (%d tables built), apply %.0f ms (%d tables, %d reals written): %.3f s\n",
-				rep+1, c.ParseMs, c.PlanMs, c.TablesBuilt, c.ApplyMs, c.TablesReplaced, c.RealsWritten, c.TotalS)
-			if rep == reps-1 {
+			b.printf("  cold commit %d, %d workers: parse %.0f ms, plan %.0f ms (%d tables built), apply %.0f ms (%d tables, %d reals written): %.3f s\n",
+				rep+1, workers, c.ParseMs, c.PlanMs, c.TablesBuilt, c.ApplyMs, c.TablesReplaced, c.RealsWritten, c.TotalS)
+			if rep == 2*reps-2 { // the last with every worker
 				kept, planner, state, cfg = inst, p, st, parsed
 			} else {
 				inst.close()
@@ -118,22 +126,7 @@ func (b *runner) control(ctx context.Context) error {
 		return err
 	}
 	b.r.Details.ControlCold = cold
-	pick := func(f func(ColdCommit) float64) float64 {
-		v := make([]float64, len(cold))
-		for i, c := range cold {
-			v[i] = f(c)
-		}
-		return stats.Median(v)
-	}
-	b.put("control.apply_3000_services_s", pick(func(c ColdCommit) float64 { return c.TotalS }), "s",
-		fmt.Sprintf("parse %.0f + plan %.0f + apply %.0f ms (medians)", pick(func(c ColdCommit) float64 { return c.ParseMs }),
-			pick(func(c ColdCommit) float64 { return c.PlanMs }), pick(func(c ColdCommit) float64 { return c.ApplyMs })))
-	b.targetNote("control.apply_3000_services_s", "medians: parse %.0f ms, plan %.0f ms (3,000 Maglev tables), apply %.0f ms (3,000 tables, 90,000 reals)",
-		pick(func(c ColdCommit) float64 { return c.ParseMs }), pick(func(c ColdCommit) float64 { return c.PlanMs }),
-		pick(func(c ColdCommit) float64 { return c.ApplyMs }))
-	b.r.set("control.parse_3000_services_ms", pick(func(c ColdCommit) float64 { return c.ParseMs }))
-	b.r.set("control.plan_3000_services_ms", pick(func(c ColdCommit) float64 { return c.PlanMs }))
-	b.r.set("control.datapath_apply_3000_services_ms", pick(func(c ColdCommit) float64 { return c.ApplyMs }))
+	b.coldFigures(cold, all)
 	b.r.set("control.reals", float64(cold[0].PlanStats.Reals))
 	b.r.set("control.config_kib", float64(len(yaml))/1024)
 
@@ -143,10 +136,8 @@ func (b *runner) control(ctx context.Context) error {
 	var changes []ChangeResult
 	err = b.profile("control_change", func() error {
 		base := cfg.Desired()
-		weight := cfg.Desired()
-		weight.Services[svc].Pools[0].Backends[be].Weight = 50
-		drain := cfg.Desired()
-		drain.Services[svc].Pools[0].Backends[be].Drain = true
+		weight := changeBackend(base, svc, be, func(b *config.Backend) { b.Weight = 50 })
+		drain := changeBackend(base, svc, be, func(b *config.Backend) { b.Drain = true })
 		unhealthy := func(bk config.Backend) bool { return bk.Addr != down }
 		for _, k := range []struct {
 			kind     string
@@ -210,6 +201,47 @@ func (b *runner) control(ctx context.Context) error {
 	return nil
 }
 
+// coldFigures records the cold commits' medians, with every worker (all)
+// and with one.
+func (b *runner) coldFigures(cold []ColdCommit, all int) {
+	pick := func(workers int, f func(ColdCommit) float64) float64 {
+		var v []float64
+		for _, c := range cold {
+			if c.Workers == workers {
+				v = append(v, f(c))
+			}
+		}
+		return stats.Median(v)
+	}
+	total := func(c ColdCommit) float64 { return c.TotalS }
+	parse := func(c ColdCommit) float64 { return c.ParseMs }
+	plan := func(c ColdCommit) float64 { return c.PlanMs }
+	apply := func(c ColdCommit) float64 { return c.ApplyMs }
+	b.put("control.apply_3000_services_s", pick(all, total), "s",
+		fmt.Sprintf("%d table workers: parse %.0f + plan %.0f + apply %.0f ms (medians)", all, pick(all, parse), pick(all, plan), pick(all, apply)))
+	b.put("control.apply_3000_services_1worker_s", pick(1, total), "s",
+		fmt.Sprintf("1 table worker: parse %.0f + plan %.0f + apply %.0f ms (medians)", pick(1, parse), pick(1, plan), pick(1, apply)))
+	b.targetNote("control.apply_3000_services_s", "%d workers, medians: parse %.0f ms, plan %.0f ms (3,000 Maglev tables), apply %.0f ms (3,000 tables, 90,000 reals); 1 worker in the same run: %.3f s (plan %.0f ms)",
+		all, pick(all, parse), pick(all, plan), pick(all, apply), pick(1, total), pick(1, plan))
+	b.r.set("control.parse_3000_services_ms", pick(all, parse))
+	b.r.set("control.plan_3000_services_ms", pick(all, plan))
+	b.r.set("control.plan_3000_services_1worker_ms", pick(1, plan))
+	b.r.set("control.datapath_apply_3000_services_ms", pick(all, apply))
+}
+
+// changeBackend returns a copy of d in which backend be of service svc's
+// first pool is changed by f, sharing every other pool with d, as the
+// controller's runtime overrides make it (d is not changed).
+func changeBackend(d *config.Desired, svc, be int, f func(*config.Backend)) *config.Desired {
+	out := *d
+	out.Services = slices.Clone(d.Services)
+	s := &out.Services[svc]
+	s.Pools = slices.Clone(s.Pools)
+	s.Pools[0].Backends = slices.Clone(s.Pools[0].Backends)
+	f(&s.Pools[0].Backends[be])
+	return &out
+}
+
 // ctlInstance is a loaded forwarder in a private pin directory.
 type ctlInstance struct {
 	dp  *datapath.Datapath
@@ -240,8 +272,8 @@ func (c *ctlInstance) close() {
 
 // coldCommit parses yaml, plans it with a new Planner against dp's
 // (empty) state and applies it.
-func coldCommit(dp *datapath.Datapath, yaml []byte, lim plan.Limits) (ColdCommit, *plan.Planner, *state.State, *config.Config, error) {
-	c := ColdCommit{ConfigBytes: len(yaml)}
+func coldCommit(dp *datapath.Datapath, yaml []byte, lim plan.Limits, workers int) (ColdCommit, *plan.Planner, *state.State, *config.Config, error) {
+	c := ColdCommit{ConfigBytes: len(yaml), Workers: workers}
 	t0 := time.Now()
 	cfg, err := config.Parse(yaml, "bench.yaml")
 	if err != nil {
@@ -249,6 +281,7 @@ func coldCommit(dp *datapath.Datapath, yaml []byte, lim plan.Limits) (ColdCommit
 	}
 	t1 := time.Now()
 	p := plan.NewPlanner(lim)
+	p.SetWorkers(workers)
 	pl, err := p.Plan(dp.Snapshot(), plan.Input{Desired: cfg.Desired()})
 	if err != nil {
 		return c, nil, nil, nil, fmt.Errorf("plan: %w", err)
@@ -351,9 +384,9 @@ func controlMarkdown(cold []ColdCommit, changes []ChangeResult) string {
 		"Timed: `config.Parse`, `Config.Desired` + `plan.Planner.Plan`, `datapath.Commit` into a forwarder loaded "+
 		"(`datapath.Load`, private bpffs pin directory, not attached) for each cold commit.\n\n",
 		ctlServices, ctlBackends, ctlTable, ctlServices*ctlBackends, ctlServices*ctlTable)
-	s.WriteString("| cold commit | parse ms | plan ms | apply ms | total s | tables built | tables installed | reals written |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	s.WriteString("| cold commit | table workers | parse ms | plan ms | apply ms | total s | tables built | tables installed | reals written |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for i, c := range cold {
-		fmt.Fprintf(&s, "| %d | %.0f | %.0f | %.0f | %.3f | %d | %d | %d |\n", i+1, c.ParseMs, c.PlanMs, c.ApplyMs, c.TotalS,
+		fmt.Fprintf(&s, "| %d | %d | %.0f | %.0f | %.0f | %.3f | %d | %d | %d |\n", i+1, c.Workers, c.ParseMs, c.PlanMs, c.ApplyMs, c.TotalS,
 			c.TablesBuilt, c.TablesReplaced, c.RealsWritten)
 	}
 	s.WriteString("\nOne backend (service 1500, backend 10) changes, then changes back, planned with the same Planner " +

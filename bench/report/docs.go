@@ -43,6 +43,8 @@ var docGroups = []struct{ name, title string }{
 	{"tput_method", "Live frames by forwarding method, Mpps"},
 	{"table_gen_ms", "Maglev table generation, ms (median)"},
 	{"table_gen_min_ms", "Maglev table generation, ms (fastest)"},
+	{"table_gen_reference_ms", "Maglev table generation, the paper's pseudocode written plainly, ms (median)"},
+	{"table_gen_vs_reference", "Maglev table generation over the plain pseudocode, alternate runs"},
 	{"table_incremental", "One backend's weight change"},
 	{"conntrack", "Connection tracking"},
 	{"control", "Control plane, 3,000 services"},

@@ -145,7 +145,7 @@ func TestTargets(t *testing.T) {
 	var r Report
 	r.set("ns_per_pkt.est_hit_v4", 60)
 	r.set("mpps_one_core.established", 10)
-	r.set("control.one_backend_change_ms", 5)
+	r.set("control.one_backend_change_ms", 1.5)
 	r.computeTargets()
 	if len(r.Targets) != len(targets) {
 		t.Fatalf("%d targets", len(r.Targets))

@@ -36,34 +36,54 @@ type override struct {
 }
 
 // withOverrides returns d with the overrides applied (d is not changed).
+// The result shares with d every pool no override touches, so the
+// planner sees those as unchanged without comparing them
+// (plan.Input.Desired).
 func (c *Controller) withOverrides(d *config.Desired) *config.Desired {
 	if len(c.overrides) == 0 {
 		return d
+	}
+	addrs := make(map[netip.Addr]bool, len(c.overrides))
+	for key := range c.overrides {
+		addrs[key.addr] = true
 	}
 	out := *d
 	out.Services = slices.Clone(d.Services)
 	for i := range out.Services {
 		s := &out.Services[i]
-		s.Pools = slices.Clone(s.Pools)
 		for j := range s.Pools {
-			p := &s.Pools[j]
-			p.Backends = slices.Clone(p.Backends)
-			for k := range p.Backends {
-				b := &p.Backends[k]
-				for _, key := range []overrideKey{{"", b.Addr}, {s.Name, b.Addr}} {
-					if o := c.overrides[key]; o != nil {
-						if o.weight != nil {
-							b.Weight = *o.weight
-						}
-						if o.drain != nil {
-							b.Drain = *o.drain
-						}
-					}
+			for k := range s.Pools[j].Backends {
+				if addrs[s.Pools[j].Backends[k].Addr] {
+					c.overrideBackend(s, &d.Services[i], j, k)
 				}
 			}
 		}
 	}
 	return &out
+}
+
+// overrideBackend applies the overrides of backend k of pool j to s, a
+// copy of orig: the pools and that pool's backends are copied the first
+// time one of them changes.
+func (c *Controller) overrideBackend(s, orig *config.DesiredService, j, k int) {
+	if len(s.Pools) > 0 && &s.Pools[0] == &orig.Pools[0] {
+		s.Pools = slices.Clone(s.Pools)
+	}
+	p := &s.Pools[j]
+	if &p.Backends[0] == &orig.Pools[j].Backends[0] {
+		p.Backends = slices.Clone(p.Backends)
+	}
+	b := &p.Backends[k]
+	for _, key := range []overrideKey{{"", b.Addr}, {s.Name, b.Addr}} {
+		if o := c.overrides[key]; o != nil {
+			if o.weight != nil {
+				b.Weight = *o.weight
+			}
+			if o.drain != nil {
+				b.Drain = *o.drain
+			}
+		}
+	}
 }
 
 // pruneOverrides drops overrides of backends no longer in d.

@@ -68,8 +68,8 @@ const (
 // finalizer, the same one that ends the flow hash. The distinct prefixes make
 // h1 and h2 independent, as section 3.4 asks of its two hash functions.
 func MakePerm(name string, w, m uint32) Perm {
-	h1 := Fmix64(fnv1a64(offsetPrefix, name))
-	h2 := Fmix64(fnv1a64(skipPrefix, name))
+	h1 := Fmix64(fnvMore(offsetSeed, name))
+	h2 := Fmix64(fnvMore(skipSeed, name))
 	return Perm{
 		Offset: uint32(h1 % uint64(m)),
 		Skip:   uint32(h2%uint64(m-1)) + 1,
@@ -77,20 +77,30 @@ func MakePerm(name string, w, m uint32) Perm {
 	}
 }
 
+// FNV-1a 64's offset basis and prime.
+const (
+	fnvBasis = 0xcbf29ce484222325
+	fnvPrime = 0x100000001b3
+)
+
+// offsetSeed and skipSeed are the FNV-1a 64 states after the prefixes of
+// h1 and h2: each hash goes on from there over the name alone (the
+// prefix's bytes are a chain of multiplies that every perm would repeat).
+var (
+	offsetSeed = fnvMore(fnvBasis, offsetPrefix)
+	skipSeed   = fnvMore(fnvBasis, skipPrefix)
+)
+
 // fnv1a64 is FNV-1a 64 of prefix followed by s, without allocating.
 func fnv1a64(prefix, s string) uint64 {
-	const (
-		basis = 0xcbf29ce484222325
-		prime = 0x100000001b3
-	)
-	h := uint64(basis)
-	for i := 0; i < len(prefix); i++ {
-		h ^= uint64(prefix[i])
-		h *= prime
-	}
+	return fnvMore(fnvMore(fnvBasis, prefix), s)
+}
+
+// fnvMore continues FNV-1a 64 from state h over the bytes of s.
+func fnvMore(h uint64, s string) uint64 {
 	for i := 0; i < len(s); i++ {
 		h ^= uint64(s[i])
-		h *= prime
+		h *= fnvPrime
 	}
 	return h
 }
@@ -131,7 +141,10 @@ func Build(backends []Backend, m uint32) (*Table, error) {
 		return nil, err
 	}
 	sorted := slices.Clone(backends)
-	slices.SortStableFunc(sorted, func(a, b Backend) int { return strings.Compare(a.Name, b.Name) })
+	byName := func(a, b Backend) int { return strings.Compare(a.Name, b.Name) }
+	if !slices.IsSortedFunc(sorted, byName) { // often sorted already: then the sort is the identity
+		slices.SortStableFunc(sorted, byName)
+	}
 	perms := make([]Perm, len(sorted))
 	for i, b := range sorted {
 		if err := checkName(sorted, i); err != nil {

@@ -525,6 +525,9 @@ func TestFNV1a64(t *testing.T) {
 		if got, want := fnv1a64(offsetPrefix, s), h.Sum64(); got != want {
 			t.Errorf("fnv1a64(%q) = %#x, want %#x", s, got, want)
 		}
+		if got, want := fnvMore(offsetSeed, s), h.Sum64(); got != want {
+			t.Errorf("fnvMore(offsetSeed, %q) = %#x, want %#x", s, got, want)
+		}
 	}
 }
 

@@ -174,9 +174,11 @@ func populateInto[E int32 | uint32](dst []E, perms []Perm, vals []uint32, m, tai
 	quota := sc.quotas(perms, m)
 	active := sc.active[:0]
 	var wmax uint64
+	wmin := uint64(math.MaxUint64)
 	for i, p := range perms {
 		wmax = max(wmax, uint64(p.Weight))
 		if quota[i] > 0 {
+			wmin = min(wmin, uint64(p.Weight))
 			v := uint32(i)
 			if vals != nil {
 				v = vals[i]
@@ -194,9 +196,14 @@ func populateInto[E int32 | uint32](dst []E, perms []Perm, vals []uint32, m, tai
 	dst = dst[:m]
 	empty := m
 	var tail *tailSearch
+	equal := wmin == wmax // every perm with a quota takes a turn every round
 	for len(active) > 0 {
-		before, finished := empty, 0
-		for j := range active {
+		before, finished, start := empty, 0, 0
+		if equal && empty > tailAt {
+			start, finished = stepRound(active, used, dst, m, empty-tailAt)
+			empty -= uint32(start)
+		}
+		for j := start; j < len(active); j++ {
 			s := &active[j]
 			s.credit += uint64(s.weight)
 			if s.credit < wmax {
@@ -228,6 +235,37 @@ func populateInto[E int32 | uint32](dst []E, perms []Perm, vals []uint32, m, tai
 			skipIdleRounds(active, wmax)
 		}
 	}
+}
+
+// stepRound gives the first turns of a round in which every perm of
+// active takes a turn (equal weights), at most limit of them, each by
+// stepping (see claim), and returns how many it gave and how many perms
+// reached their quota. It is the loop of populateInto without the
+// credits, in a function of its own so that its few values stay in
+// registers; claim's loop is written into it.
+func stepRound[E int32 | uint32](active []turnState, used []uint64, dst []E, m, limit uint32) (turns, finished int) {
+	n := min(len(active), int(limit))
+	for j := range active[:n] {
+		s := &active[j]
+		back := int32(m - s.skip)
+		x := int32(s.pos) - back
+		for {
+			p := uint32(x + back)
+			w := &used[p>>6]
+			x = x - back + int32(m)&(x>>31)
+			if *w&(1<<(p&63)) == 0 {
+				*w |= 1 << (p & 63)
+				dst[p] = E(s.val)
+				break
+			}
+		}
+		s.pos = uint32(x + back)
+		s.left--
+		if s.left == 0 {
+			finished++
+		}
+	}
+	return n, finished
 }
 
 // claim steps from pos through a permutation until a slot whose bit in used

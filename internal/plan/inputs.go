@@ -10,8 +10,9 @@ import (
 )
 
 // nodeState is the node part of the data plane state: desired's node
-// settings and the next hops of the fragment pool's other nodes.
-func nodeState(desired *config.Desired, nh NextHops) state.Node {
+// settings and the next hops of the fragment pool's other nodes; nat is
+// UsesNAT(desired), which the planner keeps per service.
+func nodeState(desired *config.Desired, nh NextHops, nat bool) state.Node {
 	n := desired.Node
 	return state.Node{
 		Addr4: n.Address, Addr6: n.Address6,
@@ -25,7 +26,7 @@ func nodeState(desired *config.Desired, nh NextHops) state.Node {
 		Fragments:        fragPool(n, nh),
 		TraceRate:        n.TraceRate,
 		GUEPort:          n.GUEPort,
-		NAT:              UsesNAT(desired),
+		NAT:              nat,
 		Timeouts: state.Timeouts{
 			TCPSyn: n.Timeouts.TCPSyn, TCP: n.Timeouts.TCP,
 			TCPFin: n.Timeouts.TCPFin, UDP: n.Timeouts.UDP,
@@ -62,12 +63,19 @@ func fragPool(n config.Node, nh NextHops) state.FragPool {
 // UsesNAT reports whether some backend of desired is reached by NAT.
 func UsesNAT(d *config.Desired) bool {
 	for i := range d.Services {
-		s := &d.Services[i]
-		for _, p := range s.Pools {
-			for _, b := range p.Backends {
-				if s.EncapFor(b) == config.EncapNAT {
-					return true
-				}
+		if serviceUsesNAT(&d.Services[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// serviceUsesNAT reports whether some backend of s is reached by NAT.
+func serviceUsesNAT(s *config.DesiredService) bool {
+	for _, p := range s.Pools {
+		for i := range p.Backends {
+			if s.EncapFor(p.Backends[i]) == config.EncapNAT {
+				return true
 			}
 		}
 	}
@@ -99,16 +107,6 @@ func backendCount(s *config.DesiredService) int {
 	return n
 }
 
-// cloneService returns a copy of s sharing no memory with it.
-func cloneService(s *config.DesiredService) config.DesiredService {
-	c := *s
-	c.Pools = make([]config.DesiredPool, len(s.Pools))
-	for i, p := range s.Pools {
-		c.Pools[i] = config.DesiredPool{Name: p.Name, Backends: slices.Clone(p.Backends)}
-	}
-	return c
-}
-
 // sameService reports whether a and b are equal in every field.
 func sameService(a, b *config.DesiredService) bool {
 	if a.Name != b.Name || a.VIP != b.VIP || a.Port != b.Port || a.Proto != b.Proto ||
@@ -119,7 +117,32 @@ func sameService(a, b *config.DesiredService) bool {
 		return false
 	}
 	for i := range a.Pools {
-		if a.Pools[i].Name != b.Pools[i].Name || !slices.Equal(a.Pools[i].Backends, b.Pools[i].Backends) {
+		pa, pb := &a.Pools[i], &b.Pools[i]
+		if pa.Name != pb.Name {
+			return false
+		}
+		if len(pa.Backends) > 0 && len(pa.Backends) == len(pb.Backends) && &pa.Backends[0] == &pb.Backends[0] {
+			continue // the same slice, which its owner does not change (Input.Desired)
+		}
+		if !sameBackends(pa.Backends, pb.Backends) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameBackends is slices.Equal(a, b), field by field in one loop: an
+// incremental plan compares every backend of every service, and the
+// comparison the compiler generates for config.Backend is a call per
+// element. TestSameBackendsCoversEveryField keeps the fields in step.
+func sameBackends(a, b []config.Backend) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := &a[i], &b[i]
+		if x.Addr != y.Addr || x.Weight != y.Weight || x.Encap != y.Encap || x.Port != y.Port ||
+			x.Drain != y.Drain || x.HealthCheck != y.HealthCheck {
 			return false
 		}
 	}

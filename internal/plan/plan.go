@@ -31,6 +31,11 @@ type PlanStats struct {
 
 // Input is what a plan is computed from.
 type Input struct {
+	// Desired is not changed by Plan, nor by its caller once given: the
+	// Planner keeps references to its services' pools for the next plan,
+	// and takes a pool whose backends are the very slice it last planned
+	// (the same array and length) as unchanged without comparing them. To
+	// change a Desired, give a copy that shares what did not change.
 	Desired *config.Desired
 	// Healthy is the health checks' verdict on a backend (nil: every
 	// backend healthy). A backend without a health check is healthy.
@@ -86,10 +91,11 @@ func Plan(prev *state.State, in Input, lim Limits) (Planned, error) {
 // Either way the result is the same state: a plan without memory is the
 // plan from the empty state, with prev's ids.
 type Planner struct {
-	lim    Limits
-	tables map[string]*tableEntry // by tableKey: the last plan's and this one's
-	gen    uint64                 // counts plans
-	mem    *memory
+	lim     Limits
+	workers int                    // table builders at once (0: GOMAXPROCS)
+	tables  map[string]*tableEntry // by tableKey: the last plan's and this one's
+	gen     uint64                 // counts plans
+	mem     *memory
 }
 
 // memory is what a plan leaves for the next one.
@@ -103,16 +109,22 @@ type memory struct {
 // svcMemo is one service as last planned.
 type svcMemo struct {
 	key    state.VIPKey
-	in     config.DesiredService // a deep copy
+	in     config.DesiredService // as given (see Input.Desired)
 	health []bool                // healthy(b) of each checked backend, in pool order
+	allUp  bool                  // no false in health
 	svcID  uint32
 	rids   []uint32 // the service's reals, in the order first listed
+	nat    bool     // some backend is reached by NAT
 	entry  *tableEntry
 	seen   uint64 // the plan that last saw it
 }
 
 // NewPlanner returns a Planner with an empty table cache.
 func NewPlanner(lim Limits) *Planner { return &Planner{lim: lim, tables: map[string]*tableEntry{}} }
+
+// SetWorkers sets how many goroutines build a plan's tables at once
+// (n <= 0: GOMAXPROCS, the default). The tables are the same whatever n.
+func (p *Planner) SetWorkers(n int) { p.workers = n }
 
 // planning is one plan in progress.
 type planning struct {
@@ -127,6 +139,12 @@ type planning struct {
 	prevReals  map[realKey]uint32 // prev's reals by (service, address), made when needed
 	bl         builds
 	same       []sameTable
+	// In an incremental plan: the memos made by this plan, and the tables
+	// of the last plan's memos it replaced or dropped (which may now be
+	// unused).
+	fresh []*svcMemo
+	gone  []state.VIPKey
+	stale []*tableEntry
 }
 
 type realKey struct {
@@ -148,6 +166,7 @@ func (p *Planner) Plan(prev *state.State, in Input) (Planned, error) {
 	}
 	p.gen++
 	pl := &planning{p: p, in: in, healthy: in.Healthy, allHealthy: in.Healthy == nil, prev: prev, last: last}
+	pl.bl.workers = p.workers
 	if pl.healthy == nil {
 		pl.healthy = func(config.Backend) bool { return true }
 	}
@@ -160,9 +179,15 @@ func (p *Planner) Plan(prev *state.State, in Input) (Planned, error) {
 	st.Generation = state.NewGeneration()
 	mem.gen = st.Generation
 	p.mem = mem
+	var diff state.Diff
+	if pl.last != nil {
+		diff = state.CompareAt(prev, st, pl.touched())
+	} else {
+		diff = state.Compare(prev, st)
+	}
 	return Planned{
 		State: st,
-		Diff:  state.Compare(prev, st),
+		Diff:  diff,
 		Stats: PlanStats{Services: len(st.Services), Reals: st.Reals.Len(), TablesBuilt: len(pl.bl.jobs), Incremental: pl.last != nil},
 	}, nil
 }
@@ -175,31 +200,43 @@ func (pl *planning) run() (*memory, error) {
 	} else {
 		pl.next = &state.State{Services: make(map[state.VIPKey]*state.Service, len(d.Services))}
 	}
-	pl.next.Node = nodeState(d, pl.in.NextHops)
 	pl.realIDs = &allocator{max: pl.p.lim.MaxReals, used: newBitset(pl.p.lim.MaxReals), cursor: 1,
 		taken: func(id uint32) bool { _, ok := pl.prev.Reals.Get(id); return ok }}
 	if top, ok := pl.prev.Reals.Max(); ok {
 		pl.realIDs.cursor = top + 1
 	}
 	mem := &memory{nh: pl.in.NextHops, order: make([]*svcMemo, len(d.Services))}
+	nat := false
 	for i := range d.Services {
 		m, err := pl.service(i)
 		if err != nil {
 			return nil, err
 		}
 		mem.order[i] = m
+		nat = nat || m.nat
 	}
-	if err := pl.p.finishTables(&pl.bl, pl.same); err != nil {
+	pl.next.Node = nodeState(d, pl.in.NextHops, nat)
+	if pl.last == nil {
+		if err := pl.p.finishTables(&pl.bl, pl.same, nil, true); err != nil {
+			return nil, err
+		}
+		mem.svcs = make(map[state.VIPKey]*svcMemo, len(mem.order))
+		for _, m := range mem.order {
+			mem.svcs[m.key] = m
+		}
+		return mem, nil
+	}
+	// The last plan's memory is not used again (Plan dropped it), so its
+	// index becomes this one's, changed where this plan changed it.
+	pl.dropGone()
+	if err := pl.p.finishTables(&pl.bl, pl.same, pl.stale, false); err != nil {
 		return nil, err
 	}
-	mem.svcs = make(map[state.VIPKey]*svcMemo, len(mem.order))
-	for _, m := range mem.order {
+	mem.svcs = pl.last.svcs
+	for _, m := range pl.fresh {
 		mem.svcs[m.key] = m
 	}
-	if pl.last != nil {
-		pl.dropGone()
-		pl.refreshNextHops(mem.svcs)
-	}
+	pl.refreshNextHops(mem.svcs)
 	return mem, nil
 }
 
@@ -208,12 +245,18 @@ func (pl *planning) service(i int) (*svcMemo, error) {
 	s := &pl.in.Desired.Services[i]
 	key := state.VIPKey{Addr: s.VIP, Port: s.Port, Proto: uint8(s.Proto)}
 	old := pl.memoOf(i, key)
-	if _, planned := pl.next.Services[key]; old != nil && old.seen == pl.p.gen || old == nil && planned {
+	if old != nil && old.seen == pl.p.gen {
+		return nil, pl.twoOnKey(i, key)
+	}
+	if _, planned := pl.next.Services[key]; old == nil && planned {
 		return nil, pl.twoOnKey(i, key)
 	}
 	if old != nil && sameService(&old.in, s) && pl.sameHealth(old, s) {
 		old.seen = pl.p.gen
 		old.entry.gen = pl.p.gen
+		if len(s.Pools) > 0 && &old.in.Pools[0] != &s.Pools[0] {
+			old.in = *s // equal, in other memory: the next plan finds these pools by identity
+		}
 		return old, nil // unchanged: next holds it as prev does
 	}
 	id, err := pl.serviceID(key, old)
@@ -223,11 +266,14 @@ func (pl *planning) service(i int) (*svcMemo, error) {
 	prevID := pl.prevRealIDs(old, id)
 	if old != nil {
 		old.seen = pl.p.gen
+		pl.stale = append(pl.stale, old.entry)
 		for _, rid := range old.rids {
 			pl.next.Reals.Delete(rid) // set again below if the backend stays
 		}
 	}
-	m := &svcMemo{key: key, in: cloneService(s), health: healthOf(s, pl.healthy), svcID: id, seen: pl.p.gen}
+	m := &svcMemo{key: key, in: *s, health: healthOf(s, pl.healthy), svcID: id, seen: pl.p.gen,
+		nat: serviceUsesNAT(s)}
+	m.allUp = !slices.Contains(m.health, false)
 	byAddr := make(map[netip.Addr]uint32, backendCount(s))
 	for _, pool := range s.Pools {
 		for _, b := range pool.Backends {
@@ -258,6 +304,9 @@ func (pl *planning) service(i int) (*svcMemo, error) {
 	tk := tableKey(s.TableSize, usable, byAddr)
 	m.entry = pl.p.useTable(svc, tk, buildJob{svc: svc, name: s.Name, usable: usable, m: s.TableSize, ids: byAddr}, &pl.bl, &pl.same)
 	pl.next.Services[key] = svc
+	if pl.last != nil {
+		pl.fresh = append(pl.fresh, m)
+	}
 	return m, nil
 }
 
@@ -289,7 +338,7 @@ func (pl *planning) memoOf(i int, key state.VIPKey) *svcMemo {
 // are those old was planned with.
 func (pl *planning) sameHealth(old *svcMemo, s *config.DesiredService) bool {
 	if pl.allHealthy {
-		return !slices.Contains(old.health, false)
+		return old.allUp
 	}
 	return sameHealth(old.health, s, pl.healthy)
 }
@@ -334,14 +383,27 @@ func (pl *planning) prevRealIDs(old *svcMemo, id uint32) func(netip.Addr) (uint3
 	return func(a netip.Addr) (uint32, bool) { rid, ok := pl.prevReals[realKey{id, a}]; return rid, ok }
 }
 
+// touched returns the keys of the services an incremental plan planned
+// or dropped: every other service of its state is prev's.
+func (pl *planning) touched() []state.VIPKey {
+	keys := make([]state.VIPKey, 0, len(pl.fresh)+len(pl.gone))
+	for _, m := range pl.fresh {
+		keys = append(keys, m.key)
+	}
+	return append(keys, pl.gone...)
+}
+
 // dropGone removes the services of the last plan that are not desired any
-// more, with their reals.
+// more, with their reals, from the state and from the last plan's index.
 func (pl *planning) dropGone() {
-	for key, old := range pl.last.svcs {
+	for _, old := range pl.last.order {
 		if old.seen == pl.p.gen {
 			continue
 		}
-		delete(pl.next.Services, key)
+		delete(pl.next.Services, old.key)
+		delete(pl.last.svcs, old.key)
+		pl.gone = append(pl.gone, old.key)
+		pl.stale = append(pl.stale, old.entry)
 		for _, rid := range old.rids {
 			pl.next.Reals.Delete(rid)
 		}

@@ -50,7 +50,11 @@ func TestPlannerIncrementalMatchesFull(t *testing.T) {
 	incremental := 0
 	var lastH func(config.Backend) bool
 	for step := range 400 {
-		d = clone(d)
+		if step%2 == 0 {
+			d = clone(d)
+		} else {
+			d = shallowClone(d)
+		}
 		for range 1 + r.IntN(2) {
 			mutate(r, d, down, &nextSvc, newService)
 		}
@@ -74,6 +78,15 @@ func TestPlannerIncrementalMatchesFull(t *testing.T) {
 			t.Fatalf("step %d: diff from %d to %d, states %d and %d", step, pl.Diff.From, pl.Diff.To, prev.Generation, st.Generation)
 		}
 		checkDiff(t, step, base, st, pl.Diff)
+		if want := state.Compare(prev, st); !slices.Equal(pl.Diff.Services, want.Services) ||
+			!slices.Equal(pl.Diff.Reals, want.Reals) || pl.Diff.Node != want.Node {
+			t.Fatalf("step %d: diff %+v, state.Compare's %+v", step, pl.Diff, want)
+		}
+		for _, e := range p.tables {
+			if e.gen != p.gen {
+				t.Fatalf("step %d: the table cache keeps a table this plan did not use", step)
+			}
+		}
 		if pl.Stats.Incremental {
 			incremental++
 			if pl.Stats.TablesBuilt > len(pl.Diff.Services) {
@@ -106,12 +119,29 @@ func TestPlannerIncrementalMatchesFull(t *testing.T) {
 	compareStates(t, -2, prev, before)
 }
 
+// cloneService returns a copy of s sharing no memory with it.
+func cloneService(s *config.DesiredService) config.DesiredService {
+	c := *s
+	c.Pools = make([]config.DesiredPool, len(s.Pools))
+	for i, p := range s.Pools {
+		c.Pools[i] = config.DesiredPool{Name: p.Name, Backends: slices.Clone(p.Backends)}
+	}
+	return c
+}
+
 func clone(d *config.Desired) *config.Desired {
 	c := &config.Desired{Node: d.Node}
 	for i := range d.Services {
 		c.Services = append(c.Services, cloneService(&d.Services[i]))
 	}
 	return c
+}
+
+// shallowClone returns a copy of d that shares its pools: mutate copies a
+// pool before changing it, so the planner sees the pools that did not
+// change as the very slices it planned last time.
+func shallowClone(d *config.Desired) *config.Desired {
+	return &config.Desired{Node: d.Node, Services: slices.Clone(d.Services)}
 }
 
 // deepClone returns a copy of s sharing no memory with it.
@@ -133,7 +163,9 @@ func mutate(r *rand.Rand, d *config.Desired, down map[netip.Addr]bool, nextSvc *
 		return
 	}
 	s := &d.Services[r.IntN(len(d.Services))]
+	s.Pools = slices.Clone(s.Pools) // copy on write (shallowClone)
 	pool := &s.Pools[r.IntN(len(s.Pools))]
+	pool.Backends = slices.Clone(pool.Backends)
 	var b *config.Backend
 	if len(pool.Backends) > 0 {
 		b = &pool.Backends[r.IntN(len(pool.Backends))]

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -272,5 +273,31 @@ func TestPlanFragments(t *testing.T) {
 	}
 	if st := mustPlan(t, baseConfig, nil); len(st.Node.Fragments.Peers) != 0 {
 		t.Fatalf("no pool configured, planned %+v", st.Node.Fragments)
+	}
+}
+
+// sameBackends compares config.Backend field by field: a field added to
+// it must be added there (and here).
+func TestSameBackendsCoversEveryField(t *testing.T) {
+	if n := reflect.TypeFor[config.Backend]().NumField(); n != 6 {
+		t.Fatalf("config.Backend has %d fields; sameBackends compares 6", n)
+	}
+	base := config.Backend{Addr: netip.MustParseAddr("10.0.0.1"), Weight: 1, Encap: config.EncapGRE, Port: 80, HealthCheck: "tcp"}
+	for name, change := range map[string]func(*config.Backend){
+		"addr":         func(b *config.Backend) { b.Addr = netip.MustParseAddr("10.0.0.2") },
+		"weight":       func(b *config.Backend) { b.Weight = 2 },
+		"encap":        func(b *config.Backend) { b.Encap = config.EncapNAT },
+		"port":         func(b *config.Backend) { b.Port = 81 },
+		"drain":        func(b *config.Backend) { b.Drain = true },
+		"health check": func(b *config.Backend) { b.HealthCheck = "http" },
+	} {
+		b := base
+		change(&b)
+		if sameBackends([]config.Backend{base}, []config.Backend{b}) {
+			t.Errorf("a backend whose %s differs compares the same", name)
+		}
+	}
+	if !sameBackends([]config.Backend{base}, []config.Backend{base}) || sameBackends([]config.Backend{base}, nil) {
+		t.Error("sameBackends of equal or of different lengths")
 	}
 }

@@ -17,6 +17,7 @@ import (
 type tableEntry struct {
 	table []uint32 // nil while being built
 	gen   uint64   // the last plan that used it
+	key   string   // its key in the cache
 }
 
 // useTable gives svc the table of key tk: the cached one if the last
@@ -31,7 +32,7 @@ func (p *Planner) useTable(svc *state.Service, tk string, j buildJob, bl *builds
 	case e != nil && e.gen == p.gen:
 		*same = append(*same, sameTable{svc, e}) // built by another service's job
 	default:
-		e = &tableEntry{gen: p.gen}
+		e = &tableEntry{gen: p.gen, key: tk}
 		p.tables[tk] = e
 		j.entry = e
 		bl.add(&j)
@@ -41,8 +42,9 @@ func (p *Planner) useTable(svc *state.Service, tk string, j buildJob, bl *builds
 
 // finishTables waits for the jobs' tables, hands them to the services
 // that share them and drops the tables this plan did not use from the
-// cache.
-func (p *Planner) finishTables(bl *builds, same []sameTable) error {
+// cache: every one (all), or those of stale, which holds every table the
+// last plan used that this one may not have.
+func (p *Planner) finishTables(bl *builds, same []sameTable, stale []*tableEntry, all bool) error {
 	if err := bl.wait(); err != nil {
 		return err
 	}
@@ -51,6 +53,14 @@ func (p *Planner) finishTables(bl *builds, same []sameTable) error {
 	}
 	for _, x := range same {
 		x.svc.Table = x.entry.table
+	}
+	if !all {
+		for _, e := range stale {
+			if e.gen != p.gen && p.tables[e.key] == e {
+				delete(p.tables, e.key)
+			}
+		}
+		return nil
 	}
 	for k, e := range p.tables {
 		if e.gen != p.gen {
@@ -78,43 +88,66 @@ type buildJob struct {
 }
 
 // builds runs the Maglev populations a plan needs on every CPU, starting
-// with the first one listed while the plan goes on (population is the
-// bulk of a cold plan, which lists thousands).
+// with the first ones listed while the plan goes on (population is the
+// bulk of a cold plan, which lists thousands). The first job waits for a
+// second: a plan of one table (one backend changed) builds it itself in
+// wait, rather than waking workers on other threads and waiting for them.
 type builds struct {
-	jobs []*buildJob
-	ch   chan *buildJob // nil until the first job
-	wg   sync.WaitGroup
+	workers int // 0: GOMAXPROCS
+	jobs    []*buildJob
+	ch      chan *buildJob // nil until the second job
+	wg      sync.WaitGroup
+	done    bool // the jobs are built
 }
 
-// add lists j and hands it to a worker.
+// add lists j and, from the second job on, hands the jobs to workers.
 func (bl *builds) add(j *buildJob) {
+	bl.jobs = append(bl.jobs, j)
+	if len(bl.jobs) == 1 {
+		return
+	}
 	if bl.ch == nil {
 		bl.ch = make(chan *buildJob, 64)
-		for range runtime.GOMAXPROCS(0) {
+		n := bl.workers
+		if n <= 0 {
+			n = runtime.GOMAXPROCS(0)
+		}
+		for range n {
 			bl.wg.Go(func() {
 				var tb tableBuilder
 				for j := range bl.ch {
-					t, err := tb.build(j.usable, j.m, j.ids)
-					if err != nil {
-						j.err = fmt.Errorf("service %s: %w", j.name, err)
-						continue
-					}
-					j.svc.Table = t
+					j.run(&tb)
 				}
 			})
 		}
+		bl.ch <- bl.jobs[0]
 	}
-	bl.jobs = append(bl.jobs, j)
 	bl.ch <- j
+}
+
+// run builds j's table with tb.
+func (j *buildJob) run(tb *tableBuilder) {
+	t, err := tb.build(j.usable, j.m, j.ids)
+	if err != nil {
+		j.err = fmt.Errorf("service %s: %w", j.name, err)
+		return
+	}
+	j.svc.Table = t
 }
 
 // wait waits for every job listed and returns their errors, in the order
 // listed. It may be called more than once.
 func (bl *builds) wait() error {
-	if bl.ch != nil {
-		close(bl.ch)
-		bl.wg.Wait()
-		bl.ch = nil
+	if !bl.done {
+		bl.done = true
+		if bl.ch != nil {
+			close(bl.ch)
+			bl.wg.Wait()
+			bl.ch = nil
+		} else if len(bl.jobs) == 1 {
+			var tb tableBuilder
+			bl.jobs[0].run(&tb)
+		}
 	}
 	var errs []error
 	for _, j := range bl.jobs {

@@ -16,6 +16,7 @@ package state
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -220,9 +221,9 @@ func (s *State) Clone() *State {
 	c := &State{Node: s.Node, Reals: s.Reals.Clone()}
 	c.Node.GatewayMAC = slices.Clone(s.Node.GatewayMAC)
 	c.Node.Fragments.Peers = slices.Clone(s.Node.Fragments.Peers)
-	c.Services = make(map[VIPKey]*Service, len(s.Services))
-	for k, v := range s.Services {
-		c.Services[k] = v
+	c.Services = maps.Clone(s.Services) // copies the map's memory, no rehashing
+	if c.Services == nil {
+		c.Services = map[VIPKey]*Service{}
 	}
 	return c
 }
@@ -262,6 +263,29 @@ func Compare(a, b *State) Diff {
 		}
 	}
 	slices.SortFunc(d.Services, VIPKey.Compare)
+	d.Reals = a.Reals.differing(&b.Reals)
+	return d
+}
+
+// CompareAt is Compare for a b that differs from a in its node and reals
+// and at most in the services keys names (each service of b under another
+// key is a's, the same *Service): only those services are looked at, so a
+// plan that changed few services is compared in time for those few.
+func CompareAt(a, b *State, keys []VIPKey) Diff {
+	d := Diff{From: a.Generation, To: b.Generation, Node: !a.Node.Equal(&b.Node)}
+	for _, k := range keys {
+		if s, ok := b.Services[k]; ok && s.Equal(a.Services[k]) {
+			continue
+		}
+		if _, ok := a.Services[k]; !ok {
+			if _, ok := b.Services[k]; !ok {
+				continue
+			}
+		}
+		d.Services = append(d.Services, k)
+	}
+	slices.SortFunc(d.Services, VIPKey.Compare)
+	d.Services = slices.Compact(d.Services)
 	d.Reals = a.Reals.differing(&b.Reals)
 	return d
 }

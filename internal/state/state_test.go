@@ -102,3 +102,22 @@ func TestCompare(t *testing.T) {
 		t.Fatal("the state cloned from changed")
 	}
 }
+
+// CompareAt, given the keys where b may differ, is Compare.
+func TestCompareAtIsCompare(t *testing.T) {
+	k := func(i byte) VIPKey { return VIPKey{Addr: netip.AddrFrom4([4]byte{10, 0, 0, i}), Port: 80, Proto: 6} }
+	shared := &Service{SvcID: 1, Table: []uint32{1, 2}}
+	a := &State{Generation: 1, Services: map[VIPKey]*Service{k(1): shared, k(2): {SvcID: 2, Table: []uint32{3}}, k(3): {SvcID: 3}}}
+	b := a.Clone()
+	b.Generation = 2
+	b.Services[k(2)] = &Service{SvcID: 2, Table: []uint32{4}}    // changed
+	delete(b.Services, k(3))                                     // removed
+	b.Services[k(4)] = &Service{SvcID: 4}                        // added
+	b.Services[k(1)] = &Service{SvcID: 1, Table: []uint32{1, 2}} // replanned, equal
+	got := CompareAt(a, b, []VIPKey{k(4), k(1), k(2), k(3), k(2), k(5)})
+	want := Compare(a, b)
+	if !slices.Equal(got.Services, want.Services) || got.Node != want.Node || got.From != 1 || got.To != 2 ||
+		!slices.Equal(got.Services, []VIPKey{k(2), k(3), k(4)}) {
+		t.Fatalf("CompareAt %+v, Compare %+v", got, want)
+	}
+}
