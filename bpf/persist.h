@@ -5,9 +5,9 @@
  * netmask, service or group) to a backend. The table is direct-mapped:
  * the template's hash names exactly one 8-byte slot,
  *
- *   63          34 33       16 15         0
+ *   63          35 34       16 15         0
  *  +--------------+-----------+------------+
- *  | tag (30)     | real (18) | last used  |
+ *  | tag (29)     | real (19) | last used  |
  *  +--------------+-----------+------------+
  *
  * written only by compare-and-swap. Two CPUs creating the same template

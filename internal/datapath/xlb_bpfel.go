@@ -321,16 +321,16 @@ type xlbXlbCtLayout uint32
 
 const (
 	xlbXlbCtLayoutXLB_CT_WAYS        xlbXlbCtLayout = 8
-	xlbXlbCtLayoutXLB_CT_TAG_SHIFT   xlbXlbCtLayout = 36
+	xlbXlbCtLayoutXLB_CT_TAG_SHIFT   xlbXlbCtLayout = 37
 	xlbXlbCtLayoutXLB_CT_REAL_SHIFT  xlbXlbCtLayout = 18
-	xlbXlbCtLayoutXLB_CT_REAL_BITS   xlbXlbCtLayout = 18
-	xlbXlbCtLayoutXLB_CT_REAL_MASK   xlbXlbCtLayout = 262143
+	xlbXlbCtLayoutXLB_CT_REAL_BITS   xlbXlbCtLayout = 19
+	xlbXlbCtLayoutXLB_CT_REAL_MASK   xlbXlbCtLayout = 524287
 	xlbXlbCtLayoutXLB_CT_STATE_SHIFT xlbXlbCtLayout = 16
 	xlbXlbCtLayoutXLB_CT_STATE_MASK  xlbXlbCtLayout = 3
 	xlbXlbCtLayoutXLB_CT_TIME_MASK   xlbXlbCtLayout = 65535
 	xlbXlbCtLayoutXLB_TICK_SHIFT     xlbXlbCtLayout = 28
 	xlbXlbCtLayoutXLB_CT_AHEAD       xlbXlbCtLayout = 64
-	xlbXlbCtLayoutXLB_MAX_REALS      xlbXlbCtLayout = 262144
+	xlbXlbCtLayoutXLB_MAX_REALS      xlbXlbCtLayout = 524288
 )
 
 type xlbXlbCtState uint32
@@ -403,7 +403,7 @@ type xlbXlbPersistLayout uint32
 
 const (
 	xlbXlbPersistLayoutXLB_PERSIST_SLOTS      xlbXlbPersistLayout = 262144
-	xlbXlbPersistLayoutXLB_PERSIST_TAG_SHIFT  xlbXlbPersistLayout = 34
+	xlbXlbPersistLayoutXLB_PERSIST_TAG_SHIFT  xlbXlbPersistLayout = 35
 	xlbXlbPersistLayoutXLB_PERSIST_REAL_SHIFT xlbXlbPersistLayout = 16
 )
 
