@@ -18,12 +18,12 @@ const manyReals = 4096
 func (c *commit) check() error {
 	d, next := c.d, c.next
 	if n := uint32(len(next.Services)); n > d.opts.MaxServices {
-		return fmt.Errorf("%d services exceed the capacity of %d (raise max_services)", n, d.opts.MaxServices)
+		return fmt.Errorf("%d services exceed the capacity of %d (node.max_services, read at start)", n, d.opts.MaxServices)
 	}
 	ids := make(map[uint32]state.VIPKey, len(next.Services))
 	for key, s := range next.Services {
-		if s.SvcID == 0 || s.SvcID >= d.opts.MaxServices {
-			return fmt.Errorf("service %s: id %d out of range 1..%d", key, s.SvcID, d.opts.MaxServices-1)
+		if s.SvcID == 0 || s.SvcID > d.opts.MaxServices {
+			return fmt.Errorf("service %s: id %d out of range 1..%d", key, s.SvcID, d.opts.MaxServices)
 		}
 		if other, dup := ids[s.SvcID]; dup {
 			return fmt.Errorf("services %s and %s share id %d", key, other, s.SvcID)
@@ -34,12 +34,12 @@ func (c *commit) check() error {
 		}
 	}
 	for _, id := range c.diff.Reals {
-		if _, ok := next.Reals.Get(id); ok && (id == 0 || id >= d.opts.MaxReals) {
-			return fmt.Errorf("real id %d out of range 1..%d", id, d.opts.MaxReals-1)
+		if _, ok := next.Reals.Get(id); ok && (id == 0 || id > d.opts.MaxReals) {
+			return fmt.Errorf("real id %d out of range 1..%d (node.max_backends, read at start)", id, d.opts.MaxReals)
 		}
 	}
 	if len(c.diff.Reals) >= manyReals {
-		c.owner = make([]uint32, d.opts.MaxReals)
+		c.owner = make([]uint32, d.opts.MaxReals+1)
 		for id, r := range next.Reals.All() {
 			c.owner[id] = r.SvcID
 		}
