@@ -22,8 +22,10 @@ const (
 	MinConntrackEntries = 1024
 	MaxConntrackEntries = 1 << 26
 	// DefaultMaxServices is node.max_services when absent: the services
-	// (VIP, port, protocol) the data plane's maps hold.
-	DefaultMaxServices = 32768
+	// (VIP, port, protocol) the data plane's maps hold. xlbd maps each
+	// service's table into its memory, two while a table is replaced: 30,000
+	// stays within the default vm.max_map_count (65,530).
+	DefaultMaxServices = 30000
 	// MaxMaxServices bounds node.max_services.
 	MaxMaxServices = 1 << 20
 	// DefaultMaxBackends is node.max_backends when absent: the (service,

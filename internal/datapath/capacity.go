@@ -180,6 +180,21 @@ func checkLoadMemory(spec *ebpf.CollectionSpec, o Options, recreate []string) er
 	return checkMemory(memoryNeed(spec, create, tables, ncpu), have, where)
 }
 
+// checkMapCount refuses a maxServices whose tables could need more memory
+// mappings than vm.max_map_count allows a process: xlbd keeps each
+// service's Maglev table mapped (table.go), two while a table is replaced,
+// besides its other mappings.
+func checkMapCount(maxServices uint32) error {
+	need := 2*uint64(maxServices) + 4096
+	have, err := readUint("/proc/sys/vm/max_map_count")
+	if err != nil || have >= need {
+		return nil // unreadable: the kernel's own limit applies
+	}
+	return fmt.Errorf("node.max_services %d needs up to %d memory mappings (a Maglev table each, two while one is "+
+		"replaced), and vm.max_map_count is %d: raise it (sysctl vm.max_map_count=%d) or lower node.max_services",
+		maxServices, need, have, need)
+}
+
 // ErrNoMemory: the maps asked for do not fit the memory the machine has.
 var ErrNoMemory = errors.New("not enough memory for the maps")
 

@@ -265,6 +265,9 @@ func load(o Options) (*Datapath, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("remove memlock rlimit: %w", err)
 	}
+	if err := checkMapCount(o.MaxServices); err != nil { // capacity.go
+		return nil, err
+	}
 	if err := EnsureBPFFS(); err != nil {
 		return nil, err
 	}

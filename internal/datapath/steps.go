@@ -147,16 +147,16 @@ func (c *commit) installTables() error {
 		return nil
 	}
 	slots := make([]uint32, len(c.tables))
-	fds := make([]uint32, len(c.tables))
+	tables := make([]*liveTable, len(c.tables))
 	for i, p := range c.tables {
-		slots[i], fds[i] = p.slot, uint32(p.inner.m.FD())
+		slots[i], tables[i] = p.slot, p.inner
 		c.stats.TableEntries += len(p.svc.Table)
 	}
 	if err := c.write("install tables"); err != nil {
 		return err
 	}
 	c.onUndo(func() error { return c.d.retireSlots(slots) })
-	if _, err := c.d.objs.XlbTables.BatchUpdate(slots, fds, nil); err != nil {
+	if err := putTables(c.d.objs.XlbTables, slots, tables); err != nil {
 		return fmt.Errorf("install %d tables: %w", len(c.tables), err)
 	}
 	c.stats.TablesReplaced = len(c.tables)
@@ -251,17 +251,14 @@ func (c *commit) retireSlots() error {
 		return nil
 	}
 	slots := make([]uint32, len(c.retire))
-	fds := make([]uint32, len(c.retire))
+	tables := make([]*liveTable, len(c.retire))
 	for i, ls := range c.retire {
-		slots[i], fds[i] = ls.slot, uint32(ls.table.m.FD())
+		slots[i], tables[i] = ls.slot, ls.table
 	}
 	if err := c.write("retire tables"); err != nil {
 		return err
 	}
-	c.onUndo(func() error {
-		_, err := c.d.objs.XlbTables.BatchUpdate(slots, fds, nil)
-		return err
-	})
+	c.onUndo(func() error { return putTables(c.d.objs.XlbTables, slots, tables) })
 	return c.d.retireSlots(slots)
 }
 
