@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/xlbproject/xlb/internal/config"
 )
 
 // kernelMemlock is the memory the kernel accounts to m (the memlock line
@@ -78,7 +79,7 @@ func TestMemoryCheckRefuses(t *testing.T) {
 	}{
 		{"conntrack", func(o *Options) { o.ConntrackEntries = 1 << 22 }, "lower node.conntrack_entries"},
 		{"backends", func(o *Options) { o.MaxReals = 500000 }, "lower node.max_backends"},
-		{"services", func(o *Options) { o.MaxServices = 1 << 20 }, "lower node.max_services"},
+		{"services", func(o *Options) { o.MaxServices, o.FragEntries = 30000, 1024 }, "lower node.max_services"},
 		{"tables", func(o *Options) { o.TableBytes = 1 << 30 }, "lower services[].table_size"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -120,5 +121,27 @@ func TestTableBytesMatchesKernel(t *testing.T) {
 			t.Errorf("table of %d: estimate %d B, kernel %d B", m, got, want)
 		}
 		lt.close()
+	}
+}
+
+// TestMapCountCheck: a node.max_services whose tables could need more
+// memory mappings than vm.max_map_count allows is refused, naming the key
+// and the sysctl; the default fits the default limit.
+func TestMapCountCheck(t *testing.T) {
+	have, err := readUint("/proc/sys/vm/max_map_count")
+	if err != nil {
+		t.Skip(err)
+	}
+	if err := checkMapCount(uint32((have - 4096) / 2)); err != nil {
+		t.Fatalf("at the limit: %v", err)
+	}
+	err = checkMapCount(uint32(have))
+	if err == nil || !strings.Contains(err.Error(), "lower node.max_services") || !strings.Contains(err.Error(), "vm.max_map_count") {
+		t.Fatalf("beyond the limit: %v", err)
+	}
+	if have >= 65530 {
+		if err := checkMapCount(config.DefaultMaxServices); err != nil {
+			t.Fatalf("the default node.max_services: %v", err)
+		}
 	}
 }
