@@ -21,8 +21,7 @@ const (
 	ctlServices = 3000
 	ctlBackends = 30
 	ctlTable    = 16381
-	// ctlMaxReals is xlbd's own capacity (cmd/xlbd maxReals, one per 18-bit
-	// conntrack real id): the 90,000 (service, backend) pairs fit.
+	// ctlMaxReals: the 90,000 (service, backend) pairs fit.
 	ctlMaxReals = 1 << 18
 )
 
@@ -98,7 +97,7 @@ func (b *runner) control(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			c, p, st, parsed, err := coldCommit(inst.dp, yaml, lim)
+			c, p, st, parsed, err := coldCommitN(inst.dp, yaml, lim, ctlServices)
 			if err != nil {
 				inst.close()
 				return err
@@ -207,7 +206,9 @@ func (b *runner) control(ctx context.Context) error {
 		}
 	}
 	b.r.md["control"] = controlMarkdown(cold, changes)
-	return nil
+	kept.close()
+	kept = nil
+	return b.capacity(ctx) // capacity.go
 }
 
 // ctlInstance is a loaded forwarder in a private pin directory.
@@ -238,9 +239,9 @@ func (c *ctlInstance) close() {
 	os.RemoveAll(c.dir)
 }
 
-// coldCommit parses yaml, plans it with a new Planner against dp's
-// (empty) state and applies it.
-func coldCommit(dp *datapath.Datapath, yaml []byte, lim plan.Limits) (ColdCommit, *plan.Planner, *state.State, *config.Config, error) {
+// coldCommitN parses yaml (of n services), plans it with a new Planner
+// against dp's (empty) state and applies it.
+func coldCommitN(dp *datapath.Datapath, yaml []byte, lim plan.Limits, n int) (ColdCommit, *plan.Planner, *state.State, *config.Config, error) {
 	c := ColdCommit{ConfigBytes: len(yaml)}
 	t0 := time.Now()
 	cfg, err := config.Parse(yaml, "bench.yaml")
@@ -262,8 +263,8 @@ func coldCommit(dp *datapath.Datapath, yaml []byte, lim plan.Limits) (ColdCommit
 	t3 := time.Now()
 	c.ParseMs, c.PlanMs, c.ApplyMs, c.TotalS = ms(t1.Sub(t0)), ms(t2.Sub(t1)), ms(t3.Sub(t2)), t3.Sub(t0).Seconds()
 	c.ApplyStats, c.PlanStats = as, ps
-	if ps.Services != ctlServices || as.TablesReplaced != ctlServices {
-		return c, nil, nil, nil, fmt.Errorf("planned %d services, installed %d tables; want %d", ps.Services, as.TablesReplaced, ctlServices)
+	if ps.Services != n || as.TablesReplaced != n {
+		return c, nil, nil, nil, fmt.Errorf("planned %d services, installed %d tables; want %d", ps.Services, as.TablesReplaced, n)
 	}
 	return c, p, st, cfg, nil
 }
