@@ -50,7 +50,7 @@ func sizeByCapacity(spec *ebpf.CollectionSpec, o Options) {
 // sizedBy names the config key that sizes each map whose size is not
 // fixed; the memory check names it when the machine is short.
 var sizedBy = map[string]string{
-	"xlb_ct": "node.conntrack_entries",
+	"xlb_ct":   "node.conntrack_entries",
 	"xlb_vips": "node.max_services", "xlb_vip_addrs": "node.max_services", "xlb_vip_index": "node.max_services",
 	"xlb_vip_ents": "node.max_services", "xlb_svc_stats": "node.max_services", "xlb_svc_sched": "node.max_services",
 	"xlb_sched_cursor": "node.max_services", "xlb_tables": "node.max_services",

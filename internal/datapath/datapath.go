@@ -102,6 +102,7 @@ type Datapath struct {
 	probeTurn   int
 	probeCookie uint64 // node_info.probe_cookie: marks self-check probes
 	adopted     bool   // the link was already pinned: a restart, not a first start
+	oldCT       bool   // the pinned conntrack has 18-bit real ids (ctlayout.go)
 	// recreated are the maps loaded new instead of their incompatible pins
 	// (compat.go); their pins are replaced once the program runs.
 	recreated []string
@@ -236,7 +237,23 @@ func Open(o Options) (*Datapath, error) {
 		d.Close()
 		return nil, err
 	}
+	if err := d.pinLayout(); err != nil {
+		d.Close()
+		return nil, err
+	}
 	return d, nil
+}
+
+// pinLayout pins the conntrack layout's marker, once the ways the old
+// program wrote until it was replaced are widened too (ctlayout.go).
+func (d *Datapath) pinLayout() error {
+	if d.oldCT {
+		if err := d.widenRealIDs(); err != nil {
+			return err
+		}
+		d.oldCT = false
+	}
+	return pinLayout(d.opts.PinDir)
 }
 
 // Load is Open without attaching: the program and the (pinned) maps are
@@ -252,6 +269,10 @@ func Load(o Options) (*Datapath, error) {
 		return nil, err
 	}
 	if err := d.pinStages(); err != nil {
+		d.Close()
+		return nil, err
+	}
+	if err := d.pinLayout(); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -292,7 +313,8 @@ func load(o Options) (*Datapath, error) {
 	for _, name := range recreate {
 		spec.Maps[name].Pinning = ebpf.PinNone // pinned by pinRecreated
 	}
-	d := &Datapath{opts: o, log: o.Logger, ifindex: iface.Index, ifmac: iface.HardwareAddr, recreated: recreate}
+	d := &Datapath{opts: o, log: o.Logger, ifindex: iface.Index, ifmac: iface.HardwareAddr, recreated: recreate,
+		oldCT: oldCTLayout(o.PinDir, recreate)}
 	err = spec.LoadAndAssign(&d.objs, &ebpf.CollectionOptions{
 		Maps: ebpf.MapOptions{PinPath: o.PinDir},
 	})
@@ -310,6 +332,12 @@ func load(o Options) (*Datapath, error) {
 	if err := d.migrate(); err != nil {
 		d.Close()
 		return nil, err
+	}
+	if d.oldCT { // ctlayout.go
+		if err := d.widenRealIDs(); err != nil {
+			d.Close()
+			return nil, err
+		}
 	}
 	if err := d.loadApplied(); err != nil {
 		d.Close()
