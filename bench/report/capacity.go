@@ -49,18 +49,22 @@ type procMemory struct {
 }
 
 // capacity measures the default capacities at 20,000 services x 15
-// backends (M = 251) with the steps xlbd takes (parse, plan, commit; see
+// backends (M = 251; 2,000 services with -smoke) with the steps xlbd takes (parse, plan, commit; see
 // control): the cold commit, one backend's weight change, the kernel
 // memory of the maps and tables, and the resident memory of the process
 // that parsed, planned and committed (what xlbd holds: the config, the
 // planner's memory, the state, the mapped tables).
 func (b *runner) capacity(ctx context.Context) error {
-	yaml := genconfig.Control(capServices, capBackends, capTable, -1, 0)
+	services := capServices
+	if b.o.Smoke {
+		services /= 10
+	}
+	yaml := genconfig.Control(services, capBackends, capTable, -1, 0)
 	cfg, err := config.Parse(yaml, "capacity.yaml")
 	if err != nil {
 		return err
 	}
-	c := Capacity{Services: capServices, Backends: capBackends, TableSize: capTable,
+	c := Capacity{Services: services, Backends: capBackends, TableSize: capTable,
 		MaxServices: cfg.Node.MaxServices, MaxBackends: cfg.Node.MaxBackends}
 	runtime.GC()
 	debug.FreeOSMemory()
@@ -72,7 +76,7 @@ func (b *runner) capacity(ctx context.Context) error {
 	defer os.RemoveAll(dir)
 	t0 := time.Now()
 	dp, err := datapath.Load(datapath.Options{Interface: "lo", PinDir: dir, ConntrackEntries: cfg.Node.ConntrackEntries,
-		MaxServices: c.MaxServices, MaxReals: c.MaxBackends, TableBytes: capServices * datapath.TableBytes(capTable),
+		MaxServices: c.MaxServices, MaxReals: c.MaxBackends, TableBytes: uint64(services) * datapath.TableBytes(capTable),
 		Logger: quietLogger()})
 	if err != nil {
 		return err
@@ -80,7 +84,7 @@ func (b *runner) capacity(ctx context.Context) error {
 	defer dp.Close()
 	c.LoadTime = time.Since(t0)
 	lim := plan.Limits{MaxServices: c.MaxServices + 1, MaxReals: c.MaxBackends + 1}
-	cold, planner, st, parsed, err := coldCommitN(dp, yaml, lim, capServices)
+	cold, planner, st, parsed, err := coldCommitN(dp, yaml, lim, services)
 	if err != nil {
 		return err
 	}
@@ -96,7 +100,7 @@ func (b *runner) capacity(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	svc, be := capServices/2, capBackends/3
+	svc, be := services/2, capBackends/3
 	base, weight := parsed.Desired(), parsed.Desired()
 	weight.Services[svc].Pools[0].Backends[be].Weight = 50
 	runs := 21
