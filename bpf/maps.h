@@ -200,12 +200,16 @@ struct {
 
 /* --- persistence (persist.h) --- */
 
-/* slot -> template (see above); 0: free. */
+/* slot -> template (see above); 0: free. BPF_F_MMAPABLE marks the layout
+ * of templates that hold their expiry tick: a pin of the older layout
+ * (last-use stamps, without the flag) does not match and is recreated on
+ * upgrade, rather than read in the new layout. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__type(key, __u32);
 	__type(value, __u64);
 	__uint(max_entries, XLB_PERSIST_SLOTS);
+	__uint(map_flags, BPF_F_MMAPABLE);
 } xlb_persist SEC(".maps");
 
 /* --- NAT reply next hops (nathop.h) --- */

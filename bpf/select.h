@@ -380,7 +380,7 @@ static __always_inline int ct_find_local(const struct ct_bucket *b, __u64 tag, _
 
 /* ct_refresh moves the hit way's state and time on for p, writing only
  * when it changed (xlb_ct_refresh); then the client's persistence
- * template of service svc_id is used too (xlb_persist_touch). Returns the
+ * template of service svc_id is held too (xlb_persist_touch). Returns the
  * way as written, or e when nothing was (no change, or the swap lost to
  * the sweep or another CPU): what connection sync reports (sync.h). */
 static __always_inline __u64 ct_refresh(__u32 idx, int way, __u64 e, const struct pkt *p, __u64 now,
@@ -391,7 +391,7 @@ static __always_inline __u64 ct_refresh(__u32 idx, int way, __u64 e, const struc
 
 	if (ne == e || !xlb_ct_refresh(idx, way, e, ne))
 		return e;
-	xlb_persist_touch(p, svc_id, conns_way_real(e), now);
+	xlb_persist_touch(p, svc_id, ne, now);
 	return ne;
 }
 

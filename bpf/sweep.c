@@ -23,3 +23,16 @@ int xlb_ct_sweep(struct sweep_ctx *ctx)
 	ctx->live = st.live;
 	return 0;
 }
+
+/* xlb_persist_sweep frees the persistence templates of xlb_persist that
+ * expired (persist.h) and counts those live, over count slots from start. */
+SEC("syscall")
+int xlb_persist_sweep(struct sweep_ctx *ctx)
+{
+	struct sweep_state st = {.start = ctx->start, .now = ctx->now};
+
+	bpf_loop(ctx->count, sweep_template, &st, 0);
+	ctx->freed = st.freed;
+	ctx->live = st.live;
+	return 0;
+}

@@ -14,6 +14,7 @@
 #include "maps.h"
 #include "conns.h"
 #include "sched.h"
+#include "persist.h"
 
 /* The sweep's context (BPF_PROG_TEST_RUN ctx_in / ctx_out). */
 struct sweep_ctx {
@@ -84,5 +85,28 @@ static long sweep_bucket(__u64 i, void *arg)
 			st->freed++;
 		}
 	}
+	return 0;
+}
+
+/* The template sweep (xlb_persist_sweep) over xlb_persist slots, with a
+ * sweep_ctx: start and count are slots. */
+static long sweep_template(__u64 i, void *arg)
+{
+	struct sweep_state *st = arg;
+	__u32 key = st->start + (__u32)i;
+	__u64 *slot = bpf_map_lookup_elem(&xlb_persist, &key);
+	__u64 w;
+
+	if (!slot)
+		return 1;
+	w = *slot;
+	if (!w)
+		return 0;
+	if (persist_live(st->now, w)) {
+		st->live++;
+		return 0;
+	}
+	if (__sync_val_compare_and_swap(slot, w, 0) == w)
+		st->freed++;
 	return 0;
 }

@@ -27,7 +27,10 @@ int xlb_sync_apply(struct xdp_md *ctx)
 
 		if ((void *)(in + 1) > end)
 			break;
-		sync_install_one(n, in, now);
+		if (in->kind == XLB_SYNC_EV_TEMPLATE)
+			xlb_sync_template(in->hash, in->rid, in->age, now);
+		else
+			sync_install_one(n, in, now);
 	}
 	return XDP_PASS;
 }

@@ -15,14 +15,7 @@
 #include "types.h"
 #include "maps.h"
 #include "select.h"
-
-static __always_inline void sync_count(__u32 s)
-{
-	__u64 *c = bpf_map_lookup_elem(&xlb_sync_stats, &s);
-
-	if (c)
-		*c += 1;
-}
+#include "synclog.h"
 
 /* sync_kind: what the way's change from prev to cur (low 32 bits of the
  * way: state and time; prev 0 for a new entry) is worth reporting as, 0
@@ -40,66 +33,6 @@ static __always_inline __u32 sync_kind(__u32 prev, __u32 cur, __u32 shift)
 		return XLB_SYNC_EV_STATE;
 	if (((prev & XLB_CT_TIME_MASK) >> shift) != ((cur & XLB_CT_TIME_MASK) >> shift))
 		return XLB_SYNC_EV_REFRESH;
-	return 0;
-}
-
-/* sync_shift: the refresh period (log2, ticks) for a flow whose entry
- * times out after timeout ticks: the configured shift, made smaller until
- * a period is at most half the timeout. A peer's copy of the flow carries
- * the time of its last report, and the peer's sweep (sweep.h) frees and
- * uncounts it once that is older than the timeout: a flow that sees a
- * packet at least every half timeout is reported again before then. */
-static __always_inline __u32 sync_shift(__u32 shift, __u64 timeout)
-{
-	for (int i = 0; i < 16 && shift && (1ULL << shift) > timeout / 2; i++)
-		shift--;
-	return shift;
-}
-
-#define sync_barrier() asm volatile("" ::: "memory")
-
-/* xlb_sync_put writes a record into this CPU's part of xlb_sync_log: no
- * lock shared between CPUs (a ring buffer's spinlock cost 3 to 4 times as
- * much per record; docs/ARCHITECTURE.md). A run that finds another one on
- * this CPU writing (a packet's softirq interrupting a BPF_PROG_TEST_RUN
- * run, or such a run preempted mid-record) counts its record lost rather
- * than tear one: busy is taken with an atomic exchange. The head is
- * published after the record's bytes with an exchange (fully ordered on
- * every CPU), so xlbd never reads a record being written; a slot is
- * written again only after xlbd's tail passed it (full: the record is
- * lost, and counted). A global function: verified once, not in every
- * path of the forwarder that makes a decision. */
-__attribute__((noinline)) int xlb_sync_put(__u64 hash, __u32 rid, __u32 state, __u32 kind)
-{
-	__u32 cpu = bpf_get_smp_processor_id();
-	struct sync_cpu *c = bpf_map_lookup_elem(&xlb_sync_cpus, &cpu);
-	struct sync_event *slot;
-	__u64 head;
-	__u32 idx;
-
-	if (!c)
-		return 0;
-	if (__sync_lock_test_and_set(&c->busy, 1)) {
-		sync_count(XLB_SYNC_STAT_LOST);
-		return 0;
-	}
-	sync_barrier();
-	head = c->head;
-	idx = cpu * XLB_SYNC_SLOTS + (__u32)(head & (XLB_SYNC_SLOTS - 1));
-	slot = bpf_map_lookup_elem(&xlb_sync_log, &idx);
-	if (!slot || head - *(volatile __u64 *)&c->tail >= XLB_SYNC_SLOTS) {
-		sync_count(XLB_SYNC_STAT_LOST);
-	} else {
-		slot->hash = hash;
-		slot->rid = rid;
-		slot->state = state;
-		slot->kind = kind;
-		slot->pad = 0;
-		sync_barrier();
-		__sync_lock_test_and_set(&c->head, head + 1);
-	}
-	sync_barrier();
-	*(volatile __u64 *)&c->busy = 0;
 	return 0;
 }
 
@@ -211,4 +144,53 @@ static __always_inline void sync_install_one(const struct node_info *n,
 		sync_count(XLB_SYNC_STAT_APPLIED);
 	else
 		sync_count(XLB_SYNC_STAT_SKIPPED);
+}
+
+/* xlb_sync_template writes a peer's persistence template (a sync_install
+ * of kind XLB_SYNC_EV_TEMPLATE) into xlb_persist: the client of source
+ * hash srch keeps backend (real) rid for hold ticks from now. The slot's
+ * hash is this node's (the service's or group's persistence id here). A
+ * live template of this node is never moved to another backend nor made
+ * to expire sooner (it is kept, and counted so), and a slot another live
+ * client holds is not taken (skipped): the peer's copy only fills in what
+ * this node does not know. A global function, verified once rather than
+ * in each of xlb_sync_apply's unrolled records. */
+__attribute__((noinline)) int xlb_sync_template(__u64 srch, __u32 rid, __u32 hold, __u64 now)
+{
+	__u32 sid, key;
+	const struct real_info *r = bpf_map_lookup_elem(&xlb_reals, &rid);
+	const struct svc_sched *s;
+	__u64 h, tag, w, ne, *slot;
+
+	if (!r || !hold)
+		goto skip;
+	sid = r->svc_id;
+	s = bpf_map_lookup_elem(&xlb_svc_sched, &sid);
+	if (!s || !s->persist_timeout)
+		goto skip;
+	h = persist_key(srch, s->persist_id);
+	key = (__u32)h & (XLB_PERSIST_SLOTS - 1);
+	tag = h >> XLB_PERSIST_TAG_SHIFT;
+	slot = bpf_map_lookup_elem(&xlb_persist, &key);
+	if (!slot)
+		goto skip;
+	for (int t = 0; t < 2; t++) {
+		w = *slot;
+		if (persist_live(now, w) && (w >> XLB_PERSIST_TAG_SHIFT) != tag)
+			goto skip;
+		if (persist_live(now, w) && persist_real(w) != rid) {
+			sync_count(XLB_SYNC_STAT_KEPT);
+			return 0;
+		}
+		ne = persist_live(now, w) ? persist_hold(w, now, hold) :
+					     tag << XLB_PERSIST_TAG_SHIFT | (__u64)rid << XLB_PERSIST_REAL_SHIFT |
+						     ((now + hold) & XLB_PERSIST_TIME_MASK);
+		if (!ne || __sync_val_compare_and_swap(slot, w, ne) == w) {
+			sync_count(XLB_SYNC_STAT_APPLIED);
+			return 1;
+		}
+	}
+skip:
+	sync_count(XLB_SYNC_STAT_SKIPPED);
+	return 0;
 }

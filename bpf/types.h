@@ -524,7 +524,7 @@ struct svc_sched {
 			* LBLC, LBLCR: an entry's expiration, ticks */
 	/* Persistence (persist.h): templates of (client under pplen4 /
 	 * pplen6, persist_id) live persist_timeout ticks after their last
-	 * use; 0: none. persist_id names the service, or its group. With
+	 * use, and while a tracked connection of theirs lives; 0: none. persist_id names the service, or its group. With
 	 * persistence ent[] lists the usable backends whatever the kind. */
 	__u32 persist_id;
 	__u16 persist_timeout;
@@ -575,13 +575,20 @@ struct lblc_walk {
 
 /* --- persistence (persist.h) --- */
 
+/* A template holds the tick it expires at, 24 bits: it wraps after ~52
+ * days, and a stamp reads as live only up to half of that ahead of now
+ * (persist_live), far above any hold (a timeout of at most 2^16 ticks,
+ * or a connection's state timeout). The sweep frees expired slots. */
 enum xlb_persist_layout {
 	XLB_PERSIST_SLOTS = 1 << 18, /* a power of two: 2 MiB */
-	XLB_PERSIST_TAG_SHIFT = 35,
-	XLB_PERSIST_REAL_SHIFT = 16,
+	XLB_PERSIST_TAG_SHIFT = 43,
+	XLB_PERSIST_REAL_SHIFT = 24,
+	XLB_PERSIST_TIME_BITS = 24,
+	XLB_PERSIST_TIME_MASK = (1 << XLB_PERSIST_TIME_BITS) - 1,
 };
-_Static_assert(XLB_PERSIST_REAL_SHIFT + XLB_CT_REAL_BITS == XLB_PERSIST_TAG_SHIFT,
-	       "ABI: a template's real id has the conntrack way's width");
+_Static_assert(XLB_PERSIST_REAL_SHIFT == XLB_PERSIST_TIME_BITS &&
+		       XLB_PERSIST_REAL_SHIFT + XLB_CT_REAL_BITS == XLB_PERSIST_TAG_SHIFT,
+	       "ABI: template fields must tile the 64 bits");
 
 /* --- NAT reply next hops (nathop.h) --- */
 
@@ -608,6 +615,8 @@ enum xlb_sync_kind {
 	XLB_SYNC_EV_NEW = 1,     /* a new tracked flow */
 	XLB_SYNC_EV_STATE = 2,   /* its conntrack state changed */
 	XLB_SYNC_EV_REFRESH = 3, /* still live: keeps the peers' entry alive */
+	XLB_SYNC_EV_TEMPLATE = 4, /* a persistence template made or held on (persist.h):
+				   * hash is the client's source hash, hold its ticks to live */
 };
 
 /* xlb_sync_conf value (one element), written by xlbd. */
@@ -623,7 +632,7 @@ struct sync_event {
 	__u32 rid;
 	__u8 state;  /* enum xlb_ct_state */
 	__u8 kind;   /* enum xlb_sync_kind */
-	__u16 pad;
+	__u16 hold;  /* XLB_SYNC_EV_TEMPLATE: ticks the template lives on; else 0 */
 };
 
 /* xlb_sync_apply's input: the frame's data is an array of these (at most
@@ -637,7 +646,10 @@ struct sync_install {
 	__u8 state; /* enum xlb_ct_state, never FREE */
 	__u8 hbits;
 	__u8 proto; /* IPPROTO_TCP or IPPROTO_UDP: the timeout of an entry found */
-	__u8 pad[7];
+	__u8 kind;  /* 0: a flow; XLB_SYNC_EV_TEMPLATE: a persistence template of
+		     * the client whose source hash is hash, held age ticks from now
+		     * (state, hbits and proto unused) */
+	__u8 pad[6];
 };
 
 /* xlb_sync_stats indexes (per CPU). Append only. */

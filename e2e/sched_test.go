@@ -9,6 +9,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -293,8 +295,17 @@ func TestMaglevSourceECMP(t *testing.T) {
 	}
 }
 
+// persistNode is nodeHeader with tracked TCP flows idle at most tcp (a
+// SYN's or a closing flow's 1 s): a template lives while a connection of
+// it does, so the tests keep those under or around their 2 s templates.
+func persistNode(l *lab.Lab, tcp string) string {
+	return strings.Replace(nodeHeader(l), "conntrack_entries: 65536}",
+		"conntrack_entries: 65536, timeouts: {tcp: "+tcp+", tcp_syn: 1s, tcp_fin: 1s}}", 1)
+}
+
 // TestPersistentService: services on ports 80 and the echo port, rr, in
-// one persistence group with a 2 s timeout. One client's connections
+// one persistence group with a 2 s timeout (tracked flows idle 1 s at
+// most, so closed connections hold no template past it). One client's connections
 // (other source ports) reach one backend through both ports while rr's
 // cursor turns underneath; after 2 s without a packet the client's next
 // connection is rr's choice again: the one after that of a fresh client
@@ -304,7 +315,7 @@ func TestPersistentService(t *testing.T) {
 	defer cancel()
 	keys := "scheduler: rr, persistence: {timeout: 2s, group: shop}"
 	e := startSched(ctx, t, func(l *lab.Lab) string {
-		return schedConfig(l, [3]int{1, 1, 1}, keys) +
+		return persistNode(l, "1s") + strings.TrimPrefix(schedConfig(l, [3]int{1, 1, 1}, keys), nodeHeader(l)) +
 			fmt.Sprintf("  - {name: echo, vip: %s, port: %d, protocol: tcp, pools: [web], %s}\n", l.VIP4(), lab.DefaultPorts.TCP, keys)
 	})
 	l := e.lab
@@ -377,4 +388,68 @@ func dialFrom(ctx context.Context, ns *lab.NS, src netip.Addr, address string) (
 		return err
 	})
 	return c, err
+}
+
+// templatesInUse is the live templates xlbctl conntrack --templates counts.
+func templatesInUse(t *testing.T, e *env) int {
+	t.Helper()
+	out, err := e.ctl(t, "conntrack", "--templates")
+	if err != nil {
+		t.Fatalf("conntrack --templates: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`(\d+) in use of`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("conntrack --templates:\n%s", out)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// TestIdleSessionHoldsTemplate: the echo service, rr, persistent for 2 s
+// (port 80 without persistence),
+// established TCP flows idle up to 8 s. A client's open, idle connection
+// holds its template past the 2 s: its next connection, 4 s on, reaches
+// the same backend although rr's cursor moved. Once its connections are
+// closed, the templates return to 0 (within the flows' 8 s and the sweep's
+// second), listed and counted live only.
+func TestIdleSessionHoldsTemplate(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e := startSched(ctx, t, func(l *lab.Lab) string {
+		return persistNode(l, "8s") + strings.TrimPrefix(schedConfig(l, [3]int{1, 1, 1}, "scheduler: rr"), nodeHeader(l)) +
+			fmt.Sprintf("  - {name: echo, vip: %s, port: %d, protocol: tcp, pools: [web], scheduler: rr, persistence: {timeout: 2s}}\n",
+				l.VIP4(), lab.DefaultPorts.TCP)
+	})
+	l := e.lab
+	echo := netip.AddrPortFrom(l.VIP4(), lab.DefaultPorts.TCP)
+	a, x := netip.MustParseAddr("10.99.0.30"), netip.MustParseAddr("10.99.0.31")
+	for _, src := range []string{a.String() + "/24", x.String() + "/24"} {
+		if out, err := l.Client.Run(ctx, "ip", "addr", "add", src, "dev", "eth0"); err != nil {
+			t.Fatalf("add %s: %v %s", src, err, out)
+		}
+	}
+	idle := openEchoFrom(t, l.Client.NS, a, echo)
+	defer idle.c.Close()
+	if n := templatesInUse(t, e); n != 1 {
+		t.Fatalf("%d templates with one client, want 1", n)
+	}
+	time.Sleep(4 * time.Second) // past the template's 2 s, no packet
+	other := openEchoFrom(t, l.Client.NS, x, echo)
+	other.c.Close()
+	again := openEchoFrom(t, l.Client.NS, a, echo)
+	again.c.Close()
+	if again.backend != idle.backend {
+		t.Fatalf("4 s on, held by an idle connection on %s, the client reached %s (another client got %s)",
+			idle.backend, again.backend, other.backend)
+	}
+	idle.c.Close()
+	start := time.Now()
+	for n := templatesInUse(t, e); n != 0; n = templatesInUse(t, e) {
+		if time.Since(start) > 15*time.Second {
+			t.Fatalf("%d templates 15 s after the last connection closed, want 0", n)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Logf("an idle connection held its template 4 s past the 2 s timeout; templates back to 0 %s after the close",
+		time.Since(start).Round(100*time.Millisecond))
 }

@@ -263,7 +263,7 @@ type benchSyncEvent struct {
 	Rid   uint32
 	State uint8
 	Kind  uint8
-	Pad   uint16
+	Hold  uint16
 }
 
 type benchVipBucket struct {

@@ -343,8 +343,9 @@ type ConntrackFilter struct {
 	State          CTState
 	Limit          int
 	IncludeExpired bool
-	// Templates: the persistence templates instead of the connection
-	// table (ConntrackEntry.Bucket is the slot, State 0).
+	// Templates: the live persistence templates instead of the connection
+	// table (ConntrackEntry.Bucket is the slot, State 0, Age the time the
+	// template lives on).
 	Templates bool
 }
 
@@ -367,7 +368,7 @@ type ConntrackEntry struct {
 	Backend netip.Addr // zero when the real id is no longer assigned
 	Service string
 	State   CTState
-	Age     time.Duration // since last seen
+	Age     time.Duration // since last seen; of a template, the time it lives on
 	Expired bool          // idle past its state's timeout
 }
 

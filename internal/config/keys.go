@@ -345,7 +345,7 @@ var serviceKeys = func() *section[Service] {
 var persistenceKeys = newSection(false,
 	key[Persistence]{name: kTimeout, v: persistenceTimeout,
 		defDoc: "300s for TCP; required for UDP",
-		doc:    "How long a template lives after its last use: a new connection of the client or a packet of a tracked one."},
+		doc:    "How long a template lives after its last use (a new connection of the client or a packet of a tracked one); it lives on while a tracked connection of it does."},
 	key[Persistence]{name: "netmask", v: prefixLenOf(func(p *Persistence) *uint8 { return &p.Netmask }, 32),
 		doc: "The IPv4 client prefix a template covers."},
 	key[Persistence]{name: "netmask6", v: prefixLenOf(func(p *Persistence) *uint8 { return &p.Netmask6 }, 128),

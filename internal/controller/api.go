@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -485,20 +486,18 @@ func (a *API) ConntrackDump(ctx context.Context, f api.ConntrackFilter) (api.Con
 		return api.ConntrackDump{}, err0
 	}
 	var (
-		st      *state.State
-		svcOf   map[uint32]string
-		proto   map[uint32]uint8
-		persist map[uint32]time.Duration
+		st    *state.State
+		svcOf map[uint32]string
+		proto map[uint32]uint8
 	)
 	err := c0.call(ctx, func() error {
 		c := c0
 		st = c.state // never changed: read after the call
-		svcOf, proto, persist = map[uint32]string{}, map[uint32]uint8{}, map[uint32]time.Duration{}
+		svcOf, proto = map[uint32]string{}, map[uint32]uint8{}
 		if c.desired != nil {
 			for _, s := range c.desired.Services {
 				if svc := c.state.Services[state.VIPKey{Addr: s.VIP, Port: s.Port, Proto: uint8(s.Proto)}]; svc != nil {
 					svcOf[svc.SvcID], proto[svc.SvcID] = s.Name, uint8(s.Proto)
-					persist[svc.SvcID] = svc.Sched.Persist.Timeout
 				}
 			}
 		}
@@ -517,7 +516,8 @@ func (a *API) ConntrackDump(ctx context.Context, f api.ConntrackFilter) (api.Con
 	}
 	if f.Templates { // bpf/persist.h
 		out.Capacity = datapath.TemplateCapacity
-		scan, timeout = c0.dp.ScanTemplates, func(_ datapath.CTEntry, svc uint32) time.Duration { return persist[svc] }
+		// Only live templates are scanned; Age is the time they live on.
+		scan, timeout = c0.dp.ScanTemplates, func(datapath.CTEntry, uint32) time.Duration { return math.MaxInt64 }
 	}
 	err = scan(func(e datapath.CTEntry) bool {
 		out.InUse++

@@ -316,7 +316,7 @@ The table is keyed by the flow hash (bucket, 27-bit tag): the 5-tuple is not sto
 	// --templates asks for the persistence templates and prints them so
 	// (the fake answers with its entries).
 	out = e.ok("conntrack", "--templates")
-	if !strings.Contains(out, "Slot  Tag         Real  Backend   Service  Idle\n7     0x0abcdef1  1     10.0.1.1  web      2s") ||
+	if !strings.Contains(out, "Slot  Tag         Real  Backend   Service  Expires in\n7     0x0abcdef1  1     10.0.1.1  web      2s") ||
 		!strings.Contains(out, "matching templates shown") {
 		t.Fatalf("templates:\n%s", out)
 	}

@@ -562,13 +562,10 @@ func externalRoutes(e *pb.ExternalRoutes) string {
 // printTemplates prints persistence templates (conntrack --templates).
 func (c *CLI) printTemplates(r *pb.ConntrackDumpResponse) error {
 	w := c.table()
-	fmt.Fprintln(w, "Slot\tTag\tReal\tBackend\tService\tIdle")
+	fmt.Fprintln(w, "Slot\tTag\tReal\tBackend\tService\tExpires in")
 	for _, e := range r.Entries {
-		idle := e.Age.AsDuration().Round(100 * time.Millisecond).String()
-		if e.Expired {
-			idle += " (expired)"
-		}
-		fmt.Fprintf(w, "%d\t0x%08x\t%d\t%s\t%s\t%s\n", e.Bucket, e.Tag, e.RealId, orDash(e.Backend), orDash(e.Service), idle)
+		left := e.Age.AsDuration().Round(100 * time.Millisecond).String()
+		fmt.Fprintf(w, "%d\t0x%08x\t%d\t%s\t%s\t%s\n", e.Bucket, e.Tag, e.RealId, orDash(e.Backend), orDash(e.Service), left)
 	}
 	if err := w.Flush(); err != nil {
 		return err

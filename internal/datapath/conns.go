@@ -39,7 +39,34 @@ func (d *Datapath) SweepConntrack() (freed, live uint64, err error) {
 	return freed, live, nil
 }
 
-// RunSweeper sweeps the connection table every interval until ctx ends.
+// SweepTemplates frees every persistence template that expired
+// (bpf/persist.h) and returns the slots freed and the templates left live.
+func (d *Datapath) SweepTemplates() (freed, live uint64, err error) {
+	now, err := ctNow()
+	if err != nil {
+		return 0, 0, err
+	}
+	return d.sweepTemplatesAt(now)
+}
+
+// sweepTemplatesAt is SweepTemplates on the forwarder's clock read as now
+// (ticks): tests run it ahead of the clock.
+func (d *Datapath) sweepTemplatesAt(now uint64) (freed, live uint64, err error) {
+	total := d.objs.XlbPersist.MaxEntries()
+	for start := uint32(0); start < total; start += sweepChunk {
+		in := xlbSweepCtx{Start: start, Count: min(sweepChunk, total-start), Now: now}
+		var out xlbSweepCtx
+		if _, err := d.objs.XlbPersistSweep.Run(&ebpf.RunOptions{Context: in, ContextOut: &out}); err != nil {
+			return freed, live, fmt.Errorf("template sweep: %w", err)
+		}
+		freed += uint64(out.Freed)
+		live += uint64(out.Live)
+	}
+	return freed, live, nil
+}
+
+// RunSweeper sweeps the connection table and the persistence templates
+// every interval until ctx ends.
 func (d *Datapath) RunSweeper(ctx context.Context, every time.Duration, log *slog.Logger) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -54,8 +81,8 @@ func (d *Datapath) RunSweeper(ctx context.Context, every time.Duration, log *slo
 			log.Error("conntrack sweep", "error", err)
 			continue
 		}
-		var tpl uint64
-		if err := d.ScanTemplates(func(CTEntry) bool { tpl++; return true }); err != nil {
+		_, tpl, err := d.SweepTemplates()
+		if err != nil {
 			log.Error("persistence templates", "error", err)
 			continue
 		}
@@ -126,10 +153,12 @@ func (d *Datapath) rebuildConns() error {
 	return nil
 }
 
-// ScanTemplates calls fn for every persistence template in use
+// ScanTemplates calls fn for every live persistence template
 // (bpf/persist.h) until fn returns false: Bucket is its slot, Tag the
-// template hash's top 30 bits, RealID the backend of the service that
-// set it, Age the time since its last use; State is 0.
+// template hash's top 22 bits, RealID the backend of the service that
+// set it, Age the time it lives on (the template's timeout after its last
+// use, or longer while a connection of it lives); State is 0. Expired
+// slots the sweep has not freed yet are not reported.
 func (d *Datapath) ScanTemplates(fn func(CTEntry) bool) error {
 	const chunk = 4096
 	keys := make([]uint32, chunk)
@@ -142,12 +171,12 @@ func (d *Datapath) ScanTemplates(fn func(CTEntry) bool) error {
 			return cerr
 		}
 		for i := 0; i < n; i++ {
-			w := vals[i]
-			if w == 0 {
+			left, ok := templateLeft(vals[i], now)
+			if !ok {
 				continue
 			}
-			e := CTEntry{Bucket: keys[i], Tag: uint32(w >> persistTagShift),
-				RealID: uint32(w >> persistRealShift & ctRealMask), Age: time.Duration((now-w)&ctTimeMask) << ctTickShift}
+			e := CTEntry{Bucket: keys[i], Tag: uint32(vals[i] >> persistTagShift),
+				RealID: uint32(vals[i] >> persistRealShift & ctRealMask), Age: time.Duration(left) << ctTickShift}
 			if !fn(e) {
 				return nil
 			}
@@ -161,6 +190,13 @@ func (d *Datapath) ScanTemplates(fn func(CTEntry) bool) error {
 	}
 }
 
+// templateLeft returns the ticks template w lives on after now, and
+// whether it is live (persist_live, bpf/persist.h).
+func templateLeft(w, now uint64) (uint64, bool) {
+	left := (w - now) & persistTimeMask
+	return left, w != 0 && left < 1<<(persistTimeBits-1)
+}
+
 // TemplateCapacity is the persistence templates' slots.
 const TemplateCapacity = uint64(xlbXlbPersistLayoutXLB_PERSIST_SLOTS)
 
@@ -168,4 +204,6 @@ const TemplateCapacity = uint64(xlbXlbPersistLayoutXLB_PERSIST_SLOTS)
 const (
 	persistTagShift  = xlbXlbPersistLayoutXLB_PERSIST_TAG_SHIFT
 	persistRealShift = xlbXlbPersistLayoutXLB_PERSIST_REAL_SHIFT
+	persistTimeBits  = xlbXlbPersistLayoutXLB_PERSIST_TIME_BITS
+	persistTimeMask  = uint64(xlbXlbPersistLayoutXLB_PERSIST_TIME_MASK)
 )

@@ -55,13 +55,14 @@ func (d *Datapath) CTCapacity() uint64 {
 }
 
 // ctNow is the forwarder's clock in conntrack ticks:
-// bpf_ktime_get_coarse_ns() is CLOCK_MONOTONIC_COARSE.
+// bpf_ktime_get_coarse_ns() is the host's CLOCK_MONOTONIC_COARSE
+// (clock.go).
 func ctNow() (uint64, error) {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC_COARSE, &ts); err != nil {
+	ns, err := kernelMono(unix.CLOCK_MONOTONIC_COARSE)
+	if err != nil {
 		return 0, err
 	}
-	return uint64(ts.Nano()) >> ctTickShift, nil
+	return ns >> ctTickShift, nil
 }
 
 // ScanConntrack calls fn for every used way of the connection table, CPU

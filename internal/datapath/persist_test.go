@@ -11,9 +11,12 @@ import (
 
 // persistState: services on vip4:80 (id 1, reals 1..3) and vip4:443 (id
 // 2, reals 4..6, the same three backends), rr, persistent under /24 in
-// one group (templates id 7), the List holding the backends of keep.
+// one group (templates id 7), the List holding the backends of keep. A
+// SYN's entry lives 1 s, shorter than the timeouts the tests give: a
+// template lives while a connection of it does.
 func persistState(timeout time.Duration, keep ...int) *State {
 	st := &State{Node: testNode(), Services: map[VIPKey]*Service{}}
+	st.Node.Timeouts.TCPSyn = time.Second
 	for s, port := range []uint16{80, 443} {
 		var list []state.SchedEnt
 		for i, a := range schedBackends {
@@ -72,12 +75,13 @@ func TestPersistence(t *testing.T) {
 		}
 	}
 	// One template (client and its /24, both services), naming the first
-	// backend's real of the service that set it.
+	// backend's real of the service that set it, living on for about its
+	// timeout.
 	var tpl []CTEntry
 	if err := d.ScanTemplates(func(e CTEntry) bool { tpl = append(tpl, e); return true }); err != nil {
 		t.Fatal(err)
 	}
-	if len(tpl) != 1 || tpl[0].RealID != 1 || tpl[0].Age > time.Second {
+	if len(tpl) != 1 || tpl[0].RealID != 1 || tpl[0].Age < time.Second || tpl[0].Age > 2*time.Second+300*time.Millisecond {
 		t.Fatalf("templates: %+v, want one naming real 1", tpl)
 	}
 	// After the timeout (no packet meanwhile) rr chooses again.

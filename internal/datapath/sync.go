@@ -19,7 +19,11 @@ type SyncDecision struct {
 	Hash   uint64 // flow hash v1
 	RealID uint32 // this node's real id
 	State  uint8  // enum xlb_ct_state
-	Kind   uint8  // SyncNew, SyncState or SyncRefresh
+	Kind   uint8  // SyncNew, SyncState, SyncRefresh or SyncTemplate
+	// Hold is, for SyncTemplate, the ticks the template lives on (one
+	// refresh period more than here); Hash is then the client's source
+	// hash (internal/maglev SourceHash), State 0.
+	Hold uint16
 }
 
 // Why a decision was reported (enum xlb_sync_kind).
@@ -27,6 +31,9 @@ const (
 	SyncNew     = uint8(xlbXlbSyncKindXLB_SYNC_EV_NEW)
 	SyncState   = uint8(xlbXlbSyncKindXLB_SYNC_EV_STATE)
 	SyncRefresh = uint8(xlbXlbSyncKindXLB_SYNC_EV_REFRESH)
+	// SyncTemplate: a persistence template was made, or held on past a
+	// refresh boundary.
+	SyncTemplate = uint8(xlbXlbSyncKindXLB_SYNC_EV_TEMPLATE)
 )
 
 // SyncRefreshShift is the default refresh period of a live flow: every
@@ -136,6 +143,10 @@ type SyncInstall struct {
 	State    uint8  // enum xlb_ct_state, never free
 	Proto    uint8  // 6 or 17
 	Age      uint16 // conntrack ticks since the sender last saw the flow
+	// Template: a persistence template, not a flow: Hash is the client's
+	// source hash, Age the ticks it lives on from now (HashBits, State
+	// and Proto unused). A live template of this node is kept.
+	Template bool
 }
 
 // InstallSync writes peers' decisions into this node's connection table
@@ -150,7 +161,11 @@ func (d *Datapath) InstallSync(in []SyncInstall) error {
 			buf = binary.LittleEndian.AppendUint64(buf, s.Hash)
 			buf = binary.LittleEndian.AppendUint32(buf, s.RealID)
 			buf = binary.LittleEndian.AppendUint16(buf, s.Age)
-			buf = append(buf, s.State, s.HashBits, s.Proto, 0, 0, 0, 0, 0, 0, 0)
+			kind := uint8(0)
+			if s.Template {
+				kind = SyncTemplate
+			}
+			buf = append(buf, s.State, s.HashBits, s.Proto, kind, 0, 0, 0, 0, 0, 0)
 		}
 		ret, err := d.objs.XlbSyncApply.Run(&ebpf.RunOptions{Data: buf, Repeat: 1})
 		if err != nil {

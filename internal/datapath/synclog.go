@@ -82,7 +82,7 @@ func (l *syncLog) take(buf []SyncDecision) []SyncDecision {
 			off := (uint64(cpu)*syncSlots + tail%syncSlots) * syncEventSize
 			b := l.recs[off : off+syncEventSize]
 			buf = append(buf, SyncDecision{Hash: binary.LittleEndian.Uint64(b), RealID: binary.LittleEndian.Uint32(b[8:]),
-				State: b[12], Kind: b[13]})
+				State: b[12], Kind: b[13], Hold: binary.LittleEndian.Uint16(b[14:])})
 		}
 		atomic.StoreUint64(tailp, tail)
 	}

@@ -232,7 +232,7 @@ type xlbSyncEvent struct {
 	Rid   uint32
 	State uint8
 	Kind  uint8
-	Pad   uint16
+	Hold  uint16
 }
 
 type xlbSyncInstall struct {
@@ -243,7 +243,8 @@ type xlbSyncInstall struct {
 	State uint8
 	Hbits uint8
 	Proto uint8
-	Pad   [7]uint8
+	Kind  uint8
+	Pad   [6]uint8
 }
 
 type xlbTraceEvent struct {
@@ -403,8 +404,10 @@ type xlbXlbPersistLayout uint32
 
 const (
 	xlbXlbPersistLayoutXLB_PERSIST_SLOTS      xlbXlbPersistLayout = 262144
-	xlbXlbPersistLayoutXLB_PERSIST_TAG_SHIFT  xlbXlbPersistLayout = 35
-	xlbXlbPersistLayoutXLB_PERSIST_REAL_SHIFT xlbXlbPersistLayout = 16
+	xlbXlbPersistLayoutXLB_PERSIST_TAG_SHIFT  xlbXlbPersistLayout = 43
+	xlbXlbPersistLayoutXLB_PERSIST_REAL_SHIFT xlbXlbPersistLayout = 24
+	xlbXlbPersistLayoutXLB_PERSIST_TIME_BITS  xlbXlbPersistLayout = 24
+	xlbXlbPersistLayoutXLB_PERSIST_TIME_MASK  xlbXlbPersistLayout = 16777215
 )
 
 type xlbXlbProbeCt uint32
@@ -522,9 +525,10 @@ const (
 type xlbXlbSyncKind uint32
 
 const (
-	xlbXlbSyncKindXLB_SYNC_EV_NEW     xlbXlbSyncKind = 1
-	xlbXlbSyncKindXLB_SYNC_EV_STATE   xlbXlbSyncKind = 2
-	xlbXlbSyncKindXLB_SYNC_EV_REFRESH xlbXlbSyncKind = 3
+	xlbXlbSyncKindXLB_SYNC_EV_NEW      xlbXlbSyncKind = 1
+	xlbXlbSyncKindXLB_SYNC_EV_STATE    xlbXlbSyncKind = 2
+	xlbXlbSyncKindXLB_SYNC_EV_REFRESH  xlbXlbSyncKind = 3
+	xlbXlbSyncKindXLB_SYNC_EV_TEMPLATE xlbXlbSyncKind = 4
 )
 
 type xlbXlbSyncStat uint32
@@ -610,6 +614,7 @@ const (
 	xlbMapXlbVips                = "xlb_vips"
 	xlbProgXlbCtSweep            = "xlb_ct_sweep"
 	xlbProgXlbForward            = "xlb_forward"
+	xlbProgXlbPersistSweep       = "xlb_persist_sweep"
 	xlbProgXlbStageFrag          = "xlb_stage_frag"
 	xlbProgXlbStageIcmp          = "xlb_stage_icmp"
 	xlbProgXlbStageProbe         = "xlb_stage_probe"
@@ -692,12 +697,13 @@ type xlbSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbProgramSpecs struct {
-	XlbCtSweep    *ebpf.ProgramSpec `ebpf:"xlb_ct_sweep"`
-	XlbForward    *ebpf.ProgramSpec `ebpf:"xlb_forward"`
-	XlbStageFrag  *ebpf.ProgramSpec `ebpf:"xlb_stage_frag"`
-	XlbStageIcmp  *ebpf.ProgramSpec `ebpf:"xlb_stage_icmp"`
-	XlbStageProbe *ebpf.ProgramSpec `ebpf:"xlb_stage_probe"`
-	XlbSyncApply  *ebpf.ProgramSpec `ebpf:"xlb_sync_apply"`
+	XlbCtSweep      *ebpf.ProgramSpec `ebpf:"xlb_ct_sweep"`
+	XlbForward      *ebpf.ProgramSpec `ebpf:"xlb_forward"`
+	XlbPersistSweep *ebpf.ProgramSpec `ebpf:"xlb_persist_sweep"`
+	XlbStageFrag    *ebpf.ProgramSpec `ebpf:"xlb_stage_frag"`
+	XlbStageIcmp    *ebpf.ProgramSpec `ebpf:"xlb_stage_icmp"`
+	XlbStageProbe   *ebpf.ProgramSpec `ebpf:"xlb_stage_probe"`
+	XlbSyncApply    *ebpf.ProgramSpec `ebpf:"xlb_sync_apply"`
 }
 
 // xlbMapSpecs contains maps before they are loaded into the kernel.
@@ -922,18 +928,20 @@ type xlbVariables struct {
 //
 // It can be passed to loadXlbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbPrograms struct {
-	XlbCtSweep    *ebpf.Program `ebpf:"xlb_ct_sweep"`
-	XlbForward    *ebpf.Program `ebpf:"xlb_forward"`
-	XlbStageFrag  *ebpf.Program `ebpf:"xlb_stage_frag"`
-	XlbStageIcmp  *ebpf.Program `ebpf:"xlb_stage_icmp"`
-	XlbStageProbe *ebpf.Program `ebpf:"xlb_stage_probe"`
-	XlbSyncApply  *ebpf.Program `ebpf:"xlb_sync_apply"`
+	XlbCtSweep      *ebpf.Program `ebpf:"xlb_ct_sweep"`
+	XlbForward      *ebpf.Program `ebpf:"xlb_forward"`
+	XlbPersistSweep *ebpf.Program `ebpf:"xlb_persist_sweep"`
+	XlbStageFrag    *ebpf.Program `ebpf:"xlb_stage_frag"`
+	XlbStageIcmp    *ebpf.Program `ebpf:"xlb_stage_icmp"`
+	XlbStageProbe   *ebpf.Program `ebpf:"xlb_stage_probe"`
+	XlbSyncApply    *ebpf.Program `ebpf:"xlb_sync_apply"`
 }
 
 func (p *xlbPrograms) Close() error {
 	return _XlbClose(
 		p.XlbCtSweep,
 		p.XlbForward,
+		p.XlbPersistSweep,
 		p.XlbStageFrag,
 		p.XlbStageIcmp,
 		p.XlbStageProbe,

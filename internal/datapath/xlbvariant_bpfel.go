@@ -53,6 +53,7 @@ const (
 	xlbvariantMapXlbVips                = "xlb_vips"
 	xlbvariantProgXlbCtSweep            = "xlb_ct_sweep"
 	xlbvariantProgXlbForward            = "xlb_forward"
+	xlbvariantProgXlbPersistSweep       = "xlb_persist_sweep"
 	xlbvariantProgXlbStageFrag          = "xlb_stage_frag"
 	xlbvariantProgXlbStageIcmp          = "xlb_stage_icmp"
 	xlbvariantProgXlbStageProbe         = "xlb_stage_probe"
@@ -136,12 +137,13 @@ type xlbvariantSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbvariantProgramSpecs struct {
-	XlbCtSweep    *ebpf.ProgramSpec `ebpf:"xlb_ct_sweep"`
-	XlbForward    *ebpf.ProgramSpec `ebpf:"xlb_forward"`
-	XlbStageFrag  *ebpf.ProgramSpec `ebpf:"xlb_stage_frag"`
-	XlbStageIcmp  *ebpf.ProgramSpec `ebpf:"xlb_stage_icmp"`
-	XlbStageProbe *ebpf.ProgramSpec `ebpf:"xlb_stage_probe"`
-	XlbSyncApply  *ebpf.ProgramSpec `ebpf:"xlb_sync_apply"`
+	XlbCtSweep      *ebpf.ProgramSpec `ebpf:"xlb_ct_sweep"`
+	XlbForward      *ebpf.ProgramSpec `ebpf:"xlb_forward"`
+	XlbPersistSweep *ebpf.ProgramSpec `ebpf:"xlb_persist_sweep"`
+	XlbStageFrag    *ebpf.ProgramSpec `ebpf:"xlb_stage_frag"`
+	XlbStageIcmp    *ebpf.ProgramSpec `ebpf:"xlb_stage_icmp"`
+	XlbStageProbe   *ebpf.ProgramSpec `ebpf:"xlb_stage_probe"`
+	XlbSyncApply    *ebpf.ProgramSpec `ebpf:"xlb_sync_apply"`
 }
 
 // xlbvariantMapSpecs contains maps before they are loaded into the kernel.
@@ -368,18 +370,20 @@ type xlbvariantVariables struct {
 //
 // It can be passed to loadXlbvariantObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbvariantPrograms struct {
-	XlbCtSweep    *ebpf.Program `ebpf:"xlb_ct_sweep"`
-	XlbForward    *ebpf.Program `ebpf:"xlb_forward"`
-	XlbStageFrag  *ebpf.Program `ebpf:"xlb_stage_frag"`
-	XlbStageIcmp  *ebpf.Program `ebpf:"xlb_stage_icmp"`
-	XlbStageProbe *ebpf.Program `ebpf:"xlb_stage_probe"`
-	XlbSyncApply  *ebpf.Program `ebpf:"xlb_sync_apply"`
+	XlbCtSweep      *ebpf.Program `ebpf:"xlb_ct_sweep"`
+	XlbForward      *ebpf.Program `ebpf:"xlb_forward"`
+	XlbPersistSweep *ebpf.Program `ebpf:"xlb_persist_sweep"`
+	XlbStageFrag    *ebpf.Program `ebpf:"xlb_stage_frag"`
+	XlbStageIcmp    *ebpf.Program `ebpf:"xlb_stage_icmp"`
+	XlbStageProbe   *ebpf.Program `ebpf:"xlb_stage_probe"`
+	XlbSyncApply    *ebpf.Program `ebpf:"xlb_sync_apply"`
 }
 
 func (p *xlbvariantPrograms) Close() error {
 	return _XlbvariantClose(
 		p.XlbCtSweep,
 		p.XlbForward,
+		p.XlbPersistSweep,
 		p.XlbStageFrag,
 		p.XlbStageIcmp,
 		p.XlbStageProbe,

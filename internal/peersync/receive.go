@@ -104,7 +104,7 @@ func (s *Syncer) install(flows []Flow) {
 			continue
 		}
 		in = append(in, datapath.SyncInstall{Hash: f.Hash, HashBits: f.HashBits, RealID: rid,
-			State: f.State, Proto: f.Proto, Age: f.Age})
+			State: f.State, Proto: f.Proto, Age: f.Age, Template: f.Template})
 	}
 	s.st.received.Add(uint64(len(flows)))
 	if len(in) == 0 {

@@ -169,8 +169,12 @@ func (s *Syncer) readRing(ctx context.Context, r *datapath.SyncReader) {
 				s.st.untranslated.Add(1)
 				continue
 			}
-			flows = append(flows, Flow{VIP: rf.vip.Addr, Port: rf.vip.Port, Proto: rf.vip.Proto, Backend: rf.backend,
-				Hash: d.Hash, HashBits: 64, State: d.State})
+			f := Flow{VIP: rf.vip.Addr, Port: rf.vip.Port, Proto: rf.vip.Proto, Backend: rf.backend,
+				Hash: d.Hash, HashBits: 64, State: d.State}
+			if d.Kind == datapath.SyncTemplate {
+				f.Template, f.Age = true, d.Hold
+			}
+			flows = append(flows, f)
 			if len(flows) == FlowsPerMessage {
 				s.sendFlows(flows, nil)
 				flows = flows[:0]

@@ -50,8 +50,9 @@ const (
 
 // Record types.
 const (
-	recFlow  = 1
-	recHello = 2
+	recFlow     = 1
+	recHello    = 2
+	recTemplate = 3 // a flow record's body, read as a template (Flow.Template)
 )
 
 // Flow is one flow's decision, in terms every node understands: the
@@ -68,6 +69,12 @@ type Flow struct {
 	HashBits uint8
 	State    uint8  // conntrack state: 1 SYN, 2 established, 3 closing
 	Age      uint16 // conntrack ticks since the sender last saw the flow
+	// Template: the record is a persistence template, not a flow: Hash
+	// is the client's source hash (its address under the service's
+	// persistence netmask, the same on every node), Age the ticks the
+	// template lives on, State 0, HashBits 64. Sent as its own record
+	// type, which older receivers skip.
+	Template bool
 }
 
 // Hello is a node's status as its peers see it.
@@ -140,7 +147,11 @@ func appendMAC(key, b []byte) []byte {
 }
 
 func appendFlow(b []byte, f *Flow) []byte {
-	b = append(b, recFlow, flowLen, family(f.VIP), f.Proto)
+	typ := byte(recFlow)
+	if f.Template {
+		typ = recTemplate
+	}
+	b = append(b, typ, flowLen, family(f.VIP), f.Proto)
 	b = binary.BigEndian.AppendUint16(b, f.Port)
 	b = appendAddr(b, f.VIP)
 	b = append(b, family(f.Backend), f.State, f.HashBits, 0)
@@ -228,7 +239,9 @@ func (m *Message) records(p []byte, count int) error {
 		var err error
 		switch typ {
 		case recFlow:
-			err = m.flow(body)
+			err = m.flow(body, false)
+		case recTemplate:
+			err = m.flow(body, true)
 		case recHello:
 			err = m.hello(body)
 		default:
@@ -244,12 +257,12 @@ func (m *Message) records(p []byte, count int) error {
 	return nil
 }
 
-func (m *Message) flow(b []byte) error {
+func (m *Message) flow(b []byte, template bool) error {
 	if len(b) != flowLen {
 		return fmt.Errorf("flow record of %d bytes, want %d", len(b), flowLen)
 	}
 	f := Flow{Proto: b[1], Port: binary.BigEndian.Uint16(b[2:]), State: b[21], HashBits: b[22],
-		Age: binary.BigEndian.Uint16(b[24:]), Hash: binary.BigEndian.Uint64(b[42:])}
+		Age: binary.BigEndian.Uint16(b[24:]), Hash: binary.BigEndian.Uint64(b[42:]), Template: template}
 	var ok1, ok2 bool
 	f.VIP, ok1 = addrOf(b[0], b[4:20])
 	f.Backend, ok2 = addrOf(b[20], b[26:42])
@@ -258,7 +271,9 @@ func (m *Message) flow(b []byte) error {
 		return errors.New("bad address family or IPv4 address with stray bytes")
 	case f.Proto != 6 && f.Proto != 17:
 		return fmt.Errorf("protocol %d", f.Proto)
-	case f.State < 1 || f.State > 3:
+	case template && (f.State != 0 || f.HashBits != 64 || f.Age == 0):
+		return fmt.Errorf("template with state %d, %d hash bits, %d ticks to live (want 0, 64, > 0)", f.State, f.HashBits, f.Age)
+	case !template && (f.State < 1 || f.State > 3):
 		return fmt.Errorf("conntrack state %d", f.State)
 	case b[23] != 0:
 		return errors.New("reserved byte set")

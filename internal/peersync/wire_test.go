@@ -17,6 +17,9 @@ func sampleFlows(n int) []Flow {
 			Backend: netip.MustParseAddr("fd00:1::2"), Hash: uint64(i) * 0x9E3779B97F4A7C15, HashBits: 64, State: 2, Age: uint16(i)}
 	}
 	out[0].VIP, out[0].Proto, out[0].Backend = netip.MustParseAddr("fd00:200::1"), 17, netip.MustParseAddr("10.0.1.1")
+	if n > 2 { // a persistence template among the flows
+		out[1].Template, out[1].State, out[1].Age = true, 0, 1400
+	}
 	return out
 }
 
@@ -59,6 +62,9 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 
 // TestDecodeRefuses: every damaged, foreign or forged message is refused
 // with its reason.
+// templateAt is where sampleFlows' template record starts in a message.
+const templateAt = headerLen + recHdrLen + flowLen
+
 func TestDecodeRefuses(t *testing.T) {
 	good, err := Encode(testKey, &Message{Type: MsgFlows, Seq: 1, Flows: sampleFlows(3)})
 	if err != nil {
@@ -85,6 +91,9 @@ func TestDecodeRefuses(t *testing.T) {
 		{"type", mod(func(b []byte) []byte { b[5] = 9; return resign(b) }), ErrFormat},
 		{"flags", mod(func(b []byte) []byte { b[7] = 1; return resign(b) }), ErrFormat},
 		{"trailing bytes", resign(append(bytes.Clone(good[:len(good)-macLen]), 0, 0, macLen)), ErrFormat},
+		{"template with a state", mod(func(b []byte) []byte { b[templateAt+recHdrLen+21] = 2; return resign(b) }), ErrFormat},
+		{"template of no hold", mod(func(b []byte) []byte { b[templateAt+recHdrLen+25] = 0; b[templateAt+recHdrLen+24] = 0; return resign(b) }), ErrFormat},
+		{"template of a bucket's bits", mod(func(b []byte) []byte { b[templateAt+recHdrLen+22] = 20; return resign(b) }), ErrFormat},
 	} {
 		if _, err := Decode(testKey, c.b); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
