@@ -5,9 +5,9 @@
  * netmask, service or group) to a backend. The table is direct-mapped:
  * the template's hash names exactly one 8-byte slot,
  *
- *   63          42 41       24 23           0
+ *   63          43 42       24 23           0
  *  +--------------+-----------+--------------+
- *  | tag (22)     | real (18) | expires (24) |
+ *  | tag (21)     | real (19) | expires (24) |
  *  +--------------+-----------+--------------+
  *
  * written only by compare-and-swap. Two CPUs creating the same template

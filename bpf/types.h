@@ -386,18 +386,18 @@ struct trace_event {
  * cpu << ct_shift | bucket); each CPU writes only its own slice. A bucket
  * is one cache line of eight 8-byte ways:
  *
- *   63            36 35          18 17  16 15          0
+ *   63            37 36          18 17  16 15          0
  *  +----------------+--------------+------+-------------+
- *  | tag (28 bits)  | real (18)    |state |  last seen  |
+ *  | tag (27 bits)  | real (19)    |state |  last seen  |
  *  +----------------+--------------+------+-------------+
  *
- * tag = flow_hash >> 36, real = xlb_reals index, state = enum xlb_ct_state,
+ * tag = flow_hash >> 37, real = xlb_reals index, state = enum xlb_ct_state,
  * last seen = conntrack ticks, 16 bits (wraps after ~4.9 hours). */
 enum xlb_ct_layout {
 	XLB_CT_WAYS = 8,
-	XLB_CT_TAG_SHIFT = 36, /* the tag's 28 bits are the top of the hash */
+	XLB_CT_TAG_SHIFT = 37, /* the tag's 27 bits are the top of the hash */
 	XLB_CT_REAL_SHIFT = 18,
-	XLB_CT_REAL_BITS = 18,
+	XLB_CT_REAL_BITS = 19, /* node.max_backends up to 524,287 */
 	XLB_CT_REAL_MASK = (1 << XLB_CT_REAL_BITS) - 1,
 	XLB_CT_STATE_SHIFT = 16,
 	XLB_CT_STATE_MASK = 0x3,
@@ -585,7 +585,7 @@ struct lblc_walk {
  * or a connection's state timeout). The sweep frees expired slots. */
 enum xlb_persist_layout {
 	XLB_PERSIST_SLOTS = 1 << 18, /* a power of two: 2 MiB */
-	XLB_PERSIST_TAG_SHIFT = 42,
+	XLB_PERSIST_TAG_SHIFT = 43,
 	XLB_PERSIST_REAL_SHIFT = 24,
 	XLB_PERSIST_TIME_BITS = 24,
 	XLB_PERSIST_TIME_MASK = (1 << XLB_PERSIST_TIME_BITS) - 1,

@@ -23,8 +23,7 @@ const (
 	ctlServices = 3000
 	ctlBackends = 30
 	ctlTable    = 16381
-	// ctlMaxReals is xlbd's own capacity (cmd/xlbd maxReals, one per 18-bit
-	// conntrack real id): the 90,000 (service, backend) pairs fit.
+	// ctlMaxReals: the 90,000 (service, backend) pairs fit.
 	ctlMaxReals = 1 << 18
 )
 
@@ -106,7 +105,7 @@ func (b *runner) control(ctx context.Context) error {
 			if rep%2 == 1 {
 				workers = 1
 			}
-			c, p, st, parsed, err := coldCommit(inst.dp, yaml, lim, workers)
+			c, p, st, parsed, err := coldCommitN(inst.dp, yaml, lim, ctlServices, workers)
 			if err != nil {
 				inst.close()
 				return err
@@ -198,7 +197,9 @@ func (b *runner) control(ctx context.Context) error {
 		}
 	}
 	b.r.md["control"] = controlMarkdown(cold, changes)
-	return nil
+	kept.close()
+	kept = nil
+	return b.capacity(ctx) // capacity.go
 }
 
 // coldFigures records the cold commits' medians, with every worker (all)
@@ -270,9 +271,9 @@ func (c *ctlInstance) close() {
 	os.RemoveAll(c.dir)
 }
 
-// coldCommit parses yaml, plans it with a new Planner against dp's
-// (empty) state and applies it.
-func coldCommit(dp *datapath.Datapath, yaml []byte, lim plan.Limits, workers int) (ColdCommit, *plan.Planner, *state.State, *config.Config, error) {
+// coldCommitN parses yaml (of n services), plans it with a new Planner
+// (workers building tables) against dp's (empty) state and applies it.
+func coldCommitN(dp *datapath.Datapath, yaml []byte, lim plan.Limits, n, workers int) (ColdCommit, *plan.Planner, *state.State, *config.Config, error) {
 	c := ColdCommit{ConfigBytes: len(yaml), Workers: workers}
 	t0 := time.Now()
 	cfg, err := config.Parse(yaml, "bench.yaml")
@@ -295,8 +296,8 @@ func coldCommit(dp *datapath.Datapath, yaml []byte, lim plan.Limits, workers int
 	t3 := time.Now()
 	c.ParseMs, c.PlanMs, c.ApplyMs, c.TotalS = ms(t1.Sub(t0)), ms(t2.Sub(t1)), ms(t3.Sub(t2)), t3.Sub(t0).Seconds()
 	c.ApplyStats, c.PlanStats = as, ps
-	if ps.Services != ctlServices || as.TablesReplaced != ctlServices {
-		return c, nil, nil, nil, fmt.Errorf("planned %d services, installed %d tables; want %d", ps.Services, as.TablesReplaced, ctlServices)
+	if ps.Services != n || as.TablesReplaced != n {
+		return c, nil, nil, nil, fmt.Errorf("planned %d services, installed %d tables; want %d", ps.Services, as.TablesReplaced, n)
 	}
 	return c, p, st, cfg, nil
 }

@@ -133,6 +133,7 @@ type Details struct {
 	HashStudy         *study.HashStudyResult  `json:"hash_study,omitempty"`
 	ControlCold       []ColdCommit            `json:"control_cold,omitempty"`
 	ControlDelta      []ChangeResult          `json:"control_changes,omitempty"`
+	Capacity          *Capacity               `json:"control_capacity,omitempty"`
 	Throughput        any                     `json:"throughput,omitempty"`
 	Memory            []MapMemory             `json:"conntrack_memory,omitempty"`
 	Profiles          map[string]string       `json:"profiles,omitempty"`

@@ -32,13 +32,6 @@ import (
 	"github.com/xlbproject/xlb/internal/version"
 )
 
-// Data plane capacities: VIPs, and (service, backend) pairs (the largest
-// the 18-bit real id of a conntrack entry allows).
-const (
-	maxServices = 4096
-	maxReals    = datapath.RealsLimit
-)
-
 func main() {
 	var (
 		cfgPath  = flag.String("config", "/etc/xlb/xlb.yaml", "config file, or etcd://HOST:PORT[,HOST:PORT]/KEY: the cluster's config in etcd, with this node's sections from --node-config")
@@ -196,8 +189,9 @@ func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts
 		Mode:             datapath.Mode(cfg.Node.XDPMode.String()),
 		ConntrackEntries: cfg.Node.ConntrackEntries,
 		FragEntries:      cfg.Node.FragmentTableEntries,
-		MaxServices:      maxServices,
-		MaxReals:         maxReals,
+		MaxServices:      cfg.Node.MaxServices,
+		MaxReals:         cfg.Node.MaxBackends,
+		TableBytes:       tableBytes(cfg),
 		DiscardConntrack: so.discardCT,
 		Logger:           log,
 	})
@@ -286,7 +280,7 @@ func startRings(ctx context.Context, log *slog.Logger, dp *datapath.Datapath, no
 // newController makes the controller and, with a bgp section, its speaker.
 func newController(log *slog.Logger, cfg *config.Config, path string, dp *datapath.Datapath, m *xmetrics.Metrics, so serveOpts, syncer *peersync.Syncer) (*controller.Controller, *bgp.Speaker, error) {
 	probe := so.probe
-	lim := plan.Limits{MaxServices: maxServices, MaxReals: maxReals}
+	lim := limits(cfg.Node)
 	copts := controller.Options{Path: path, Limits: lim, Log: log, OnCommit: func(e controller.CommitEvent) {
 		m.ObserveCommit(xmetrics.Commit{Trigger: e.Trigger, Plan: e.Plan, Apply: e.Apply, Err: e.Err})
 		if syncer != nil {
@@ -314,6 +308,21 @@ func newController(log *slog.Logger, cfg *config.Config, path string, dp *datapa
 		copts.BGP = speaker
 	}
 	return controller.New(dp, copts), speaker, nil
+}
+
+// limits are the planner's id ranges for the capacities of node (ids
+// below the limits, from 1).
+func limits(n config.Node) plan.Limits {
+	return plan.Limits{MaxServices: n.MaxServices + 1, MaxReals: n.MaxBackends + 1}
+}
+
+// tableBytes is the memory of the Maglev tables of cfg's services.
+func tableBytes(cfg *config.Config) uint64 {
+	var b uint64
+	for _, s := range cfg.Services {
+		b += datapath.TableBytes(s.TableSize)
+	}
+	return b
 }
 
 // signalRequests turns SIGHUP, SIGUSR1 and SIGUSR2 into the controller's

@@ -369,7 +369,7 @@ type ConntrackEntry struct {
 	CPU     uint32
 	Bucket  uint32
 	Way     uint8
-	Tag     uint32 // flow hash >> 36
+	Tag     uint32 // flow hash >> 37 (maglev.CTTag)
 	RealID  uint32
 	Backend netip.Addr // zero when the real id is no longer assigned
 	Service string

@@ -21,6 +21,19 @@ const (
 	// MinConntrackEntries and MaxConntrackEntries bound conntrack_entries.
 	MinConntrackEntries = 1024
 	MaxConntrackEntries = 1 << 26
+	// DefaultMaxServices is node.max_services when absent: the services
+	// (VIP, port, protocol) the data plane's maps hold. xlbd maps each
+	// service's table into its memory, two while a table is replaced: 30,000
+	// stays within the default vm.max_map_count (65,530).
+	DefaultMaxServices = 30000
+	// MaxMaxServices bounds node.max_services.
+	MaxMaxServices = 1 << 20
+	// DefaultMaxBackends is node.max_backends when absent: the (service,
+	// backend) pairs the maps hold, over all pools of all services.
+	DefaultMaxBackends = 327680
+	// MaxMaxBackends bounds node.max_backends: a backend's id has 19 bits
+	// in a tracked connection, and 0 means none.
+	MaxMaxBackends = 1<<19 - 1
 	// MaxFloodSynRate bounds node.flood_syn_rate and
 	// node.flood_new_flow_rate (new flows per second per CPU).
 	MaxFloodSynRate = 1 << 30
@@ -151,6 +164,13 @@ type Node struct {
 	XDPMode XDPMode
 	// ConntrackEntries is the connection tracking capacity of each CPU.
 	ConntrackEntries uint32
+	// MaxServices is how many services the data plane holds; read at
+	// start. Default DefaultMaxServices.
+	MaxServices uint32
+	// MaxBackends is how many (service, backend) pairs it holds: each
+	// service counts each backend of its pools once. Read at start.
+	// Default DefaultMaxBackends.
+	MaxBackends uint32
 	// FloodSynRate is how many new SYN flows per second each CPU tracks;
 	// beyond it new SYN flows are forwarded by Maglev alone, untracked, so a
 	// SYN flood cannot evict established connections.

@@ -38,6 +38,8 @@ func TestLoadFull(t *testing.T) {
 			GatewayMAC:           mustMAC(t, "02:aa:bb:00:00:01"),
 			XDPMode:              XDPModeNative,
 			ConntrackEntries:     2048,
+			MaxServices:          DefaultMaxServices,
+			MaxBackends:          DefaultMaxBackends,
 			ICMPEchoRate:         20,
 			ICMPTooBigRate:       DefaultICMPTooBigRate,
 			FragmentTableEntries: DefaultFragmentTableEntries,

@@ -48,6 +48,8 @@ const (
 	kInclude        = "include"
 	kInterface      = "interface"
 	kKeepalive      = "keepalive"
+	kMaxBackends    = "max_backends"
+	kMaxServices    = "max_services"
 	kMetricsAddr    = "metrics_addr"
 	kName           = "name"
 	kNextHop4       = "next_hop4"
@@ -114,6 +116,12 @@ var nodeKeys = newSection(false,
 	key[Node]{name: "conntrack_entries", v: numberOf(func(n *Node) *uint32 { return &n.ConntrackEntries },
 		DefaultConntrackEntries, MinConntrackEntries, MaxConntrackEntries), keep: always[Node],
 		doc: "Connection tracking capacity of each CPU."},
+	key[Node]{name: kMaxServices, v: numberOf(func(n *Node) *uint32 { return &n.MaxServices },
+		DefaultMaxServices, 1, MaxMaxServices), keep: always[Node],
+		doc: "Services (VIP, port, protocol) the data plane's maps hold; sizes them, with the memory check at start. Read at start."},
+	key[Node]{name: kMaxBackends, v: numberOf(func(n *Node) *uint32 { return &n.MaxBackends },
+		DefaultMaxBackends, 1, MaxMaxBackends), keep: always[Node],
+		doc: "(service, backend) pairs the data plane's maps hold: each service counts each backend of its pools once. Read at start."},
 	key[Node]{name: "timeouts", v: nestedOf(func(n *Node) *Timeouts { return &n.Timeouts }, timeoutKeys),
 		doc: "Idle timeouts of tracked flows."},
 	key[Node]{name: "flood_syn_rate", v: numberOf(func(n *Node) *uint32 { return &n.FloodSynRate }, 0, 0, MaxFloodSynRate),

@@ -158,6 +158,21 @@ func TestReject(t *testing.T) {
 			[]string{`c.yaml:3: node.conntrack_entries: 67108865 is out of range 1024..67108864`}},
 		{"conntrack negative", "node:\n  interface: eth0\n  conntrack_entries: -1\n", ErrInvalid,
 			[]string{`c.yaml:3: node.conntrack_entries: -1 is out of range 0..4294967295`}},
+		{"max_services 0", "node:\n  interface: eth0\n  max_services: 0\n", ErrInvalid,
+			[]string{`c.yaml:3: node.max_services: 0 is out of range 1..1048576`}},
+		{"max_services absurd", "node:\n  interface: eth0\n  max_services: 4000000000\n", ErrInvalid,
+			[]string{`c.yaml:3: node.max_services: 4000000000 is out of range 1..1048576`}},
+		{"max_backends 0", "node:\n  interface: eth0\n  max_backends: 0\n", ErrInvalid,
+			[]string{`c.yaml:3: node.max_backends: 0 is out of range 1..524287`}},
+		{"max_backends beyond the id's bits", "node:\n  interface: eth0\n  max_backends: 524288\n", ErrInvalid,
+			[]string{`c.yaml:3: node.max_backends: 524288 is out of range 1..524287`}},
+		{"max_services below the services", strings.Replace(head, "address6: fd00::11}", "address6: fd00::11, max_services: 1}", 1) + svc +
+			"  - {name: t, vip: 10.200.0.2, port: 80, protocol: tcp, pools: [p]}\n", ErrInvalid,
+			[]string{`c.yaml:1: node.max_services: 1 is less than the 2 services of the config: raise it`}},
+		{"max_backends below the pairs", strings.Replace(head, "address6: fd00::11}", "address6: fd00::11, max_backends: 5}", 1) + svc +
+			"  - {name: t, vip: 10.200.0.2, port: 80, protocol: tcp, pools: [p]}\n" +
+			"  - {name: u, vip: 10.200.0.3, port: 80, protocol: tcp, pools: [p]}\n", ErrInvalid,
+			[]string{`c.yaml:1: node.max_backends: 5 is less than the 6 (service, backend) pairs of the config`}},
 		{"conntrack hex", "node:\n  interface: eth0\n  conntrack_entries: 0x1000\n", ErrInvalid,
 			[]string{`c.yaml:3: node.conntrack_entries: must be a decimal integer, not "0x1000"`}},
 

@@ -359,6 +359,7 @@ func validateServices(cfg *Config, idx map[string]*Pool, c *collector) {
 		sc.service(i)
 	}
 	sc.nodeAddresses()
+	checkCapacity(&cfg.Node, len(cfg.Services), sc.pairs, c) // capacity.go
 }
 
 // serviceChecks is what the checks of one service need of the others.
@@ -373,6 +374,7 @@ type serviceChecks struct {
 	// address checks.
 	used4, used6         *member
 	used4Path, used6Path string
+	pairs                int // (service, backend) pairs: node.max_backends
 }
 
 // resolve returns the flattened members of pool name.
@@ -454,6 +456,7 @@ func (sc *serviceChecks) pools(i int, s *Service, path string, tableOK bool) {
 	}
 	refsOK := true
 	seen := map[string]int{}
+	addrs := map[netip.Addr]bool{}
 	total := 0
 	for j, name := range s.Pools {
 		rp := index(pp, j)
@@ -469,6 +472,9 @@ func (sc *serviceChecks) pools(i int, s *Service, path string, tableOK bool) {
 		}
 		members := sc.resolve(name)
 		total += len(members)
+		for _, m := range members {
+			addrs[m.Addr] = true
+		}
 		if tableOK && uint64(len(members)) > uint64(s.TableSize) {
 			c.errf(join(path, kTableSize), ErrInvalid,
 				"%d is smaller than the %d backends of pool %q: use a prime at least 100 times the number of backends (Maglev paper, section 3.4)",
@@ -476,6 +482,7 @@ func (sc *serviceChecks) pools(i int, s *Service, path string, tableOK bool) {
 		}
 		sc.noteFamilies(i, s, name, members)
 	}
+	sc.pairs += len(addrs)
 	if refsOK && total == 0 {
 		c.errf(pp, ErrEmptyService, "service %q has no backend: its pools %s resolve to none",
 			s.Name, strings.Join(s.Pools, ", "))

@@ -336,6 +336,10 @@ func immutable(old, new config.Node) error {
 		return fmt.Errorf("node.fragment_table_entries %d -> %d: %w", old.FragmentTableEntries, new.FragmentTableEntries, ErrRestartRequired)
 	case old.ConntrackEntries != new.ConntrackEntries:
 		return fmt.Errorf("node.conntrack_entries %d -> %d: %w", old.ConntrackEntries, new.ConntrackEntries, ErrRestartRequired)
+	case old.MaxServices != new.MaxServices:
+		return fmt.Errorf("node.max_services %d -> %d: %w (it sizes the data plane's maps)", old.MaxServices, new.MaxServices, ErrRestartRequired)
+	case old.MaxBackends != new.MaxBackends:
+		return fmt.Errorf("node.max_backends %d -> %d: %w (it sizes the data plane's maps)", old.MaxBackends, new.MaxBackends, ErrRestartRequired)
 	case old.XDPMode != new.XDPMode:
 		return fmt.Errorf("node.xdp_mode %s -> %s: %w", old.XDPMode, new.XDPMode, ErrRestartRequired)
 	case !reflect.DeepEqual(old.Sync, new.Sync):

@@ -302,7 +302,7 @@ CPU  Bucket  Way  Tag        Real  Backend   Service  State        Idle
 0    7       0    0xabcdef1  1     10.0.1.1  web      established  2s
 1    9       3    0x1234567  2     10.0.1.2  web      syn          1s
 2 of 2 matching entries shown; 3 in use of 1048576 (0.0%).
-The table is keyed by the flow hash (bucket, 28-bit tag): the 5-tuple is not stored.`)
+The table is keyed by the flow hash (bucket, 27-bit tag): the 5-tuple is not stored.`)
 	out := e.ok("conntrack", "--service", "dns", "--expired")
 	if !strings.Contains(out, "2001:db8:1::1  dns      established (expired)  6m40s") {
 		t.Fatalf("expired entry:\n%s", out)

@@ -518,7 +518,7 @@ func (c *CLI) printConntrack(r *pb.ConntrackDumpResponse) error {
 	if r.Truncated {
 		fmt.Fprintln(c.Out, "More match: raise --limit or narrow with --service, --backend, --state.")
 	}
-	fmt.Fprintln(c.Out, "The table is keyed by the flow hash (bucket, 28-bit tag): the 5-tuple is not stored.")
+	fmt.Fprintln(c.Out, "The table is keyed by the flow hash (bucket, 27-bit tag): the 5-tuple is not stored.")
 	return nil
 }
 

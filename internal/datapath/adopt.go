@@ -83,6 +83,7 @@ func (d *Datapath) adoptServices() (map[xlbVipKey]xlbVipInfo, error) {
 			inner.Close()
 			return nil, fmt.Errorf("table of %s: %w", key, err)
 		}
+		lt.release()
 		sc, err := d.readSched(vi.SvcId)
 		if err != nil {
 			lt.close()

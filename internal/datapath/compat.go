@@ -38,6 +38,12 @@ const (
 	// replaces the pin like a recreated map; the commit that follows fills
 	// the new fields. Any other change is refused.
 	policyMigrate
+	// policyResize: committed state sized by node.max_services or
+	// node.max_backends, pinned with another number of entries (and
+	// nothing else changed). Its content is copied into a map of the new
+	// size before the new program runs, or, when it does not fit, the
+	// start is refused (resize.go). Another change is refused.
+	policyResize
 )
 
 // pinnedMapPolicy is the policy and the content of each pinned map. A map
@@ -49,13 +55,13 @@ var pinnedMapPolicy = map[string]struct {
 	"xlb_ct":           {policyConntrack, "the tracked connections"},
 	"xlb_nat":          {policyConntrack, "the tracked NAT flows, which their replies are rewritten by"},
 	"xlb_nat_hops":     {policyRecreate, "the NAT replies' next-hop cache (per CPU, refilled from the FIB)"},
-	"xlb_vips":         {policyRefuse, "the committed services"},
-	"xlb_vip_addrs":    {policyRefuse, "the committed VIP addresses"},
-	"xlb_vip_index":    {policyRefuse, "the forwarder's index of the committed services"},
-	"xlb_vip_ents":     {policyRefuse, "the forwarder's entries of the committed services"},
-	"xlb_tables":       {policyRefuse, "the committed Maglev tables"},
-	"xlb_reals":        {policyRefuse, "the committed backends, whose ids the tracked connections hold"},
-	"xlb_svc_sched":    {policyRefuse, "the committed schedulers"},
+	"xlb_vips":         {policyResize, "the committed services"},
+	"xlb_vip_addrs":    {policyResize, "the committed VIP addresses"},
+	"xlb_vip_index":    {policyResize, "the forwarder's index of the committed services"},
+	"xlb_vip_ents":     {policyResize, "the forwarder's entries of the committed services"},
+	"xlb_tables":       {policyResize, "the committed Maglev tables"},
+	"xlb_reals":        {policyResize, "the committed backends, whose ids the tracked connections hold"},
+	"xlb_svc_sched":    {policyResize, "the committed schedulers"},
 	"xlb_sched_cursor": {policyRecreate, "the list schedulers' cursors"},
 	"xlb_persist":      {policyRecreate, "the persistence templates (their clients choose again)"},
 	"xlb_lblc":         {policyRecreate, "the lblc and lblcr schedulers' destinations (they choose again)"},
@@ -180,6 +186,8 @@ func checkPinned(spec *ebpf.CollectionSpec, pinDir string, discardCT bool, log *
 			log.Warn("pinned map does not fit this build: starting it empty", "map", name,
 				"holds", pol.holds, "pinned", pinned.String(), "wanted", wanted.String())
 			recreate = append(recreate, name)
+		case known && pol.policy == policyResize && onlyEntriesDiffer(pinned, wanted):
+			recreate = append(recreate, name) // resize.go
 		case known && pol.policy == policyMigrate && grewAtEnd(pinned, wanted):
 			log.Info("pinned map of an older layout: its content is carried into the new one", "map", name,
 				"holds", pol.holds, "pinned", pinned.String(), "wanted", wanted.String())
@@ -192,7 +200,7 @@ func checkPinned(spec *ebpf.CollectionSpec, pinDir string, discardCT bool, log *
 	if len(refused) > 0 {
 		return nil, errors.Join(refused...)
 	}
-	return recreate, nil
+	return withVIPIndexPair(recreate, pinDir), nil // resize.go
 }
 
 // grewAtEnd reports whether wanted is pinned with a longer value and
@@ -206,6 +214,9 @@ func grewAtEnd(pinned, wanted MapLayout) bool {
 // migrate copies the entries of each migrated map's pin into the new map
 // (values zero-extended), before the new program runs.
 func (d *Datapath) migrate() error {
+	if err := d.resize(); err != nil {
+		return err
+	}
 	for _, name := range d.recreated {
 		if pinnedMapPolicy[name].policy != policyMigrate {
 			continue
@@ -266,8 +277,12 @@ func (d *Datapath) pinRecreated() error {
 		if err := m.Pin(path); err != nil {
 			return fmt.Errorf("pin the new %s: %w", name, err)
 		}
-		if pinnedMapPolicy[name].policy == policyMigrate {
+		switch pinnedMapPolicy[name].policy {
+		case policyMigrate:
 			d.log.Info("replaced a pinned map of an older layout with its migrated copy", "map", name)
+			continue
+		case policyResize:
+			d.log.Info("replaced a pinned map of another size with its resized copy", "map", name)
 			continue
 		}
 		d.log.Warn("replaced an incompatible pinned map with an empty one", "map", name, "holds", pinnedMapPolicy[name].holds)

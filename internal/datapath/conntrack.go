@@ -15,14 +15,14 @@ import (
 type CTEntry struct {
 	CPU, Bucket uint32
 	Way         uint8
-	Tag         uint32 // flow hash >> 36
+	Tag         uint32 // flow hash >> 37 (maglev.CTTag)
 	RealID      uint32
 	State       uint8 // enum xlb_ct_state: 1 SYN, 2 established, 3 closing
 	Age         time.Duration
 }
 
 // A conntrack way as the forwarder packs it (enum xlb_ct_layout,
-// bpf/types.h: tag 28 | real 18 | state 2 | last seen 16) and its clock.
+// bpf/types.h: tag 27 | real 19 | state 2 | last seen 16) and its clock.
 const (
 	ctTagShift   = xlbXlbCtLayoutXLB_CT_TAG_SHIFT
 	ctRealShift  = xlbXlbCtLayoutXLB_CT_REAL_SHIFT

@@ -54,8 +54,12 @@ type Options struct {
 	// ConntrackEntries is the per-CPU size of the connection table, rounded
 	// up to a power of two of 8-way buckets (default 1 << 20).
 	ConntrackEntries uint32
-	MaxServices      uint32 // VIPs (default 4096)
-	MaxReals         uint32 // (service, backend) pairs (default 65536, max 1<<18)
+	// MaxServices is how many services (VIP keys) the maps hold: service
+	// ids 1..MaxServices (default 4096).
+	MaxServices uint32
+	// MaxReals is how many (service, backend) pairs they hold: real ids
+	// 1..MaxReals (default 65536, at most RealsLimit-1).
+	MaxReals uint32
 	// DiscardConntrack lets Open and Load replace a pinned connection table
 	// that does not fit this build or ConntrackEntries with an empty one;
 	// without it they refuse (see compat.go).
@@ -64,7 +68,13 @@ type Options struct {
 	// fragment's decision is kept; default 65536, least recently used
 	// goes first).
 	FragEntries uint32
-	Logger      *slog.Logger
+	// TableBytes is the memory of the first commit's Maglev tables
+	// (TableBytes of each service's table_size), counted by the memory
+	// check of a cold start.
+	TableBytes uint64
+	Logger     *slog.Logger
+	// available replaces availableMemory in tests.
+	available func() (uint64, string, error)
 }
 
 // Sentinel errors.
@@ -92,6 +102,7 @@ type Datapath struct {
 	probeTurn   int
 	probeCookie uint64 // node_info.probe_cookie: marks self-check probes
 	adopted     bool   // the link was already pinned: a restart, not a first start
+	oldCT       bool   // the pinned conntrack has 18-bit real ids (ctlayout.go)
 	// recreated are the maps loaded new instead of their incompatible pins
 	// (compat.go); their pins are replaced once the program runs.
 	recreated []string
@@ -124,8 +135,11 @@ func (o *Options) defaults() error {
 	if o.FragEntries == 0 {
 		o.FragEntries = 65536
 	}
-	if o.MaxReals > RealsLimit {
-		return fmt.Errorf("datapath: at most %d reals", RealsLimit)
+	if o.MaxReals >= RealsLimit {
+		return fmt.Errorf("datapath: at most %d reals", RealsLimit-1)
+	}
+	if o.MaxServices > MaxServicesLimit {
+		return fmt.Errorf("datapath: at most %d services", MaxServicesLimit)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -184,18 +198,7 @@ func LoadSpec(o Options) (*ebpf.CollectionSpec, error) {
 	spec.Maps["xlb_ct"].MaxEntries = uint32(ncpu) << shift
 	spec.Maps["xlb_sync_log"].MaxEntries = uint32(ncpu) * uint32(syncSlots)
 	spec.Maps["xlb_sync_cpus"].MaxEntries = uint32(ncpu)
-	spec.Maps["xlb_vips"].MaxEntries = o.MaxServices
-	spec.Maps["xlb_vip_addrs"].MaxEntries = o.MaxServices
-	spec.Maps["xlb_vip_index"].MaxEntries = vipBuckets(o.MaxServices)
-	spec.Maps["xlb_vip_ents"].MaxEntries = 2*o.MaxServices + 1
-	spec.Maps["xlb_svc_stats"].MaxEntries = o.MaxServices
-	spec.Maps["xlb_svc_sched"].MaxEntries = o.MaxServices
-	spec.Maps["xlb_sched_cursor"].MaxEntries = o.MaxServices
-	spec.Maps["xlb_real_conns"].MaxEntries = o.MaxReals
-	spec.Maps["xlb_tables"].MaxEntries = 2 * o.MaxServices
-	spec.Maps["xlb_reals"].MaxEntries = o.MaxReals
-	spec.Maps["xlb_real_stats"].MaxEntries = o.MaxReals
-	spec.Maps["xlb_frags"].MaxEntries = o.FragEntries
+	sizeByCapacity(spec, o)
 	for name, m := range spec.Maps {
 		if len(name) > 4 && name[:4] == "xlb_" {
 			m.Pinning = ebpf.PinByName
@@ -236,7 +239,23 @@ func Open(o Options) (*Datapath, error) {
 		d.Close()
 		return nil, err
 	}
+	if err := d.pinLayout(); err != nil {
+		d.Close()
+		return nil, err
+	}
 	return d, nil
+}
+
+// pinLayout pins the conntrack layout's marker, once the ways the old
+// program wrote until it was replaced are widened too (ctlayout.go).
+func (d *Datapath) pinLayout() error {
+	if d.oldCT {
+		if err := d.widenRealIDs(); err != nil {
+			return err
+		}
+		d.oldCT = false
+	}
+	return pinLayout(d.opts.PinDir)
 }
 
 // Load is Open without attaching: the program and the (pinned) maps are
@@ -255,6 +274,10 @@ func Load(o Options) (*Datapath, error) {
 		d.Close()
 		return nil, err
 	}
+	if err := d.pinLayout(); err != nil {
+		d.Close()
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -264,6 +287,9 @@ func load(o Options) (*Datapath, error) {
 	}
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("remove memlock rlimit: %w", err)
+	}
+	if err := checkMapCount(o.MaxServices); err != nil { // capacity.go
+		return nil, err
 	}
 	if err := EnsureBPFFS(); err != nil {
 		return nil, err
@@ -283,10 +309,14 @@ func load(o Options) (*Datapath, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkLoadMemory(spec, o, recreate); err != nil { // capacity.go
+		return nil, err
+	}
 	for _, name := range recreate {
 		spec.Maps[name].Pinning = ebpf.PinNone // pinned by pinRecreated
 	}
-	d := &Datapath{opts: o, log: o.Logger, ifindex: iface.Index, ifmac: iface.HardwareAddr, recreated: recreate}
+	d := &Datapath{opts: o, log: o.Logger, ifindex: iface.Index, ifmac: iface.HardwareAddr, recreated: recreate,
+		oldCT: oldCTLayout(o.PinDir, recreate)}
 	err = spec.LoadAndAssign(&d.objs, &ebpf.CollectionOptions{
 		Maps: ebpf.MapOptions{PinPath: o.PinDir},
 	})
@@ -304,6 +334,12 @@ func load(o Options) (*Datapath, error) {
 	if err := d.migrate(); err != nil {
 		d.Close()
 		return nil, err
+	}
+	if d.oldCT { // ctlayout.go
+		if err := d.widenRealIDs(); err != nil {
+			d.Close()
+			return nil, err
+		}
 	}
 	if err := d.loadApplied(); err != nil {
 		d.Close()

@@ -87,6 +87,7 @@ func (c *commit) prepareTable(i int) error {
 	} else if rid, ok := copyChecked(inner.entries(len(s.Table)), s.Table, c.owner, s.SvcID); !ok {
 		return foreign(rid)
 	}
+	inner.release() // opened again to install it (table.go)
 	return nil
 }
 

@@ -18,12 +18,12 @@ const manyReals = 4096
 func (c *commit) check() error {
 	d, next := c.d, c.next
 	if n := uint32(len(next.Services)); n > d.opts.MaxServices {
-		return fmt.Errorf("%d services exceed the capacity of %d (raise max_services)", n, d.opts.MaxServices)
+		return fmt.Errorf("%d services exceed the capacity of %d (node.max_services, read at start)", n, d.opts.MaxServices)
 	}
 	ids := make(map[uint32]state.VIPKey, len(next.Services))
 	for key, s := range next.Services {
-		if s.SvcID == 0 || s.SvcID >= d.opts.MaxServices {
-			return fmt.Errorf("service %s: id %d out of range 1..%d", key, s.SvcID, d.opts.MaxServices-1)
+		if s.SvcID == 0 || s.SvcID > d.opts.MaxServices {
+			return fmt.Errorf("service %s: id %d out of range 1..%d", key, s.SvcID, d.opts.MaxServices)
 		}
 		if other, dup := ids[s.SvcID]; dup {
 			return fmt.Errorf("services %s and %s share id %d", key, other, s.SvcID)
@@ -34,12 +34,12 @@ func (c *commit) check() error {
 		}
 	}
 	for _, id := range c.diff.Reals {
-		if _, ok := next.Reals.Get(id); ok && (id == 0 || id >= d.opts.MaxReals) {
-			return fmt.Errorf("real id %d out of range 1..%d", id, d.opts.MaxReals-1)
+		if _, ok := next.Reals.Get(id); ok && (id == 0 || id > d.opts.MaxReals) {
+			return fmt.Errorf("real id %d out of range 1..%d (node.max_backends, read at start)", id, d.opts.MaxReals)
 		}
 	}
 	if len(c.diff.Reals) >= manyReals {
-		c.owner = make([]uint32, d.opts.MaxReals)
+		c.owner = make([]uint32, d.opts.MaxReals+1)
 		for id, r := range next.Reals.All() {
 			c.owner[id] = r.SvcID
 		}
@@ -147,16 +147,16 @@ func (c *commit) installTables() error {
 		return nil
 	}
 	slots := make([]uint32, len(c.tables))
-	fds := make([]uint32, len(c.tables))
+	tables := make([]*liveTable, len(c.tables))
 	for i, p := range c.tables {
-		slots[i], fds[i] = p.slot, uint32(p.inner.m.FD())
+		slots[i], tables[i] = p.slot, p.inner
 		c.stats.TableEntries += len(p.svc.Table)
 	}
 	if err := c.write("install tables"); err != nil {
 		return err
 	}
 	c.onUndo(func() error { return c.d.retireSlots(slots) })
-	if _, err := c.d.objs.XlbTables.BatchUpdate(slots, fds, nil); err != nil {
+	if err := putTables(c.d.objs.XlbTables, slots, tables); err != nil {
 		return fmt.Errorf("install %d tables: %w", len(c.tables), err)
 	}
 	c.stats.TablesReplaced = len(c.tables)
@@ -251,17 +251,14 @@ func (c *commit) retireSlots() error {
 		return nil
 	}
 	slots := make([]uint32, len(c.retire))
-	fds := make([]uint32, len(c.retire))
+	tables := make([]*liveTable, len(c.retire))
 	for i, ls := range c.retire {
-		slots[i], fds[i] = ls.slot, uint32(ls.table.m.FD())
+		slots[i], tables[i] = ls.slot, ls.table
 	}
 	if err := c.write("retire tables"); err != nil {
 		return err
 	}
-	c.onUndo(func() error {
-		_, err := c.d.objs.XlbTables.BatchUpdate(slots, fds, nil)
-		return err
-	})
+	c.onUndo(func() error { return putTables(c.d.objs.XlbTables, slots, tables) })
 	return c.d.retireSlots(slots)
 }
 

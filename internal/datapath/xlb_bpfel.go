@@ -349,16 +349,16 @@ type xlbXlbCtLayout uint32
 
 const (
 	xlbXlbCtLayoutXLB_CT_WAYS        xlbXlbCtLayout = 8
-	xlbXlbCtLayoutXLB_CT_TAG_SHIFT   xlbXlbCtLayout = 36
+	xlbXlbCtLayoutXLB_CT_TAG_SHIFT   xlbXlbCtLayout = 37
 	xlbXlbCtLayoutXLB_CT_REAL_SHIFT  xlbXlbCtLayout = 18
-	xlbXlbCtLayoutXLB_CT_REAL_BITS   xlbXlbCtLayout = 18
-	xlbXlbCtLayoutXLB_CT_REAL_MASK   xlbXlbCtLayout = 262143
+	xlbXlbCtLayoutXLB_CT_REAL_BITS   xlbXlbCtLayout = 19
+	xlbXlbCtLayoutXLB_CT_REAL_MASK   xlbXlbCtLayout = 524287
 	xlbXlbCtLayoutXLB_CT_STATE_SHIFT xlbXlbCtLayout = 16
 	xlbXlbCtLayoutXLB_CT_STATE_MASK  xlbXlbCtLayout = 3
 	xlbXlbCtLayoutXLB_CT_TIME_MASK   xlbXlbCtLayout = 65535
 	xlbXlbCtLayoutXLB_TICK_SHIFT     xlbXlbCtLayout = 28
 	xlbXlbCtLayoutXLB_CT_AHEAD       xlbXlbCtLayout = 64
-	xlbXlbCtLayoutXLB_MAX_REALS      xlbXlbCtLayout = 262144
+	xlbXlbCtLayoutXLB_MAX_REALS      xlbXlbCtLayout = 524288
 )
 
 type xlbXlbCtState uint32
@@ -439,7 +439,7 @@ type xlbXlbPersistLayout uint32
 
 const (
 	xlbXlbPersistLayoutXLB_PERSIST_SLOTS      xlbXlbPersistLayout = 262144
-	xlbXlbPersistLayoutXLB_PERSIST_TAG_SHIFT  xlbXlbPersistLayout = 42
+	xlbXlbPersistLayoutXLB_PERSIST_TAG_SHIFT  xlbXlbPersistLayout = 43
 	xlbXlbPersistLayoutXLB_PERSIST_REAL_SHIFT xlbXlbPersistLayout = 24
 	xlbXlbPersistLayoutXLB_PERSIST_TIME_BITS  xlbXlbPersistLayout = 24
 	xlbXlbPersistLayoutXLB_PERSIST_TIME_MASK  xlbXlbPersistLayout = 16777215

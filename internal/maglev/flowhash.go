@@ -11,8 +11,10 @@ import (
 // node must change together.
 const FlowHashVersion = 1
 
-// CTTagBits is the number of significant bits in a CTTag result.
-const CTTagBits = 28
+// CTTagBits is the number of significant bits in a CTTag result: the
+// conntrack way's tag (enum xlb_ct_layout in bpf/types.h), 64 less the
+// tag's shift.
+const CTTagBits = 27
 
 const (
 	flowK    = 0x9E3779B97F4A7C15
@@ -96,9 +98,11 @@ func CTBucket(h uint64, buckets uint32) uint32 {
 	return uint32(h) & (buckets - 1)
 }
 
-// CTTag returns the conntrack tag for flow hash h: h >> 36, CTTagBits (28)
+// CTTag returns the conntrack tag for flow hash h: h >> 37, CTTagBits (27)
 // bits. The tag shares its bits with Slot's input, so two flows that share a
-// bucket and a tag also share a Maglev slot (docs/ARCHITECTURE.md).
+// bucket and a tag also share a Maglev slot (docs/ARCHITECTURE.md). The tag
+// is each node's own (peers exchange the whole hash): it was h >> 36 until
+// the real id of a conntrack way took a 19th bit.
 func CTTag(h uint64) uint32 {
-	return uint32(h >> 36)
+	return uint32(h >> (64 - CTTagBits))
 }

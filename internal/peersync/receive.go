@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/xlbproject/xlb/internal/datapath"
+	"github.com/xlbproject/xlb/internal/maglev"
 	"github.com/xlbproject/xlb/internal/state"
 )
 
@@ -144,7 +145,7 @@ func (s *Syncer) sendBulk(p *peer) {
 		}
 		age := e.Age / datapath.CTTick
 		flows = append(flows, Flow{VIP: rf.vip.Addr, Port: rf.vip.Port, Proto: rf.vip.Proto, Backend: rf.backend,
-			Hash: uint64(k.tag)<<36 | uint64(k.bucket), HashBits: uint8(shift), State: e.State, Age: uint16(min(age, 0xffff))})
+			Hash: uint64(k.tag)<<(64-maglev.CTTagBits) | uint64(k.bucket), HashBits: uint8(shift), State: e.State, Age: uint16(min(age, 0xffff))})
 		if len(flows) == FlowsPerMessage {
 			s.sendFlows(flows, p)
 			s.st.bulkSent.Add(uint64(len(flows)))

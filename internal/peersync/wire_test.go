@@ -92,7 +92,11 @@ func TestDecodeRefuses(t *testing.T) {
 		{"flags", mod(func(b []byte) []byte { b[7] = 1; return resign(b) }), ErrFormat},
 		{"trailing bytes", resign(append(bytes.Clone(good[:len(good)-macLen]), 0, 0, macLen)), ErrFormat},
 		{"template with a state", mod(func(b []byte) []byte { b[templateAt+recHdrLen+21] = 2; return resign(b) }), ErrFormat},
-		{"template of no hold", mod(func(b []byte) []byte { b[templateAt+recHdrLen+25] = 0; b[templateAt+recHdrLen+24] = 0; return resign(b) }), ErrFormat},
+		{"template of no hold", mod(func(b []byte) []byte {
+			b[templateAt+recHdrLen+25] = 0
+			b[templateAt+recHdrLen+24] = 0
+			return resign(b)
+		}), ErrFormat},
 		{"template of a bucket's bits", mod(func(b []byte) []byte { b[templateAt+recHdrLen+22] = 20; return resign(b) }), ErrFormat},
 	} {
 		if _, err := Decode(testKey, c.b); !errors.Is(err, c.want) {
