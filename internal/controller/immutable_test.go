@@ -13,7 +13,7 @@ import (
 // anything is planned or applied, naming the key and both values; the
 // same sizes pass.
 func TestReloadOfCapacityNeedsRestart(t *testing.T) {
-	old := config.Node{Name: "n", Interface: "eth0", MaxServices: 20000, MaxBackends: 300000}
+	old := config.Node{Name: "n", Interface: "eth0", MaxServices: 20000, MaxBackends: 300000, ConntrackEntries: 65536}
 	if err := immutable(old, old); err != nil {
 		t.Fatalf("same sizes: %v", err)
 	}
@@ -24,6 +24,8 @@ func TestReloadOfCapacityNeedsRestart(t *testing.T) {
 	}{
 		{"services", func(n *config.Node) { n.MaxServices = 40000 }, "node.max_services 20000 -> 40000"},
 		{"backends", func(n *config.Node) { n.MaxBackends = 100 }, "node.max_backends 300000 -> 100"},
+		// lowering the connection table's size, however full it is
+		{"conntrack", func(n *config.Node) { n.ConntrackEntries = 4096 }, "node.conntrack_entries 65536 -> 4096"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := old
