@@ -89,6 +89,7 @@ type Datapath struct {
 	faultHook func(what string, n int) error
 	// placeholder is the empty table retired slots point to.
 	placeholder *liveTable
+	scrubbed    bool // a commit of this process has run the scrub step (scrub.go)
 	probeTurn   int
 	probeCookie uint64 // node_info.probe_cookie: marks self-check probes
 	adopted     bool   // the link was already pinned: a restart, not a first start
