@@ -35,10 +35,14 @@ proto:
 
 # bin/xlbd-variant is xlbd with the upgrade variant of the forwarder
 # (bpf/xlb_variant.c): the e2e restart tests run it beside bin/xlbd.
+# bin/xlbd-crash is xlbd with crash points (internal/crashpoint: it kills
+# itself at the point its arm file names): e2e's crash tests run it. No
+# other build has them.
 build: deps
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
 	$(GO) build -tags xlb_variant -ldflags '$(LDFLAGS)' -o $(BIN)/xlbd-variant ./cmd/xlbd
+	$(GO) build -tags xlb_crashpoints -ldflags '$(LDFLAGS)' -o $(BIN)/xlbd-crash ./cmd/xlbd
 
 # The inner loop (minutes): vet, the unit tests and the BPF_PROG_TEST_RUN
 # fixtures, then the generated-file check. -short leaves out every test

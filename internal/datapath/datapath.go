@@ -98,6 +98,7 @@ type Datapath struct {
 	recreated []string
 	holder    atomic.Pointer[FragHolder]
 	operator  *ebpf.Map // the operator's runtime state (operator.go)
+	record    *ebpf.Map // the controller's commit record (operator.go)
 	tx        txState   // the transmit check (txcheck.go)
 }
 
@@ -312,7 +313,11 @@ func load(o Options) (*Datapath, error) {
 		d.Close()
 		return nil, fmt.Errorf("connection counts: %w", err)
 	}
-	if d.operator, err = openOperator(o.PinDir, d.log.Warn); err != nil {
+	if d.operator, err = openDoc(o.PinDir, operatorPin, operatorValue, d.log.Warn); err != nil {
+		d.Close()
+		return nil, err
+	}
+	if d.record, err = openDoc(o.PinDir, recordPin, recordValue, d.log.Warn); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -478,6 +483,9 @@ func (d *Datapath) Close() error {
 	d.vidx.close()
 	if d.operator != nil {
 		errs = append(errs, d.operator.Close())
+	}
+	if d.record != nil {
+		errs = append(errs, d.record.Close())
 	}
 	errs = append(errs, d.objs.Close())
 	if d.placeholder != nil {
