@@ -216,11 +216,10 @@ func (c *crashEnv) pinNames(t *testing.T) []string {
 }
 
 // programs are the ids of the programs the instance runs: the pinned
-// link's and the stages in the pinned program array.
+// link's, and the stages in the program array it tail-calls through.
 func (c *crashEnv) programs(t *testing.T) []ebpf.ProgramID {
 	t.Helper()
-	dir := filepath.Join(lab.PinDir, c.lab.NodeName(0))
-	l, err := link.LoadPinnedLink(filepath.Join(dir, "link"), nil)
+	l, err := link.LoadPinnedLink(filepath.Join(lab.PinDir, c.lab.NodeName(0), "link"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,14 +229,28 @@ func (c *crashEnv) programs(t *testing.T) []ebpf.ProgramID {
 		t.Fatal(err)
 	}
 	ids := []ebpf.ProgramID{li.Program}
-	m, err := ebpf.LoadPinnedMap(filepath.Join(dir, "xlb_stages"), &ebpf.LoadPinOptions{ReadOnly: true})
+	p, err := ebpf.NewProgramFromID(li.Program)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
-	var k, id uint32
-	for it := m.Iterate(); it.Next(&k, &id); {
-		ids = append(ids, ebpf.ProgramID(id))
+	defer p.Close()
+	pi, err := p.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	maps, _ := pi.MapIDs()
+	for _, id := range maps {
+		m, err := ebpf.NewMapFromID(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Type() == ebpf.ProgramArray {
+			var k, prog uint32
+			for it := m.Iterate(); it.Next(&k, &prog); {
+				ids = append(ids, ebpf.ProgramID(prog))
+			}
+		}
+		m.Close()
 	}
 	return ids
 }
@@ -461,9 +474,45 @@ func TestCrashAfterEveryCommitStep(t *testing.T) {
 		c.checkAfterRestart(t, fmt.Sprintf("killed %s of a %s", p, how), want, killed)
 	}
 	t.Logf("%d crash points in %v", len(points), time.Since(start).Round(time.Millisecond))
+	c.killedAfterAttach(t, arm)
 	res := sess.Stop()
 	t.Logf("TCP: %d sessions, %d messages, %d breaks", len(res.Sessions), res.Messages(), len(res.Breaks))
 	if len(res.Sessions) != 20 || len(res.Breaks) > 0 {
 		t.Fatalf("%d sessions, %d breaks: %v", len(res.Sessions), len(res.Breaks), res.Breaks)
 	}
+}
+
+// killedAfterAttach: a start killed once it replaced the program on the
+// link, before it gave its stages' pin its name: the attached entry's
+// stages stay filled while no xlbd runs, and the next start comes up with
+// the pins of a clean start, the killed start's programs gone.
+func (c *crashEnv) killedAfterAttach(t *testing.T, arm string) {
+	t.Helper()
+	const p = "datapath: after attach"
+	if err := c.xlbd.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(arm, []byte(p), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.lab.StartXLBDBinary(context.Background(), 0, c.config, c.bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-d.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s: xlbd did not stop there:\n%s", p, d.Output())
+	}
+	d.Kill()
+	if _, err := os.Stat(arm); !errors.Is(err, os.ErrNotExist) || !strings.Contains(d.Output(), "adopted pinned forwarder") {
+		t.Fatalf("%s: xlbd stopped, but not at the crash point (arm file: %v):\n%s", p, err, d.Output())
+	}
+	killed := c.programs(t)
+	if len(killed) != 4 {
+		t.Fatalf("%s: the attached entry has %d stages while no xlbd runs, want 3", p, len(killed)-1)
+	}
+	want := c.fileConfig(t)
+	c.restart(t)
+	c.checkAfterRestart(t, "killed "+p, want, killed)
 }

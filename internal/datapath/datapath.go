@@ -28,6 +28,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
+	"github.com/xlbproject/xlb/internal/crashpoint"
 	"github.com/xlbproject/xlb/internal/kernelnet"
 	"golang.org/x/sys/unix"
 )
@@ -217,26 +218,37 @@ func Open(o Options) (*Datapath, error) {
 	if err != nil {
 		return nil, err
 	}
-	if changed, err := kernelnet.EnableForwarding(o.Interface); err != nil {
-		d.Close()
-		return nil, err
-	} else if changed {
-		d.log.Info("enabled IPv4/IPv6 forwarding on the attach interface (bpf_fib_lookup needs it)", "interface", o.Interface)
-	}
-	if err := d.attach(); err != nil {
+	if err := d.pinStages(); err != nil { // before the entry that uses them runs
 		d.Close()
 		return nil, err
 	}
+	if err := d.enableAndAttach(); err != nil {
+		d.dropNextStages() // the entry that uses them is not attached
+		d.Close()
+		return nil, err
+	}
+	crashpoint.At("datapath: after attach")
 	d.CheckTX() // the status's first answer; primes the counter check
-	if err := d.pinRecreated(); err != nil {
-		d.Close()
-		return nil, err
+	err = d.pinRecreated()
+	if perr := d.promoteStages(); err == nil {
+		err = perr
 	}
-	if err := d.pinStages(); err != nil {
+	if err != nil {
 		d.Close()
 		return nil, err
 	}
 	return d, nil
+}
+
+// enableAndAttach enables forwarding on the interface and attaches the
+// program (Open).
+func (d *Datapath) enableAndAttach() error {
+	if changed, err := kernelnet.EnableForwarding(d.opts.Interface); err != nil {
+		return err
+	} else if changed {
+		d.log.Info("enabled IPv4/IPv6 forwarding on the attach interface (bpf_fib_lookup needs it)", "interface", d.opts.Interface)
+	}
+	return d.attach()
 }
 
 // Load is Open without attaching: the program and the (pinned) maps are
@@ -252,6 +264,10 @@ func Load(o Options) (*Datapath, error) {
 		return nil, err
 	}
 	if err := d.pinStages(); err != nil {
+		d.Close()
+		return nil, err
+	}
+	if err := d.promoteStages(); err != nil {
 		d.Close()
 		return nil, err
 	}
