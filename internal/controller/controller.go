@@ -77,9 +77,9 @@ type Controller struct {
 	load      func() (*config.Config, error)
 	prober    *prober.Prober // nil: no blackbox prober
 	// digest is the ConfigDigest of c.cfg (of the config being committed
-	// during Commit); recorded the config of the last "done" commit record
-	// (record.go).
-	digest, recorded string
+	// during Commit); recorded and recordedPhase the commit record before
+	// the commit in progress (record.go).
+	digest, recorded, recordedPhase string
 	// saveYAML, set during an API apply, is written to the config file
 	// once the maps hold it, before the record says done.
 	saveYAML []byte

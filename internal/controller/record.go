@@ -95,7 +95,7 @@ func (c *Controller) restoreRecord() {
 		c.log.Warn("commit record of the previous xlbd unreadable", "error", err)
 		return
 	}
-	c.recorded = r.Config
+	c.recorded, c.recordedPhase = r.Config, r.Phase
 	if r.Phase == PhasePending {
 		c.log.Warn("the previous xlbd was stopped in the middle of a commit: the maps may hold parts of two configs until the first commit, which makes them hold this start's config in full",
 			"config", r.Config, "trigger", r.Trigger, "at", r.At)
@@ -104,14 +104,19 @@ func (c *Controller) restoreRecord() {
 
 // committing brackets one commit to the maps with the record: pending
 // before write, then, once write succeeded and the config file is saved
-// (an API apply), done. A failed write leaves the previous config's
-// record, done.
+// (an API apply), done. A failed write (undone) puts the previous record
+// back: done, or still pending when no commit of this process has
+// finished what a killed one left.
 func (c *Controller) committing(trigger string, write func() error) error {
 	digest := c.digest
 	c.record(PhasePending, digest, trigger)
 	crashpoint.At("controller: after the pending record")
 	if err := write(); err != nil {
-		c.record(PhaseDone, c.recorded, trigger)
+		phase := PhaseDone
+		if c.recordedPhase == PhasePending {
+			phase = PhasePending
+		}
+		c.record(phase, c.recorded, trigger)
 		return err
 	}
 	crashpoint.At("controller: after the maps")
@@ -122,7 +127,7 @@ func (c *Controller) committing(trigger string, write func() error) error {
 		crashpoint.At("controller: after the config file")
 	}
 	c.record(PhaseDone, digest, trigger)
-	c.recorded = digest
+	c.recorded, c.recordedPhase = digest, PhaseDone
 	crashpoint.At("controller: after the done record")
 	return nil
 }
