@@ -422,17 +422,15 @@ func (a *API) ApplyConfig(ctx context.Context, yaml []byte, o api.ApplyOptions) 
 		if o.ResetOverrides {
 			c.overrides = map[overrideKey]*override{}
 		}
-		if err := c.Commit(cfg); err != nil {
+		c.saveYAML = yaml // written to the file once the maps hold it (record.go)
+		err := c.Commit(cfg)
+		c.saveYAML = nil
+		if err != nil {
 			c.overrides = saved
 			return err
 		}
 		c.info.source = "api"
 		res.Committed, res.Generation = true, c.info.generation
-		if c.path != "" {
-			if err := writeFileAtomic(c.path, yaml); err != nil {
-				c.log.Error("config committed but not saved to its file: a restart would load the old one", "config", c.path, "error", err)
-			}
-		}
 		return nil
 	})
 	return res, err

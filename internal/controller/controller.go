@@ -76,6 +76,13 @@ type Controller struct {
 	version   string // ClusterVersion of the committed config
 	load      func() (*config.Config, error)
 	prober    *prober.Prober // nil: no blackbox prober
+	// digest is the ConfigDigest of c.cfg (of the config being committed
+	// during Commit); recorded and recordedPhase the commit record before
+	// the commit in progress (record.go).
+	digest, recorded, recordedPhase string
+	// saveYAML, set during an API apply, is written to the config file
+	// once the maps hold it, before the record says done.
+	saveYAML []byte
 }
 
 // runInfo is what the API reports about the running state.
@@ -140,6 +147,7 @@ func New(dp *datapath.Datapath, o Options) *Controller {
 		load:        o.Load,
 	}
 	c.restoreOperator()
+	c.restoreRecord()
 	return c
 }
 
@@ -164,10 +172,10 @@ func (c *Controller) Commit(cfg *config.Config) error {
 		return fmt.Errorf("health checks: %w", err)
 	}
 	c.pruneOverrides(d)
-	prev := c.version
-	c.version = cfg.ClusterVersion()
+	prev, prevDigest := c.version, c.digest
+	c.version, c.digest = cfg.ClusterVersion(), ConfigDigest(cfg)
 	if err := c.apply(c.withOverrides(d), "config committed", "reload"); err != nil {
-		c.version = prev
+		c.version, c.digest = prev, prevDigest
 		return err
 	}
 	c.base = d
@@ -281,7 +289,10 @@ func (c *Controller) apply(d *config.Desired, what, trigger string) (err error) 
 		return fmt.Errorf("plan: %w", err)
 	}
 	planned = time.Since(start)
-	as, err = c.dp.Commit(pl.State, pl.Diff)
+	err = c.committing(trigger, func() (err error) {
+		as, err = c.dp.Commit(pl.State, pl.Diff)
+		return err
+	})
 	if err != nil {
 		// The data plane is left on its previous state (datapath.Commit
 		// undoes what it wrote), which Snapshot returns.

@@ -17,6 +17,7 @@ import (
 // what d.cur held) and opens the VIP index.
 func (d *Datapath) loadApplied() error {
 	d.closeLive()
+	d.scrubbed = false // the first commit clears what no VIP reaches (scrub.go)
 	d.cur = applied{st: state.Empty(), live: map[state.VIPKey]liveService{}}
 	d.cur.st.Generation = state.NewGeneration()
 	if err := d.objs.XlbNode.Lookup(uint32(0), &d.cur.node); err != nil {

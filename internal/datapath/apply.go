@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/xlbproject/xlb/internal/crashpoint"
 	"github.com/xlbproject/xlb/internal/state"
 )
 
@@ -54,6 +55,9 @@ func (d *Datapath) Apply(next *state.State) (ApplyStats, error) {
 //  2. prepare tables: every changed table is checked (only reals of its
 //     own service) and, unless it is patched in place, filled into a new
 //     inner map; nothing the forwarder reads is written.
+//     The first commit of a process then clears the tables and schedulers
+//     no published VIP reaches (scrub.go: what a process killed in the
+//     middle of a commit left), and has the VIP address set rewritten.
 //  3. node settings and 4. the fragment pool.
 //  5. reals are written before any table refers to them.
 //  6. a changed table of the same size is patched in place: each changed
@@ -117,16 +121,42 @@ type commit struct {
 	writtenFrag *fragABI      // the fragment pool written, if it changed
 }
 
+// commitStep is one named step of a commit.
+type commitStep struct {
+	name string
+	run  func() error
+}
+
+// steps are the commit's steps in the order run does them.
+func (c *commit) steps() []commitStep {
+	return []commitStep{
+		{"check", c.check}, {"prepare tables", c.prepareTables}, {"scrub", c.scrub},
+		{"node", c.writeNode}, {"fragment pool", c.writeFragPool}, {"reals", c.writeReals},
+		{"patch tables", c.patchTables}, {"install tables", c.installTables},
+		{"schedulers", c.writeSched}, {"publish", c.publishVIPs}, {"unpublish", c.unpublishVIPs},
+		{"clear schedulers", c.clearSched}, {"vip addresses", c.syncVIPAddrs},
+		{"retire tables", c.retireSlots}, {"clear reals", c.clearReals},
+	}
+}
+
+// CommitSteps names Commit's steps in order. A build with the
+// xlb_crashpoints tag (tests only) can stop dead after each: its crash
+// point is "datapath: after " and the step's name.
+func CommitSteps() []string {
+	var names []string
+	for _, s := range (&commit{}).steps() {
+		names = append(names, s.name)
+	}
+	return names
+}
+
 // run does the steps in order.
 func (c *commit) run() error {
-	for _, step := range []func() error{
-		c.check, c.prepareTables, c.writeNode, c.writeFragPool, c.writeReals,
-		c.patchTables, c.installTables, c.writeSched, c.publishVIPs, c.unpublishVIPs,
-		c.clearSched, c.syncVIPAddrs, c.retireSlots, c.clearReals,
-	} {
-		if err := step(); err != nil {
+	for _, step := range c.steps() {
+		if err := step.run(); err != nil {
 			return err
 		}
+		crashpoint.At("datapath: after " + step.name)
 	}
 	return nil
 }
@@ -180,6 +210,7 @@ func (c *commit) finish() {
 	st.Generation = c.next.Generation
 	d.cur = applied{st: st, node: c.node, frag: d.cur.frag, live: live}
 	d.setDefenceSettings(&st.Node)
+	d.scrubbed = true
 	if c.writtenFrag != nil {
 		d.cur.frag = *c.writtenFrag
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
+	"github.com/xlbproject/xlb/internal/crashpoint"
 	"github.com/xlbproject/xlb/internal/kernelnet"
 	"golang.org/x/sys/unix"
 )
@@ -99,6 +100,7 @@ type Datapath struct {
 	faultHook func(what string, n int) error
 	// placeholder is the empty table retired slots point to.
 	placeholder *liveTable
+	scrubbed    bool // a commit of this process has run the scrub step (scrub.go)
 	probeTurn   int
 	probeCookie uint64 // node_info.probe_cookie: marks self-check probes
 	adopted     bool   // the link was already pinned: a restart, not a first start
@@ -108,6 +110,7 @@ type Datapath struct {
 	recreated []string
 	holder    atomic.Pointer[FragHolder]
 	operator  *ebpf.Map // the operator's runtime state (operator.go)
+	record    *ebpf.Map // the controller's commit record (operator.go)
 	tx        txState   // the transmit check (txcheck.go)
 
 	defenceSet atomic.Pointer[defenceSettings] // the last commit's (defence.go)
@@ -220,22 +223,22 @@ func Open(o Options) (*Datapath, error) {
 	if err != nil {
 		return nil, err
 	}
-	if changed, err := kernelnet.EnableForwarding(o.Interface); err != nil {
-		d.Close()
-		return nil, err
-	} else if changed {
-		d.log.Info("enabled IPv4/IPv6 forwarding on the attach interface (bpf_fib_lookup needs it)", "interface", o.Interface)
-	}
-	if err := d.attach(); err != nil {
+	if err := d.pinStages(); err != nil { // before the entry that uses them runs
 		d.Close()
 		return nil, err
 	}
+	if err := d.enableAndAttach(); err != nil {
+		d.dropNextStages() // the entry that uses them is not attached
+		d.Close()
+		return nil, err
+	}
+	crashpoint.At("datapath: after attach")
 	d.CheckTX() // the status's first answer; primes the counter check
-	if err := d.pinRecreated(); err != nil {
-		d.Close()
-		return nil, err
+	err = d.pinRecreated()
+	if perr := d.promoteStages(); err == nil {
+		err = perr
 	}
-	if err := d.pinStages(); err != nil {
+	if err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -258,6 +261,17 @@ func (d *Datapath) pinLayout() error {
 	return pinLayout(d.opts.PinDir)
 }
 
+// enableAndAttach enables forwarding on the interface and attaches the
+// program (Open).
+func (d *Datapath) enableAndAttach() error {
+	if changed, err := kernelnet.EnableForwarding(d.opts.Interface); err != nil {
+		return err
+	} else if changed {
+		d.log.Info("enabled IPv4/IPv6 forwarding on the attach interface (bpf_fib_lookup needs it)", "interface", d.opts.Interface)
+	}
+	return d.attach()
+}
+
 // Load is Open without attaching: the program and the (pinned) maps are
 // ready for Apply and for test runs. o.Interface still names the interface
 // whose MAC is the fallback source address.
@@ -271,6 +285,10 @@ func Load(o Options) (*Datapath, error) {
 		return nil, err
 	}
 	if err := d.pinStages(); err != nil {
+		d.Close()
+		return nil, err
+	}
+	if err := d.promoteStages(); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -349,7 +367,11 @@ func load(o Options) (*Datapath, error) {
 		d.Close()
 		return nil, fmt.Errorf("connection counts: %w", err)
 	}
-	if d.operator, err = openOperator(o.PinDir, d.log.Warn); err != nil {
+	if d.operator, err = openDoc(o.PinDir, operatorPin, operatorValue, d.log.Warn); err != nil {
+		d.Close()
+		return nil, err
+	}
+	if d.record, err = openDoc(o.PinDir, recordPin, recordValue, d.log.Warn); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -515,6 +537,9 @@ func (d *Datapath) Close() error {
 	d.vidx.close()
 	if d.operator != nil {
 		errs = append(errs, d.operator.Close())
+	}
+	if d.record != nil {
+		errs = append(errs, d.record.Close())
 	}
 	errs = append(errs, d.objs.Close())
 	if d.placeholder != nil {

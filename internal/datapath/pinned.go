@@ -118,14 +118,9 @@ func (p *Pinned) Stats() (map[string]uint64, error) {
 // flow with the same bucket and tag occupies none: a tag match is what the
 // forwarder itself goes by).
 func (p *Pinned) FlowEntries(t maglev.Tuple) ([]CTEntry, error) {
-	m, ok := p.maps["xlb_ct"]
-	if !ok {
-		var err error
-		m, err = ebpf.LoadPinnedMap(filepath.Join(p.dir, "xlb_ct"), &ebpf.LoadPinOptions{ReadOnly: true})
-		if err != nil {
-			return nil, fmt.Errorf("open xlb_ct under %s: %w", p.dir, err)
-		}
-		p.maps["xlb_ct"] = m
+	m, err := p.pinned("xlb_ct")
+	if err != nil {
+		return nil, err
 	}
 	ncpu, err := ebpf.PossibleCPU()
 	if err != nil {
@@ -152,4 +147,54 @@ func (p *Pinned) FlowEntries(t maglev.Tuple) ([]CTEntry, error) {
 		}
 	}
 	return out, nil
+}
+
+// Tables returns each VIP's Maglev table as the forwarder reads it: the
+// real id of every slot (0: none), read from the inner map the VIP's
+// table slot holds.
+func (p *Pinned) Tables() (map[state.VIPKey][]uint32, error) {
+	tables, err := p.pinned("xlb_tables")
+	if err != nil {
+		return nil, err
+	}
+	var (
+		k  xlbVipKey
+		vi xlbVipInfo
+	)
+	out := map[state.VIPKey][]uint32{}
+	it := p.maps["xlb_vips"].Iterate()
+	for it.Next(&k, &vi) {
+		var id uint32
+		if err := tables.Lookup(vi.TableId, &id); err != nil {
+			return nil, fmt.Errorf("table slot %d of %s: %w", vi.TableId, keyFromVip(k), err)
+		}
+		inner, err := ebpf.NewMapFromID(ebpf.MapID(id))
+		if err != nil {
+			return nil, fmt.Errorf("table of %s: %w", keyFromVip(k), err)
+		}
+		t := make([]uint32, 0, vi.TableSize)
+		err = scanArray(inner, func(_ uint32, two *uint64) bool {
+			t = append(t, uint32(*two), uint32(*two>>32))
+			return true
+		})
+		inner.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read the table of %s: %w", keyFromVip(k), err)
+		}
+		out[keyFromVip(k)] = t[:min(len(t), int(vi.TableSize))]
+	}
+	return out, it.Err()
+}
+
+// pinned returns the map pinned as name, opened read-only on first use.
+func (p *Pinned) pinned(name string) (*ebpf.Map, error) {
+	if m, ok := p.maps[name]; ok {
+		return m, nil
+	}
+	m, err := ebpf.LoadPinnedMap(filepath.Join(p.dir, name), &ebpf.LoadPinOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("open %s under %s: %w", name, p.dir, err)
+	}
+	p.maps[name] = m
+	return m, nil
 }

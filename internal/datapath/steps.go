@@ -134,6 +134,9 @@ func (c *commit) patchTables() error {
 	for _, key := range c.patches {
 		lt := c.d.cur.live[key].table
 		old, t := c.cur.Services[key].Table, c.next.Services[key].Table
+		if err := c.write("patch " + key.String()); err != nil {
+			return err
+		}
 		c.onUndo(func() error { lt.patch(t, old); return nil })
 		c.stats.TableEntries += lt.patch(old, t)
 		c.stats.TablesPatched++
