@@ -86,7 +86,7 @@ static __always_inline __u32 lblc_create(struct lblc_walk *wk, __u64 now)
 __attribute__((noinline)) int xlb_sched_lblc(const struct pkt *p, __u32 svc_id)
 {
 	struct svc_sched *s = bpf_map_lookup_elem(&xlb_svc_sched, &svc_id);
-	__u64 now = bpf_ktime_get_coarse_ns() >> XLB_TICK_SHIFT;
+	__u64 now = XLB_CLOCK_NS() >> XLB_TICK_SHIFT;
 	struct lblc_arg la;
 	struct lblc_walk *wk;
 	struct lblc_ent *e;

@@ -24,7 +24,7 @@ const sweepChunk = 16384
 func (d *Datapath) SweepConntrack() (freed, live uint64, err error) {
 	total := d.objs.XlbCt.MaxEntries()
 	for start := uint32(0); start < total; start += sweepChunk {
-		now, err := ctNow()
+		now, err := d.now()
 		if err != nil {
 			return freed, live, err
 		}
@@ -42,7 +42,7 @@ func (d *Datapath) SweepConntrack() (freed, live uint64, err error) {
 // SweepTemplates frees every persistence template that expired
 // (bpf/persist.h) and returns the slots freed and the templates left live.
 func (d *Datapath) SweepTemplates() (freed, live uint64, err error) {
-	now, err := ctNow()
+	now, err := d.now()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -86,14 +86,19 @@ func (d *Datapath) RunSweeper(ctx context.Context, every time.Duration, log *slo
 			log.Error("persistence templates", "error", err)
 			continue
 		}
-		d.occupancy.Store(&Occupancy{Entries: live, Templates: tpl})
+		_, lblc, err := d.SweepLBLC() // lblc.go
+		if err != nil {
+			log.Error("lblc entries", "error", err)
+			continue
+		}
+		d.occupancy.Store(&Occupancy{Entries: live, Templates: tpl, LBLC: lblc})
 	}
 }
 
 // Occupancy is what the last sweep found in use: live connection table
-// entries and persistence templates.
+// entries, persistence templates and lblc (lblcr) entries.
 type Occupancy struct {
-	Entries, Templates uint64
+	Entries, Templates, LBLC uint64
 }
 
 // LastOccupancy returns the last sweep's finding; nil before the first.
@@ -166,7 +171,7 @@ func (d *Datapath) ScanTemplates(fn func(CTEntry) bool) error {
 	var cursor ebpf.MapBatchCursor
 	for {
 		n, err := d.objs.XlbPersist.BatchLookup(&cursor, keys, vals, nil)
-		now, cerr := ctNow()
+		now, cerr := d.now()
 		if cerr != nil {
 			return cerr
 		}
