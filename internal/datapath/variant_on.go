@@ -16,9 +16,20 @@ const BuildVariant = 1
 // upgrade variant.
 func loadForwarder() (*ebpf.CollectionSpec, error) { return loadXlbvariant() }
 
+// testClockLead: once a test has set the clock's offset, this xlbd reads
+// the clock 256 ticks (~69 s) ahead of its forwarder. The test moves the
+// offset while the sweeps run, and a stamp written after a sweep read its
+// clock is fine up to XLB_CT_AHEAD (64) ticks ahead but reads as hours
+// old past that: ahead by the lead, the sweep tolerates a stall of 256
+// ticks of the test clock between its read and its run, and sees every
+// entry at most 69 s older than the forwarder does (the soak's timeouts
+// are minutes and more).
+const testClockLead = 256 << ctTickShift
+
 // clockOffset is the variant's test clock offset in nanoseconds, read from
 // its pin at every call (a test moves it while xlbd runs; the sweeps must
-// see the clock the forwarder sees); 0 if it cannot be read.
+// see the clock the forwarder sees), plus testClockLead once it is not 0;
+// 0 if it cannot be read.
 func (d *Datapath) clockOffset() uint64 {
 	m, err := ebpf.LoadPinnedMap(filepath.Join(d.opts.PinDir, TestClockMap), &ebpf.LoadPinOptions{ReadOnly: true})
 	if err != nil {
@@ -26,8 +37,8 @@ func (d *Datapath) clockOffset() uint64 {
 	}
 	defer m.Close()
 	var off uint64
-	if err := m.Lookup(uint32(0), &off); err != nil {
+	if err := m.Lookup(uint32(0), &off); err != nil || off == 0 {
 		return 0
 	}
-	return off
+	return off + testClockLead
 }
