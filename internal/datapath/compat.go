@@ -62,7 +62,6 @@ var pinnedMapPolicy = map[string]struct {
 	"xlb_lblc_walk":    {policyRecreate, "per-CPU scratch space of the lblc and lblcr schedulers"},
 	"xlb_real_conns":   {policyRecreate, "the connection counts per backend (rebuilt from the connection table)"},
 	"xlb_node":         {policyMigrate, "the node settings"},
-	TestClockMap:       {policyRecreate, "the test variant's clock offset"},
 	"xlb_stats":        {policyRecreate, "the global counters"},
 	"xlb_svc_stats":    {policyRecreate, "the per-service counters"},
 	"xlb_real_stats":   {policyRecreate, "the per-backend counters"},
