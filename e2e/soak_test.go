@@ -190,10 +190,9 @@ func TestSoak(t *testing.T) {
 	clk.setPace(p.drainTicksPerSec)
 	drained, drainErr := rec.waitDrained(ctx, 90*time.Second)
 	rec.stop()
+	br := checkSoakBreaks(t, res, ev)
 	sum := soakSummary{Plan: p.describe(), Events: ev, RunTicks: runTicks, Wraps: float64(runTicks) / soakWrap,
-		Traffic: res.describe(), Counters: checkSoakCounters(t, base, end, res), Drain: drained}
-	live, apart := checkSoakBreaks(t, res, ev)
-	sum.Breaks = map[string]int{"live": live, "flapped_backend": apart}
+		Traffic: res.describe(), Breaks: br, Counters: checkSoakCounters(t, base, end, res, br, len(ev.Flaps)), Drain: drained}
 	if drainErr != nil {
 		t.Errorf("after traffic stopped: %v", drainErr)
 	}

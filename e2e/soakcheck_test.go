@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -89,12 +90,15 @@ func snmpField(text, group, field string) (uint64, error) {
 //   - TCP: every segment the client namespace sent (data, ACKs, FINs,
 //     resets, retransmissions) goes to a VIP: xlb forwards exactly as
 //     many, none dropped;
-//   - new TCP flows are at least the connections the clients opened
-//     (each one's SYN misses on its node); beyond that, only flows that
-//     missed again: those whose entry left with the flapped backend, which
-//     are no more than conntrack reselections and misses of established
-//     flows count.
-func checkSoakCounters(t *testing.T, base, end soakCounters, res soakTrafficResult) map[string]any {
+//   - new flows: each connection the clients opened and each UDP flow
+//     they started is one (its first packet misses on its node; a peer's
+//     synced entry is not counted again); beyond that, a flow is new again
+//     only when its entry could no longer carry it: the flapped backend's
+//     flows (a TCP session that broke on it, a UDP flow that moved off it),
+//     and at most one churn connection or flow in flight per churn client
+//     per flap (web4, web6, UDP). A lost entry of any other flow would be
+//     counted on top, even when Maglev sent it back to its backend.
+func checkSoakCounters(t *testing.T, base, end soakCounters, res soakTrafficResult, br soakBreaks, flaps int) map[string]any {
 	t.Helper()
 	const tcp, udp = 6, 17
 	udpXLB, tcpXLB := end.Packets[udp]-base.Packets[udp], end.Packets[tcp]-base.Packets[tcp]
@@ -107,7 +111,9 @@ func checkSoakCounters(t *testing.T, base, end soakCounters, res soakTrafficResu
 	for _, h := range res.HTTP {
 		dials += h.Requests
 	}
-	newTCP := end.NewFlows[tcp] - base.NewFlows[tcp]
+	newTCP, newUDP := end.NewFlows[tcp]-base.NewFlows[tcp], end.NewFlows[udp]-base.NewFlows[udp]
+	udpStarted := len(res.UDPFlows) + res.Churn.Flows
+	tcpMax, udpMax := uint64(dials+br.TCPApart+2*flaps), uint64(udpStarted+br.UDPApart+flaps)
 	drops := map[string]uint64{}
 	for k, v := range end.Stats {
 		if strings.HasPrefix(k, "drop_") && v > base.Stats[k] {
@@ -115,7 +121,8 @@ func checkSoakCounters(t *testing.T, base, end soakCounters, res soakTrafficResu
 		}
 	}
 	out := map[string]any{"udp_sent": res.UDPSent, "udp_xlb": udpXLB, "udp_backends": backendUDP,
-		"tcp_client_segments": segs, "tcp_xlb": tcpXLB, "tcp_dials": dials, "tcp_new_flows_xlb": newTCP,
+		"tcp_client_segments": segs, "tcp_xlb": tcpXLB, "tcp_dials": dials, "tcp_new_flows_xlb": newTCP, "tcp_new_flows_max": tcpMax,
+		"udp_flows_started": udpStarted, "udp_new_flows_xlb": newUDP, "udp_new_flows_max": udpMax,
 		"drops": drops, "ct_reselect": end.Stats["ct_reselect"] - base.Stats["ct_reselect"]}
 	if udpXLB != uint64(res.UDPSent) || backendUDP != int64(res.UDPSent) {
 		t.Errorf("UDP: the clients sent %d datagrams, xlb forwarded %d, the backends received %d", res.UDPSent, udpXLB, backendUDP)
@@ -123,8 +130,11 @@ func checkSoakCounters(t *testing.T, base, end soakCounters, res soakTrafficResu
 	if tcpXLB != segs {
 		t.Errorf("TCP: the client namespace sent %d segments, xlb forwarded %d (drops %v)", segs, tcpXLB, drops)
 	}
-	if newTCP < uint64(dials) {
-		t.Errorf("TCP: %d new flows counted for %d connections opened", newTCP, dials)
+	if newTCP < uint64(dials) || newTCP > tcpMax {
+		t.Errorf("TCP: %d new flows counted for %d connections opened; want %d to %d", newTCP, dials, dials, tcpMax)
+	}
+	if newUDP < uint64(udpStarted) || newUDP > udpMax {
+		t.Errorf("UDP: %d new flows counted for %d flows started; want %d to %d", newUDP, udpStarted, udpStarted, udpMax)
 	}
 	return out
 }
@@ -133,59 +143,74 @@ func checkSoakCounters(t *testing.T, base, end soakCounters, res soakTrafficResu
 // The flapped backend's may: a TCP session that broke on it, a UDP flow
 // that ever had it, HTTP errors and unanswered churn datagrams while its
 // check failed (or the check after) are counted apart.
-func checkSoakBreaks(t *testing.T, res soakTrafficResult, ev soakEvents) (live, apart int) {
+func checkSoakBreaks(t *testing.T, res soakTrafficResult, ev soakEvents) soakBreaks {
 	t.Helper()
+	var br soakBreaks
+	live, apart := &br.Live, &br.Apart
 	flapped := fmt.Sprintf("b%d", soakFlapped+1)
 	for _, b := range res.TCP.Breaks {
 		if b.Backend == flapped {
-			apart++
+			br.TCPApart++
 			continue
 		}
-		live++
+		*live++
 		t.Errorf("TCP session to a live backend broke: %v", b)
 	}
 	for i, f := range res.UDPFlows {
 		for k := 1; k < len(f.Backends); k++ {
-			if f.Backends[k-1] == flapped || f.Backends[k] == flapped {
-				apart++
+			// Off the flapped backend, or back onto it after having
+			// left it (a flow of the flapped backend switching back).
+			if f.Backends[k-1] == flapped || f.Backends[k] == flapped && slices.Contains(f.Backends[:k-1], flapped) {
+				br.UDPApart++
+				if f.Backends[k] == flapped {
+					br.UDPBack++
+				}
 				continue
 			}
-			live++
+			*live++
 			t.Errorf("UDP flow %d moved from %s to %s at %s", i, f.Backends[k-1], f.Backends[k], f.Changes[k].Format("15:04:05.000"))
 		}
 	}
 	for name, h := range res.HTTP {
 		for _, at := range h.Errors {
 			if ev.inFlap(at) {
-				apart++
+				*apart++
 				continue
 			}
-			live++
+			*live++
 			t.Errorf("%s: a request failed at %s, outside every flap (first errors: %v)", name, at.Format("15:04:05.000"), h.First)
 		}
 		for b, n := range h.Other {
 			if b != flapped {
-				live += n
+				*live += n
 				t.Errorf("%s: %d answers of %s were not 200", name, n, b)
 			}
 		}
 	}
 	for _, at := range res.Churn.Unanswered {
 		if ev.inFlap(at) {
-			apart++
+			*apart++
 			continue
 		}
-		live++
+		*live++
 		t.Errorf("UDP churn: a datagram got no echo at %s, outside every flap", at.Format("15:04:05.000"))
 	}
 	for _, s := range res.Churn.Split {
 		if strings.Contains(s, flapped) {
-			apart++
+			br.UDPApart++
 			continue
 		}
-		live++
+		*live++
 		t.Errorf("UDP churn: a flow was answered by %s", s)
 	}
-	t.Logf("breaks: %d to live backends, %d apart (the flapped backend %s)", live, apart, flapped)
-	return live, apart
+	br.Apart += br.TCPApart + br.UDPApart
+	t.Logf("breaks: %d to live backends, %d apart (the flapped backend %s: %d TCP sessions, %d UDP flow moves, %d of them back onto it)", br.Live, br.Apart, flapped, br.TCPApart, br.UDPApart, br.UDPBack)
+	return br
+}
+
+// soakBreaks counts what broke: Live must be 0; Apart is on the flapped
+// backend, of which TCPApart TCP sessions and UDPApart UDP flows that
+// moved off it, or back onto it (UDPBack of them) when it came back.
+type soakBreaks struct {
+	Live, Apart, TCPApart, UDPApart, UDPBack int
 }

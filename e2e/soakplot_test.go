@@ -121,6 +121,7 @@ func plotSoak(samples []soakSample, path string) error {
 			}
 		}
 		p.Legend.Top = true
+		p.Y.Min = 0
 		rows[i] = []*plot.Plot{p}
 	}
 	img := vgimg.New(vg.Points(900), vg.Points(1100))

@@ -200,7 +200,7 @@ type soakSummary struct {
 	Wraps       float64
 	Traffic     map[string]any
 	Counters    map[string]any
-	Breaks      map[string]int
+	Breaks      soakBreaks
 	Drain       map[string]string
 	Bounds      map[string]string
 	WallSeconds float64
