@@ -17,14 +17,15 @@ const BuildVariant = 1
 func loadForwarder() (*ebpf.CollectionSpec, error) { return loadXlbvariant() }
 
 // testClockLead: once a test has set the clock's offset, this xlbd reads
-// the clock 256 ticks (~69 s) ahead of its forwarder. The test moves the
-// offset while the sweeps run, and a stamp written after a sweep read its
-// clock is fine up to XLB_CT_AHEAD (64) ticks ahead but reads as hours
-// old past that: ahead by the lead, the sweep tolerates a stall of 256
-// ticks of the test clock between its read and its run, and sees every
-// entry at most 69 s older than the forwarder does (the soak's timeouts
-// are minutes and more).
-const testClockLead = 256 << ctTickShift
+// the clock 1,024 ticks (~4.6 min) ahead of its forwarder. The test moves
+// the offset while the sweeps run, and a stamp written after a sweep read
+// its clock is fine up to XLB_CT_AHEAD (64) ticks ahead but reads as hours
+// old past that: ahead by the lead, the sweep tolerates a stall of 1,024
+// ticks of the test clock between its read and its run (a third of a
+// second of the soak's fastest clock), and sees every entry at most
+// 4.6 min older than the forwarder does (the soak's timeouts are 10 min
+// and more, but for FIN's: a closing entry may go early).
+const testClockLead = 1024 << ctTickShift
 
 // clockOffset is the variant's test clock offset in nanoseconds, read from
 // its pin at every call (a test moves it while xlbd runs; the sweeps must
