@@ -72,7 +72,7 @@ var soakServiceEdits = map[string]string{
 // timeout is 8 s of the short run's clock), backend 3's weight w3.
 func soakConfig(l *lab.Lab, i, w3 int) string {
 	cfg := string(l.XLBDConfig(i, lab.XLBDOptions{Sync: true, Weights: []int{1, 1, w3}}))
-	cfg = strings.Replace(cfg, "  conntrack_entries:", "  timeouts: {tcp: 2h, tcp_syn: 10m, tcp_fin: 5m, udp: 30m}\n  conntrack_entries:", 1)
+	cfg = strings.Replace(cfg, "  conntrack_entries:", "  timeouts: {tcp: 2h, tcp_syn: 10m, tcp_fin: 10m, udp: 30m}\n  conntrack_entries:", 1)
 	cfg = withHTTPCheck(cfg)
 	lines := strings.Split(cfg, "\n")
 	for k, line := range lines {

@@ -24,7 +24,7 @@ func loadForwarder() (*ebpf.CollectionSpec, error) { return loadXlbvariant() }
 // ticks of the test clock between its read and its run (a third of a
 // second of the soak's fastest clock), and sees every entry at most
 // 4.6 min older than the forwarder does (the soak's timeouts are 10 min
-// and more, but for FIN's: a closing entry may go early).
+// and more).
 const testClockLead = 1024 << ctTickShift
 
 // clockOffset is the variant's test clock offset in nanoseconds, read from
