@@ -96,8 +96,13 @@ func snmpField(text, group, field string) (uint64, error) {
 //     only when its entry could no longer carry it: the flapped backend's
 //     flows (a TCP session that broke on it, a UDP flow that moved off it),
 //     and at most one churn connection or flow in flight per churn client
-//     per flap (web4, web6, UDP). A lost entry of any other flow would be
-//     counted on top, even when Maglev sent it back to its backend.
+//     per flap (web4, web6, UDP); and flows that missed on a CPU while
+//     their entry moved from another CPU's slice of the table (the race
+//     that TestTimeoutsUnderTimeNamespace meets too: such a miss is given
+//     the Maglev backend, the flow's own while the table stays), allowed
+//     up to 1% of the flows started and reported as "unexplained". A lost
+//     entry of any other flow would be counted on top, even when Maglev
+//     sent it back to its backend.
 func checkSoakCounters(t *testing.T, base, end soakCounters, res soakTrafficResult, br soakBreaks, flaps int) map[string]any {
 	t.Helper()
 	const tcp, udp = 6, 17
@@ -113,7 +118,9 @@ func checkSoakCounters(t *testing.T, base, end soakCounters, res soakTrafficResu
 	}
 	newTCP, newUDP := end.NewFlows[tcp]-base.NewFlows[tcp], end.NewFlows[udp]-base.NewFlows[udp]
 	udpStarted := len(res.UDPFlows) + res.Churn.Flows
-	tcpMax, udpMax := uint64(dials+br.TCPApart+2*flaps), uint64(udpStarted+br.UDPApart+flaps)
+	tcpExp, udpExp := dials+br.TCPApart+2*flaps, udpStarted+br.UDPApart+flaps
+	tcpMax, udpMax := uint64(tcpExp+(dials+99)/100), uint64(udpExp+(udpStarted+99)/100)
+	over := func(n uint64, exp int) uint64 { return n - min(n, uint64(exp)) }
 	drops := map[string]uint64{}
 	for k, v := range end.Stats {
 		if strings.HasPrefix(k, "drop_") && v > base.Stats[k] {
@@ -123,7 +130,10 @@ func checkSoakCounters(t *testing.T, base, end soakCounters, res soakTrafficResu
 	out := map[string]any{"udp_sent": res.UDPSent, "udp_xlb": udpXLB, "udp_backends": backendUDP,
 		"tcp_client_segments": segs, "tcp_xlb": tcpXLB, "tcp_dials": dials, "tcp_new_flows_xlb": newTCP, "tcp_new_flows_max": tcpMax,
 		"udp_flows_started": udpStarted, "udp_new_flows_xlb": newUDP, "udp_new_flows_max": udpMax,
-		"drops": drops, "ct_reselect": end.Stats["ct_reselect"] - base.Stats["ct_reselect"]}
+		"tcp_new_flows_unexplained": over(newTCP, tcpExp), "udp_new_flows_unexplained": over(newUDP, udpExp), "drops": drops}
+	for _, k := range []string{"ct_miss", "ct_remote_hit", "ct_reselect"} {
+		out[k] = end.Stats[k] - base.Stats[k]
+	}
 	if udpXLB != uint64(res.UDPSent) || backendUDP != int64(res.UDPSent) {
 		t.Errorf("UDP: the clients sent %d datagrams, xlb forwarded %d, the backends received %d", res.UDPSent, udpXLB, backendUDP)
 	}
