@@ -55,13 +55,14 @@ func (d *Datapath) CTCapacity() uint64 {
 }
 
 // ctNow is the forwarder's clock in conntrack ticks:
-// bpf_ktime_get_coarse_ns() is CLOCK_MONOTONIC_COARSE.
+// bpf_ktime_get_coarse_ns() is the host's CLOCK_MONOTONIC_COARSE
+// (clock.go).
 func ctNow() (uint64, error) {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC_COARSE, &ts); err != nil {
+	ns, err := kernelMono(unix.CLOCK_MONOTONIC_COARSE)
+	if err != nil {
 		return 0, err
 	}
-	return uint64(ts.Nano()) >> ctTickShift, nil
+	return ns >> ctTickShift, nil
 }
 
 // TestClockMap is the test variant's pinned map (in the pin directory)
@@ -73,11 +74,11 @@ const TestClockMap = "xlb_test_clock"
 // now is the clock of d's forwarder in conntrack ticks: ctNow, plus the
 // test clock's offset in a binary built with the test variant (variant_on.go).
 func (d *Datapath) now() (uint64, error) {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC_COARSE, &ts); err != nil {
+	ns, err := kernelMono(unix.CLOCK_MONOTONIC_COARSE)
+	if err != nil {
 		return 0, err
 	}
-	return (uint64(ts.Nano()) + d.clockOffset()) >> ctTickShift, nil
+	return (ns + d.clockOffset()) >> ctTickShift, nil
 }
 
 // ScanConntrack calls fn for every used way of the connection table, CPU

@@ -118,11 +118,11 @@ func (h *FragHolder) stamp(now time.Time) {
 	if now.Sub(h.stamped) < readerStamp {
 		return
 	}
-	var ts unix.Timespec
-	if unix.ClockGettime(unix.CLOCK_MONOTONIC_COARSE, &ts) != nil {
+	ns, err := kernelMono(unix.CLOCK_MONOTONIC_COARSE) // clock.go
+	if err != nil {
 		return
 	}
-	if h.reader.Put(uint32(0), uint64(ts.Nano())) == nil {
+	if h.reader.Put(uint32(0), ns) == nil {
 		h.stamped = now
 	}
 }

@@ -89,14 +89,15 @@ func netBE16(v uint16) uint16 { // a __be16 loaded as a native uint16
 	return binary.BigEndian.Uint16(b[:])
 }
 
-// monoToWall converts a CLOCK_MONOTONIC stamp in nanoseconds.
+// monoToWall converts a stamp of the host's CLOCK_MONOTONIC
+// (bpf_ktime_get_ns) in nanoseconds.
 func monoToWall(ns uint64) time.Time {
-	var ts unix.Timespec
 	now := time.Now()
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+	mono, err := kernelMono(unix.CLOCK_MONOTONIC) // clock.go
+	if err != nil {
 		return now
 	}
-	return now.Add(-time.Duration(uint64(ts.Nano()) - ns))
+	return now.Add(-time.Duration(mono - ns))
 }
 
 func traceEvent(e xlbTraceEvent) TraceEvent {
