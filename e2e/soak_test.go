@@ -92,6 +92,7 @@ type soakLab struct {
 	configs []string
 	mu      sync.Mutex
 	daemons []*lab.Daemon
+	reloads []int // SIGHUPs sent to each node's current daemon
 }
 
 func (s *soakLab) daemon(i int) *lab.Daemon {
@@ -124,9 +125,43 @@ func (s *soakLab) start(ctx context.Context, t *testing.T, i int) time.Duration 
 		t.Fatalf("xlbd on node %d did not come up: %v\n%s", i, err, d.Output())
 	}
 	s.mu.Lock()
-	s.daemons[i] = d
+	s.daemons[i], s.reloads[i] = d, 0
 	s.mu.Unlock()
 	return time.Since(begin)
+}
+
+// reload sends node i's daemon SIGHUP.
+func (s *soakLab) reload(i int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reloads[i]++
+	return s.daemons[i].Reload()
+}
+
+// checkCommitted: every reload of each node's current daemon was
+// committed (its xlb_config_generation counts its first commit and each
+// one since; health changes do not commit), none rejected.
+func (s *soakLab) checkCommitted(t *testing.T) {
+	t.Helper()
+	for i := range s.daemons {
+		s.mu.Lock()
+		want, out := s.reloads[i]+1, s.daemons[i].Output()
+		s.mu.Unlock()
+		var got int64
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+			if m, err := scrapeAll(s.Lab, i, "xlb_config_generation"); err == nil {
+				if got = m["xlb_config_generation"]; got >= int64(want) {
+					break
+				}
+			}
+		}
+		if got < int64(want) {
+			t.Errorf("n%d: %d commits for %d reloads since its start", i+1, got, want-1)
+		}
+		if strings.Contains(out, "reload rejected") {
+			t.Errorf("n%d rejected a reload:\n%s", i+1, out)
+		}
+	}
 }
 
 // restart stops node i's daemon (SIGTERM: the pinned forwarder carries
@@ -146,7 +181,8 @@ func newSoakLab(ctx context.Context, t *testing.T) *soakLab {
 	testenv.RequireNetns(t)
 	testenv.RequireCommands(t, "nsenter", "ip")
 	l := newLab(ctx, t, lab.Config{Nodes: 2, Backends: 3})
-	s := &soakLab{Lab: l, bin: buildVariantXLBD(t), configs: make([]string, 2), daemons: make([]*lab.Daemon, 2)}
+	s := &soakLab{Lab: l, bin: buildVariantXLBD(t), configs: make([]string, 2), daemons: make([]*lab.Daemon, 2),
+		reloads: make([]int, 2)}
 	for i := range s.configs {
 		s.configs[i] = filepath.Join(l.Dir, fmt.Sprintf("xlbd-soak-%d.yaml", i))
 	}

@@ -164,7 +164,7 @@ func runSoakEvents(ctx context.Context, t *testing.T, s *soakLab, p soakPlan, cl
 			w3 = 3 - w3
 			s.writeConfigs(t, w3)
 			for i := range s.daemons {
-				if err := s.daemon(i).Reload(); err != nil {
+				if err := s.reload(i); err != nil {
 					t.Errorf("reload node %d: %v", i, err)
 				}
 			}
@@ -184,6 +184,7 @@ func runSoakEvents(ctx context.Context, t *testing.T, s *soakLab, p soakPlan, cl
 		f := &ev.Flaps[len(ev.Flaps)-1]
 		f.Up, f.Until = time.Now(), time.Now().Add(2*time.Second)
 	}
+	s.checkCommitted(t)
 	if err := clk.lastErr(); err != nil {
 		ev.ClockErr = err.Error()
 		t.Errorf("advance the test clock: %v", err)
