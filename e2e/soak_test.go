@@ -165,7 +165,9 @@ func (s *soakLab) checkCommitted(t *testing.T) {
 }
 
 // restart stops node i's daemon (SIGTERM: the pinned forwarder carries
-// on) and starts it again.
+// on) and starts it again, and reloads it as soon as it committed, while
+// it may still wait for its peer's bulk copy (a SIGHUP there once killed
+// xlbd: it must be queued for the controller).
 func (s *soakLab) restart(ctx context.Context, t *testing.T, i int) time.Duration {
 	t.Helper()
 	begin := time.Now()
@@ -173,6 +175,9 @@ func (s *soakLab) restart(ctx context.Context, t *testing.T, i int) time.Duratio
 		t.Fatalf("stop xlbd on node %d: %v", i, err)
 	}
 	s.start(ctx, t, i)
+	if err := s.reload(i); err != nil {
+		t.Errorf("reload node %d right after its start: %v", i, err)
+	}
 	return time.Since(begin)
 }
 
