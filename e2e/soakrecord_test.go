@@ -184,6 +184,12 @@ func (r *soakRecorder) waitDrained(ctx context.Context, timeout time.Duration) (
 			}
 		}
 		if len(took) == len(r.s.daemons) {
+			r.mu.Lock()
+			for _, smp := range last {
+				smp.Phase = "drain"
+				r.samples = append(r.samples, smp)
+			}
+			r.mu.Unlock()
 			return took, nil
 		}
 		time.Sleep(250 * time.Millisecond)
