@@ -60,6 +60,15 @@ func soakPlanFor(t *testing.T) soakPlan {
 	return p
 }
 
+// soakUDPTimeout is the config's UDP timeout (soakConfig).
+const soakUDPTimeout = 30 * time.Minute
+
+// udpTimeoutReal is soakUDPTimeout in real time while traffic runs.
+func (p soakPlan) udpTimeoutReal() time.Duration {
+	ticks := soakUDPTimeout.Seconds() / (1 << 28 / 1e9)
+	return time.Duration(ticks / p.ticksPerSec * float64(time.Second))
+}
+
 // soakServiceEdits: web4 is wlc and persistent (templates), web6 lblc
 // (lblc entries); echo4 and udp4 keep Maglev.
 var soakServiceEdits = map[string]string{

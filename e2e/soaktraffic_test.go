@@ -59,6 +59,9 @@ type udpChurnRecord struct {
 	Flows, Sent, Answered int
 	Split                 []string    // "b1 b3": a flow answered by two backends
 	Unanswered            []time.Time // datagrams without an echo
+	// Repeats: flows from a source port that an earlier flow used less
+	// than the UDP timeout (real time, as the test clock runs) before.
+	Repeats int
 }
 
 func startSoakTraffic(ctx context.Context, t *testing.T, s *soakLab, p soakPlan) *soakTraffic {
@@ -88,7 +91,7 @@ func startSoakTraffic(ctx context.Context, t *testing.T, s *soakLab, p soakPlan)
 		go tr.httpChurn(ctx, ns, name, netip.AddrPortFrom(vip, lab.DefaultPorts.HTTP), p.httpPause)
 	}
 	tr.wg.Add(1)
-	go tr.udpChurn(ctx, ns, udp, p.udpChurnPause)
+	go tr.udpChurn(ctx, ns, udp, p.udpChurnPause, p.udpTimeoutReal())
 	return tr
 }
 
@@ -197,13 +200,20 @@ func httpOnce(ctx context.Context, c *http.Client, target netip.AddrPort) (strin
 	return strings.TrimSpace(string(body)), resp.StatusCode, nil
 }
 
-func (tr *soakTraffic) udpChurn(ctx context.Context, ns *lab.NS, target netip.AddrPort, pause time.Duration) {
+func (tr *soakTraffic) udpChurn(ctx context.Context, ns *lab.NS, target netip.AddrPort, pause, timeout time.Duration) {
 	defer tr.wg.Done()
 	buf := make([]byte, 512)
+	lastUse := map[string]time.Time{} // source address and port
 	for k := 0; ctx.Err() == nil; k++ {
 		c, err := ns.DialContext(ctx, "udp", target.String())
 		if err != nil {
 			return
+		}
+		src := c.LocalAddr().String()
+		if at, ok := lastUse[src]; ok && time.Since(at) < timeout+2*time.Second {
+			tr.mu.Lock()
+			tr.res.Churn.Repeats++
+			tr.mu.Unlock()
 		}
 		seen := map[string]bool{}
 		var order []string
@@ -226,6 +236,7 @@ func (tr *soakTraffic) udpChurn(ctx context.Context, ns *lab.NS, target netip.Ad
 			tr.mu.Unlock()
 		}
 		c.Close()
+		lastUse[src] = time.Now()
 		tr.mu.Lock()
 		tr.res.Churn.Flows++
 		if len(order) > 1 {
