@@ -118,7 +118,7 @@ static __always_inline void lblc_report(__u32 svc_id, __u32 rid, const struct sv
 __attribute__((noinline)) int xlb_sched_lblc(const struct pkt *p, __u32 svc_id)
 {
 	struct svc_sched *s = bpf_map_lookup_elem(&xlb_svc_sched, &svc_id);
-	__u64 now = bpf_ktime_get_coarse_ns() >> XLB_TICK_SHIFT;
+	__u64 now = XLB_CLOCK_NS() >> XLB_TICK_SHIFT;
 	struct lblc_arg la;
 	struct lblc_walk *wk;
 	struct lblc_ent *e;

@@ -551,7 +551,7 @@ static __always_inline int select_backend(const struct pkt *p, const struct vip_
 	__u32 cpu = bpf_get_smp_processor_id();
 	__u32 bucket = (__u32)h & ((1U << ct_shift) - 1);
 	__u32 idx = cpu << ct_shift | bucket;
-	__u64 now = bpf_ktime_get_coarse_ns() >> XLB_TICK_SHIFT;
+	__u64 now = XLB_CLOCK_NS() >> XLB_TICK_SHIFT;
 	__u64 tag = h >> XLB_CT_TAG_SHIFT;
 	struct ct_bucket *b = bpf_map_lookup_elem(&xlb_ct, &idx);
 	struct real_info *r;

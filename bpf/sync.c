@@ -15,7 +15,7 @@ int xlb_sync_apply(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
-	__u64 now = bpf_ktime_get_coarse_ns() >> XLB_TICK_SHIFT;
+	__u64 now = XLB_CLOCK_NS() >> XLB_TICK_SHIFT;
 	struct node_info *n;
 	__u32 zero = 0;
 

@@ -415,6 +415,14 @@ struct ct_bucket {
 	__u64 way[XLB_CT_WAYS];
 };
 
+/* XLB_CLOCK_NS: the clock of conntrack, templates and lblc entries, in ns
+ * (CLOCK_MONOTONIC_COARSE); >> XLB_TICK_SHIFT gives ticks. The test
+ * variant (xlb_variant.c) defines it first to add an offset that tests
+ * advance (days in minutes); this build reads the kernel's clock alone. */
+#ifndef XLB_CLOCK_NS
+#define XLB_CLOCK_NS() bpf_ktime_get_coarse_ns()
+#endif
+
 /* ct_idle: the ticks way (or template) w has been idle at now. A time
  * written after now was read (by another CPU, or by the forwarder while
  * the sweep runs on a clock xlbd read before) is at most XLB_CT_AHEAD

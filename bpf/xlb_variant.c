@@ -9,13 +9,41 @@
  * The difference is one check in front of parse_packet on a .rodata
  * constant. The loader freezes .rodata, so the verifier prunes the branch:
  * the variant forwards exactly like the normal build. xlb.c is included
- * unchanged, so the normal object is not affected by this file. */
+ * unchanged, so the normal object is not affected by this file.
+ *
+ * The variant's second difference is its clock (XLB_CLOCK_NS, types.h):
+ * the kernel's plus the offset in xlb_test_clock, which tests that run
+ * days of connection tracking in minutes advance (the soak test). The
+ * offset is 0 until a test writes it; xlbd built with the tag adds it to
+ * the clock it hands the sweeps (internal/datapath/variant_on.go). */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
+
+static __always_inline __u64 variant_clock_ns(void);
+#define XLB_CLOCK_NS() variant_clock_ns()
+
 #include "consts.h"
 #include "types.h"
 #include "maps.h"
 #include "parse.h"
+
+/* xlb_test_clock: key 0 -> __u64 nanoseconds added to the clock of
+ * conntrack, templates and lblc entries. Pinned like the other maps, so
+ * the offset outlives a restart of xlbd; only ever moved forward. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} xlb_test_clock SEC(".maps");
+
+static __always_inline __u64 variant_clock_ns(void)
+{
+	__u32 zero = 0;
+	__u64 *off = bpf_map_lookup_elem(&xlb_test_clock, &zero);
+
+	return bpf_ktime_get_coarse_ns() + (off ? *off : 0);
+}
 
 #ifndef XLB_BUILD_VARIANT
 #error "build with -DXLB_BUILD_VARIANT=<n>"

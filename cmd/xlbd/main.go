@@ -172,6 +172,11 @@ type serveOpts struct {
 func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	// SIGHUP, SIGUSR1 and SIGUSR2 are caught from the start and handled
+	// once the controller runs: until then their default action, exit,
+	// would stop a daemon that is still starting (a reload while its sync
+	// waits for the peers' bulk copies killed it).
+	requests := signalRequests()
 	// The API socket first: a second xlbd for the same socket stops here,
 	// before it touches the pinned data plane.
 	apiView, m, err := serve(ctx, log, cfg, pinDir, so)
@@ -236,7 +241,7 @@ func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts
 		defer speaker.Stop(true)
 	}
 	log.Info("xlbd running", "version", version.String(), "program_tag", programTag(dp), "interface", cfg.Node.Interface, "mode", dp.Mode(), "pin_dir", pinDir, "config", path)
-	ctl.Run(ctx, signalRequests())
+	ctl.Run(ctx, requests)
 	log.Info("xlbd stopping; the forwarder keeps running on the last committed state", "pin_dir", pinDir)
 	return nil
 }

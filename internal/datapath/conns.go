@@ -38,7 +38,7 @@ func (d *Datapath) sweepConntrack() (freed, live uint64, fill float64, err error
 	for start := uint32(0); start < total; start += slice {
 		var sliceLive uint64
 		for at := start; at < start+slice; at += sweepChunk {
-			now, err := ctNow()
+			now, err := d.now()
 			if err != nil {
 				return freed, live, fill, err
 			}
@@ -59,7 +59,7 @@ func (d *Datapath) sweepConntrack() (freed, live uint64, fill float64, err error
 // SweepTemplates frees every persistence template that expired
 // (bpf/persist.h) and returns the slots freed and the templates left live.
 func (d *Datapath) SweepTemplates() (freed, live uint64, err error) {
-	now, err := ctNow()
+	now, err := d.now()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -110,15 +110,21 @@ func (d *Datapath) RunSweeper(ctx context.Context, every time.Duration, log *slo
 			log.Error("persistence templates", "error", err)
 			continue
 		}
-		d.occupancy.Store(&Occupancy{Entries: live, Templates: tpl, Defence: def})
+		_, lblc, err := d.SweepLBLC() // lblc.go
+		if err != nil {
+			log.Error("lblc entries", "error", err)
+			continue
+		}
+		d.occupancy.Store(&Occupancy{Entries: live, Templates: tpl, LBLC: lblc, Defence: def})
 	}
 }
 
 // Occupancy is what the last sweep found in use: live connection table
-// entries and persistence templates; and the defence modes it left on.
+// entries, persistence templates and lblc (lblcr) entries; and the
+// defence modes it left on.
 type Occupancy struct {
-	Entries, Templates uint64
-	Defence            Defence
+	Entries, Templates, LBLC uint64
+	Defence                  Defence
 }
 
 // LastOccupancy returns the last sweep's finding; nil before the first.
@@ -191,7 +197,7 @@ func (d *Datapath) ScanTemplates(fn func(CTEntry) bool) error {
 	var cursor ebpf.MapBatchCursor
 	for {
 		n, err := d.objs.XlbPersist.BatchLookup(&cursor, keys, vals, nil)
-		now, cerr := ctNow()
+		now, cerr := d.now()
 		if cerr != nil {
 			return cerr
 		}

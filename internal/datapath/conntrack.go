@@ -65,6 +65,22 @@ func ctNow() (uint64, error) {
 	return ns >> ctTickShift, nil
 }
 
+// TestClockMap is the test variant's pinned map (in the pin directory)
+// whose key 0 holds the nanoseconds its forwarder adds to the clock of
+// conntrack, templates and lblc entries (bpf/xlb_variant.c). The normal
+// build has no such map.
+const TestClockMap = "xlb_test_clock"
+
+// now is the clock of d's forwarder in conntrack ticks: ctNow, plus the
+// test clock's offset in a binary built with the test variant (variant_on.go).
+func (d *Datapath) now() (uint64, error) {
+	ns, err := kernelMono(unix.CLOCK_MONOTONIC_COARSE)
+	if err != nil {
+		return 0, err
+	}
+	return (ns + d.clockOffset()) >> ctTickShift, nil
+}
+
 // ScanConntrack calls fn for every used way of the connection table, CPU
 // by CPU, until fn returns false. Entries change while the scan runs; each
 // 8-byte way is read whole. Ages are taken against the clock read after
@@ -78,7 +94,7 @@ func (d *Datapath) ScanConntrack(fn func(CTEntry) bool) error {
 	var cursor ebpf.MapBatchCursor
 	for {
 		n, err := d.objs.XlbCt.BatchLookup(&cursor, keys, vals, nil)
-		now, cerr := ctNow()
+		now, cerr := d.now()
 		if cerr != nil {
 			return cerr
 		}

@@ -1,7 +1,7 @@
 package datapath
 
 // The locality-based schedulers' table (bpf/lblc.h): read for tests and
-// views; only the forwarder writes it.
+// views; the forwarder writes it, the sweeper deletes expired entries.
 
 import (
 	"errors"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/xlbproject/xlb/internal/state"
 )
 
 // LBLCTicks is an lblc entry's expiration in ticks, rounded up (32 bits:
@@ -53,7 +55,7 @@ func (d *Datapath) LBLC(svcID uint32, dst netip.Addr) (e LBLCEntry, found bool, 
 	} else if err != nil {
 		return e, false, fmt.Errorf("lblc entry of service %d, %s: %w", svcID, dst, err)
 	}
-	now, err := ctNow()
+	now, err := d.now()
 	if err != nil {
 		return e, false, err
 	}
@@ -65,4 +67,66 @@ func (d *Datapath) LBLC(svcID uint32, dst netip.Addr) (e LBLCEntry, found bool, 
 	e.Used = time.Duration(max(0, int64(now-v.Used))) << ctTickShift
 	e.Modified = time.Duration(max(0, int64(now-v.Mod))) << ctTickShift
 	return e, true, nil
+}
+
+// SweepLBLC deletes the lblc and lblcr entries that were not used for
+// their service's expiration, which the forwarder already treats as
+// forgotten (bpf/lblc.h: the next flow to the destination is scheduled
+// afresh), and those of services that no longer have such a scheduler;
+// it returns the entries deleted and those left. Without it an idle
+// destination's entry stays until the LRU map needs its room. An entry
+// is read again just before its deletion; one a new flow uses between
+// that read and the deletion is lost, and that flow's successors are
+// scheduled afresh, as after the expiration.
+func (d *Datapath) SweepLBLC() (freed, live uint64, err error) {
+	now, err := d.now()
+	if err != nil {
+		return 0, 0, err
+	}
+	expired := func(k *lblcKey, v *lblcValue, expire map[uint32]int64) bool {
+		ex, ok := expire[k.SvcID]
+		if !ok {
+			ex = -1 // not an lblc or lblcr service
+			var s xlbSvcSched
+			if d.objs.XlbSvcSched.Lookup(k.SvcID, &s) == nil {
+				if i := state.SchedKind(s.Kind).Info(); i != nil && i.Expires {
+					ex = int64(s.Stride)
+				}
+			}
+			expire[k.SvcID] = ex
+		}
+		return ex < 0 || int64(now-v.Used) > ex
+	}
+	expire := map[uint32]int64{}
+	var (
+		k     lblcKey
+		v     lblcValue
+		stale []lblcKey
+	)
+	it := d.objs.XlbLblc.Iterate()
+	for it.Next(&k, &v) {
+		if expired(&k, &v, expire) {
+			stale = append(stale, k)
+		} else {
+			live++
+		}
+	}
+	if err := it.Err(); err != nil {
+		return 0, live, fmt.Errorf("read lblc entries: %w", err)
+	}
+	for _, k := range stale {
+		if err := d.objs.XlbLblc.Lookup(&k, &v); err != nil {
+			continue // gone meanwhile (the LRU made room)
+		}
+		if !expired(&k, &v, expire) {
+			live++
+			continue
+		}
+		if err := d.objs.XlbLblc.Delete(&k); err == nil {
+			freed++
+		} else if !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return freed, live, fmt.Errorf("delete lblc entry of service %d: %w", k.SvcID, err)
+		}
+	}
+	return freed, live, nil
 }

@@ -230,3 +230,42 @@ func TestLBLCRFullSet(t *testing.T) {
 		t.Fatalf("an IPv4 destination has an entry: %v, %v", found, err)
 	}
 }
+
+// TestSweepLBLC: the sweep deletes an entry not used for its service's
+// expiration and keeps one used within it; an entry of a service whose
+// scheduler is no longer lblc or lblcr goes too.
+func TestSweepLBLC(t *testing.T) {
+	d := newTestDatapath(t, Options{})
+	lblcApply(t, d, state.SchedLBLC, time.Hour, 0, 1, 2)
+	lblcConn(t, d, 1000)
+	if _, found, err := d.LBLC(1, vip4); err != nil || !found {
+		t.Fatalf("no lblc entry after a connection: %v", err)
+	}
+	now, err := d.now()
+	if err != nil {
+		t.Fatal(err)
+	}
+	expire := uint64(LBLCTicks(time.Hour))
+	old := lblcKey{SvcID: 1}
+	old.Addr, old.Family = addrBytes(netip.MustParseAddr("10.200.0.99"))
+	if err := d.objs.XlbLblc.Put(&old, &lblcValue{Used: now - expire - 2, Mod: now - expire - 2, Rid: [8]uint64{1}}); err != nil {
+		t.Fatal(err)
+	}
+	if freed, live, err := d.SweepLBLC(); err != nil || freed != 1 || live != 1 {
+		t.Fatalf("sweep: %d freed, %d live, %v; want 1 and 1", freed, live, err)
+	}
+	if _, found, _ := d.LBLC(1, netip.MustParseAddr("10.200.0.99")); found {
+		t.Fatal("the expired entry is still there")
+	}
+	if _, found, _ := d.LBLC(1, vip4); !found {
+		t.Fatal("the live entry was deleted")
+	}
+	sc := state.Sched{Kind: state.SchedWLC, Proto: 6, List: []state.SchedEnt{{RealID: 1, Weight: 1}}}
+	st, _ := schedState(sc)
+	if _, err := d.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	if freed, live, err := d.SweepLBLC(); err != nil || freed != 1 || live != 0 {
+		t.Fatalf("sweep after the service became wlc: %d freed, %d live, %v; want 1 and 0", freed, live, err)
+	}
+}

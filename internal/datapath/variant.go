@@ -11,3 +11,6 @@ const BuildVariant = 0
 
 // loadForwarder returns the embedded forwarder this binary runs.
 func loadForwarder() (*ebpf.CollectionSpec, error) { return loadXlb() }
+
+// clockOffset is 0: this build's forwarder reads the kernel's clock alone.
+func (d *Datapath) clockOffset() uint64 { return 0 }

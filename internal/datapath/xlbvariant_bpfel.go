@@ -45,6 +45,7 @@ const (
 	xlbvariantMapXlbSyncLog             = "xlb_sync_log"
 	xlbvariantMapXlbSyncStats           = "xlb_sync_stats"
 	xlbvariantMapXlbTables              = "xlb_tables"
+	xlbvariantMapXlbTestClock           = "xlb_test_clock"
 	xlbvariantMapXlbTooBigRl            = "xlb_too_big_rl"
 	xlbvariantMapXlbTraceRing           = "xlb_trace_ring"
 	xlbvariantMapXlbTraceRl             = "xlb_trace_rl"
@@ -182,6 +183,7 @@ type xlbvariantMapSpecs struct {
 	XlbSyncLog     *ebpf.MapSpec `ebpf:"xlb_sync_log"`
 	XlbSyncStats   *ebpf.MapSpec `ebpf:"xlb_sync_stats"`
 	XlbTables      *ebpf.MapSpec `ebpf:"xlb_tables"`
+	XlbTestClock   *ebpf.MapSpec `ebpf:"xlb_test_clock"`
 	XlbTooBigRl    *ebpf.MapSpec `ebpf:"xlb_too_big_rl"`
 	XlbTraceRing   *ebpf.MapSpec `ebpf:"xlb_trace_ring"`
 	XlbTraceRl     *ebpf.MapSpec `ebpf:"xlb_trace_rl"`
@@ -281,6 +283,7 @@ type xlbvariantMaps struct {
 	XlbSyncLog     *ebpf.Map `ebpf:"xlb_sync_log"`
 	XlbSyncStats   *ebpf.Map `ebpf:"xlb_sync_stats"`
 	XlbTables      *ebpf.Map `ebpf:"xlb_tables"`
+	XlbTestClock   *ebpf.Map `ebpf:"xlb_test_clock"`
 	XlbTooBigRl    *ebpf.Map `ebpf:"xlb_too_big_rl"`
 	XlbTraceRing   *ebpf.Map `ebpf:"xlb_trace_ring"`
 	XlbTraceRl     *ebpf.Map `ebpf:"xlb_trace_rl"`
@@ -321,6 +324,7 @@ func (m *xlbvariantMaps) Close() error {
 		m.XlbSyncLog,
 		m.XlbSyncStats,
 		m.XlbTables,
+		m.XlbTestClock,
 		m.XlbTooBigRl,
 		m.XlbTraceRing,
 		m.XlbTraceRl,
