@@ -43,6 +43,7 @@ const (
 	kInclude        = "include"
 	kInterface      = "interface"
 	kKeepalive      = "keepalive"
+	kKubernetes     = "kubernetes"
 	kMetricsAddr    = "metrics_addr"
 	kName           = "name"
 	kNextHop4       = "next_hop4"
@@ -80,6 +81,8 @@ var configKeys = newSection(false,
 		doc: "The services: a VIP, port and protocol each, unique, served from pools in order of preference."},
 	key[Config]{name: kBGP, v: optionalOf(func(c *Config) **BGP { return &c.BGP }, bgpKeys),
 		doc: "Who announces the VIPs: the embedded BGP speaker or, with mode external, the host's routing daemon. Absent: nothing is announced."},
+	key[Config]{name: kKubernetes, v: optionalOf(func(c *Config) **Kubernetes { return &c.Kubernetes }, kubernetesKeys),
+		doc: "Also serve a cluster's LoadBalancer Services of one class (docs/KUBERNETES.md). Absent: the file's services only."},
 )
 
 var nodeKeys = newSection(false,
