@@ -40,17 +40,19 @@ func TestAssign(t *testing.T) {
 	dual := func(s *corev1.Service) {
 		s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}
 	}
-	ask := func(v string) func(*corev1.Service) { return func(s *corev1.Service) { s.Annotations[AnnotationAddress] = v } }
+	ask := func(v string) func(*corev1.Service) {
+		return func(s *corev1.Service) { s.Annotations[AnnotationAddress] = v }
+	}
 	steps := []struct {
 		svc          *corev1.Service
 		want, reason string
 	}{
-		{lbService("a"), "10.250.0.2", ""},                                             // the file's VIP skipped
-		{lbService("b", dual), "fd00:250::1 10.250.0.3", ""},                           // one per family, in the Service's order
-		{lbService("c", withStatus("10.250.0.6")), "10.250.0.6", ""},                   // its status kept
-		{lbService("d", withStatus("10.250.0.6")), "10.250.0.4", ""},                   // the status is c's: another
-		{lbService("e", ask("10.250.0.2")), "", ReasonAddressInUse},                    // a's
-		{lbService("f", ask("10.250.0.1")), "", ReasonAddressInUse},                    // the file's
+		{lbService("a"), "10.250.0.2", ""},                                              // the file's VIP skipped
+		{lbService("b", dual), "fd00:250::1 10.250.0.3", ""},                            // one per family, in the Service's order
+		{lbService("c", withStatus("10.250.0.6")), "10.250.0.6", ""},                    // its status kept
+		{lbService("d", withStatus("10.250.0.6")), "10.250.0.4", ""},                    // the status is c's: another
+		{lbService("e", ask("10.250.0.2")), "", ReasonAddressInUse},                     // a's
+		{lbService("f", ask("10.250.0.1")), "", ReasonAddressInUse},                     // the file's
 		{lbService("g", ask("192.0.2.10"), withStatus("10.250.0.5")), "192.0.2.10", ""}, // asked for, outside the pools: given
 		{lbService("h", func(s *corev1.Service) { s.Spec.LoadBalancerIP = "10.250.0.5" }), "10.250.0.5", ""},
 		{lbService("i", ask("fd00::1")), "", ReasonInvalidAnnotation}, // not of its family

@@ -31,7 +31,7 @@ func lbService(name string, mod ...func(*corev1.Service)) *corev1.Service {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, ResourceVersion: "1", Annotations: map[string]string{},
 			CreationTimestamp: metav1.NewTime(time.Unix(1000, 0))},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: &cl,
-			Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}},
+			Ports:                 []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}},
 			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyCluster},
 	}
 	for _, m := range mod {

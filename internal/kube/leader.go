@@ -103,7 +103,11 @@ func (s *Source) leadStatus(ctx context.Context) {
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.client.CoreV1().Events("")})
 	defer b.Shutdown()
 	rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "xlb", Host: s.o.Identity})
-	<-s.synced
+	select {
+	case <-s.synced:
+	case <-ctx.Done():
+		return
+	}
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
 	for {
