@@ -184,6 +184,18 @@ func TestTranslate(t *testing.T) {
 		t.Errorf("check = %+v", hc)
 	}
 
+	t.Run("a draining node is not health-checked", func(t *testing.T) {
+		eps := []*discoveryv1.EndpointSlice{slice("web", "web-1", ep{node: "a", ready: true, serving: true},
+			ep{node: "b", serving: true, terminating: true})}
+		tr, prob := translate(base, lbService("web", local(31000)), []netip.Addr{v4}, nodes, eps)
+		if prob != nil {
+			t.Fatal(prob)
+		}
+		bs := tr.Services[0].Pools[0].Backends
+		if len(bs) != 2 || bs[0].HealthCheck == "" || !bs[1].Drain || bs[1].HealthCheck != "" {
+			t.Fatalf("backends = %+v", bs)
+		}
+	})
 	t.Run("no ready endpoint: programmed without backends", func(t *testing.T) {
 		tr, prob := translate(base, lbService("web", local(31000)), []netip.Addr{v4}, nodes, nil)
 		if prob != nil || len(tr.Services) != 1 || len(tr.Services[0].Pools[0].Backends) != 0 {

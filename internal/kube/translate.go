@@ -74,8 +74,17 @@ func translate(base *config.Config, svc *corev1.Service, addrs []netip.Addr, nod
 	d := cfg.Desired()
 	for i := range d.Services {
 		for j := range d.Services[i].Pools {
-			if p := &d.Services[i].Pools[j]; empty[p.Name] {
+			p := &d.Services[i].Pools[j]
+			if empty[p.Name] {
 				p.Backends = nil
+			}
+			for k := range p.Backends {
+				// A draining node's check fails (kube-proxy answers 503
+				// without a ready endpoint); unchecked, its tracked flows
+				// keep going until its endpoints are gone.
+				if p.Backends[k].Drain {
+					p.Backends[k].HealthCheck = ""
+				}
 			}
 		}
 	}
