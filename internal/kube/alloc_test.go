@@ -113,8 +113,8 @@ func TestModelBuild(t *testing.T) {
 		t.Errorf("a refused version must leave the last good one programmed: %v", d.Services)
 	}
 
-	refused := map[netip.Addr]string{netip.MustParseAddr("10.250.0.2"): "is the VIP of the config file's service web"}
-	d, _, problems = m.build([]*corev1.Service{older}, slicesOf, refused)
+	file := map[netip.Addr]bool{netip.MustParseAddr("10.250.0.2"): true}
+	d, _, problems = m.build([]*corev1.Service{older}, slicesOf, file)
 	if len(d.Services) != 0 || problems[Key{"default", "old"}] == nil {
 		t.Errorf("a VIP the file has: services %v, problems %v", d.Services, problems)
 	}

@@ -82,10 +82,11 @@ func byAge(a, b *corev1.Service) int {
 }
 
 // build computes Desired from the served Services (any order) and their
-// EndpointSlices (slicesOf). changed is false when nothing programmed
+// EndpointSlices (slicesOf); fileVIPs are the file services' addresses,
+// which no Service may have. changed is false when nothing programmed
 // differs from the last build. problems are the Services not programmed
 // as asked, and why.
-func (m *model) build(services []*corev1.Service, slicesOf func(Key) []*discoveryv1.EndpointSlice, refusedVIPs map[netip.Addr]string) (d Desired, changed bool, problems map[Key]*Problem) {
+func (m *model) build(services []*corev1.Service, slicesOf func(Key) []*discoveryv1.EndpointSlice, fileVIPs map[netip.Addr]bool) (d Desired, changed bool, problems map[Key]*Problem) {
 	svcs := slices.Clone(services)
 	slices.SortFunc(svcs, byAge)
 	problems = map[Key]*Problem{}
@@ -97,7 +98,7 @@ func (m *model) build(services []*corev1.Service, slicesOf func(Key) []*discover
 		}
 		k := keyOf(svc)
 		seen[k] = true
-		addrs := m.claim(svc, claimed, refusedVIPs, problems)
+		addrs := m.claim(svc, claimed, fileVIPs, problems)
 		if m.update(k, svc, addrs, slicesOf(k)) {
 			changed = true
 		}
@@ -115,9 +116,8 @@ func (m *model) build(services []*corev1.Service, slicesOf func(Key) []*discover
 }
 
 // claim returns the addresses of svc's status that are its own: not
-// claimed by an older Service, not refused by the controller (a file
-// service has the VIP).
-func (m *model) claim(svc *corev1.Service, claimed map[netip.Addr]Key, refused map[netip.Addr]string, problems map[Key]*Problem) []netip.Addr {
+// claimed by an older Service, not a file service's VIP.
+func (m *model) claim(svc *corev1.Service, claimed map[netip.Addr]Key, file map[netip.Addr]bool, problems map[Key]*Problem) []netip.Addr {
 	k := keyOf(svc)
 	var out []netip.Addr
 	for _, a := range statusAddrs(svc) {
@@ -125,8 +125,8 @@ func (m *model) claim(svc *corev1.Service, claimed map[netip.Addr]Key, refused m
 			problems[k] = &Problem{Reason: ReasonAddressInUse, Message: "status.loadBalancer.ingress: " + a.String() + " is in use by " + ownerName(owner)}
 			continue
 		}
-		if why, ok := refused[a]; ok {
-			problems[k] = &Problem{Reason: ReasonAddressInUse, Message: "status.loadBalancer.ingress: " + a.String() + " " + why}
+		if file[a] {
+			problems[k] = &Problem{Reason: ReasonAddressInUse, Message: "status.loadBalancer.ingress: " + a.String() + " is in use by " + ownerName(Key{})}
 			continue
 		}
 		claimed[a] = k

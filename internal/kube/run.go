@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"time"
 
@@ -29,11 +30,12 @@ func (s *Source) WaitSynced(ctx context.Context) bool {
 // Build computes the desired services from the informers' objects (the
 // first commit takes them, before Run).
 func (s *Source) Build() Desired {
-	s.mu.Lock()
-	refused := s.refused
-	s.mu.Unlock()
+	file := map[netip.Addr]bool{}
+	for _, f := range s.o.Config.Services {
+		file[f.VIP] = true
+	}
 	s.model.setNodes(s.nodeList())
-	d, _, problems := s.model.build(s.services(), s.slicesOf, refused)
+	d, _, problems := s.model.build(s.services(), s.slicesOf, file)
 	s.mu.Lock()
 	s.problems = problems
 	s.mu.Unlock()
@@ -67,25 +69,21 @@ func (s *Source) Run(ctx context.Context, sink Sink) {
 // sync builds and, when something changed (or force), commits.
 func (s *Source) sync(ctx context.Context, sink Sink, force bool) {
 	s.mu.Lock()
-	refused, failed := s.refused, s.status.CommitErr != ""
+	failed := s.status.CommitErr != ""
 	s.mu.Unlock()
+	file := map[netip.Addr]bool{}
+	vips, err := sink.FileVIPs(ctx)
+	if err != nil {
+		return // ctx ended
+	}
+	for _, a := range vips {
+		file[a] = true
+	}
 	nodesChanged := s.model.setNodes(s.nodeList())
-	d, changed, problems := s.model.build(s.services(), s.slicesOf, refused)
-	if changed || nodesChanged || force || failed {
-		r, err := sink.SetKubernetes(ctx, d)
-		s.mu.Lock()
-		if err != nil {
-			s.status.CommitErr = err.Error()
-			s.log.Error("services from Kubernetes not committed; the data plane keeps its state", "error", err)
-		} else {
-			s.status.CommitErr, s.status.LastCommit = "", time.Now()
-			s.status.CommittedBuild++
-			if !sameRefusals(r, s.refused) {
-				s.refused = r
-				s.poke() // their Services' problems
-			}
-		}
-		s.mu.Unlock()
+	d, changed, problems := s.model.build(s.services(), s.slicesOf, file)
+	if changed || nodesChanged || force || failed || !maps.Equal(file, s.fileVIPs) {
+		s.fileVIPs = file
+		s.commit(ctx, sink, d)
 	}
 	s.mu.Lock()
 	s.problems = problems
@@ -96,16 +94,21 @@ func (s *Source) sync(ctx context.Context, sink Sink, force bool) {
 	s.notifyLeader()
 }
 
-func sameRefusals(a, b map[netip.Addr]string) bool {
-	if len(a) != len(b) {
-		return false
+// commit hands d to the sink and records how it went.
+func (s *Source) commit(ctx context.Context, sink Sink, d Desired) {
+	refused, err := sink.SetKubernetes(ctx, d)
+	for a, why := range refused { // the model keeps file VIPs out: a race with a reload
+		s.log.Warn("address refused by the controller", "address", a, "reason", why)
 	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.status.CommitErr = err.Error()
+		s.log.Error("services from Kubernetes not committed; the data plane keeps its state", "error", err)
+		return
 	}
-	return true
+	s.status.CommitErr, s.status.LastCommit = "", time.Now()
+	s.status.CommittedBuild++
 }
 
 func statusText(st Status) string {

@@ -70,6 +70,7 @@ type Source struct {
 	model   *model
 	alloc   *Allocator
 	kick    chan struct{}
+	fileVIPs map[netip.Addr]bool // of the last commit
 	// leaderKick wakes the status writer; sink is Run's.
 	leaderKick chan struct{}
 	sink       Sink
@@ -77,7 +78,6 @@ type Source struct {
 	mu       sync.Mutex
 	status   Status
 	problems map[Key]*Problem
-	refused  map[netip.Addr]string
 	leading  bool
 	// Synced is closed once the informers hold the cluster and the first
 	// build is committed.
@@ -121,9 +121,6 @@ func New(o Options) (*Source, error) {
 	rc = rest.CopyConfig(rc)
 	rc.QPS, rc.Burst = 500, 1000 // status writes of a thousand Services
 	rc.UserAgent = "xlbd/" + o.Identity
-	if rc.Timeout == 0 {
-		rc.Timeout = 10 * time.Second
-	}
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
