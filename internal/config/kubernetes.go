@@ -109,3 +109,23 @@ func AddressProblem(a netip.Addr) string {
 	}
 	return unicastProblem(a)
 }
+
+// SchedulerNames lists the schedulers as the file spells them.
+func SchedulerNames() []string {
+	out := make([]string, len(schedulerNames))
+	for i, n := range schedulerNames {
+		out[i] = n.name
+	}
+	return out
+}
+
+// ParseMethod returns the forwarding method named name, as the file
+// spells it (gre, ipip, gue, dr, nat).
+func ParseMethod(name string) (Encap, bool) {
+	for _, n := range encapNames {
+		if n.name == name {
+			return n.val, true
+		}
+	}
+	return 0, false
+}
