@@ -9,7 +9,7 @@ export GOFLAGS
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 LDFLAGS := -X github.com/xlbproject/xlb/internal/version.Version=$(VERSION)
 
-.PHONY: all deps generate proto build check test test-unit test-packages test-e2e-a test-e2e-b test-e2e-c test-alone test-smoke test-beside fuzz demo bench performance check-generated clean dist install deb
+.PHONY: all deps generate proto build check test test-unit test-packages test-e2e-a test-e2e-b test-e2e-c test-alone test-smoke test-beside fuzz demo bench performance check-generated clean dist install deb kube-bin
 
 all: build
 
@@ -21,6 +21,14 @@ deps:
 generate: deps
 	$(GO) generate ./...
 	@$(MAKE) --no-print-directory proto
+
+# The real kube-apiserver and etcd that the Kubernetes tests run
+# (internal/testenv/kubeenv), built from their Go modules (tools/kube) into
+# a cache keyed by version: $XLB_KUBE_CACHE, /var/cache/xlb/kube by
+# default. A no-op when both are there; the first build takes about 13
+# minutes on two cores, once per machine.
+kube-bin:
+	@GO=$(GO) ./scripts/kube-bin.sh
 
 # The API's Go code from api/xlb/v1/xlb.proto. protoc comes from apt
 # (scripts/deps.sh); the plugins are go.mod tools, so their versions are pinned.
@@ -52,7 +60,8 @@ check:
 
 # Every test, phase by phase: scripts/phases.sh announces each phase and
 # prints their times at the end. The binaries are built once (e2e and lab
-# run bin/'s). Lanes run side by side where they share nothing and do
+# run bin/'s), and so are the API server and etcd of the Kubernetes tests
+# when their cache lacks them (kube-bin). Lanes run side by side where they share nothing and do
 # not starve each other: the packages other than e2e two at a time beside
 # make fuzz (their namespaces are anonymous or randomly named, their pin
 # directories random), then e2e in three groups (every test builds its own
@@ -68,6 +77,7 @@ check:
 test:
 	@./scripts/phases.sh "make test" \
 		build "$(MAKE) --no-print-directory build" \
+		kube-bin "$(MAKE) --no-print-directory kube-bin" \
 		vet "$(GO) vet ./..." \
 		packages "$(MAKE) --no-print-directory -j2 test-packages fuzz" \
 		e2e "$(MAKE) --no-print-directory -j3 test-e2e-a test-e2e-b test-e2e-c" \
