@@ -9,7 +9,7 @@ export GOFLAGS
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 LDFLAGS := -X github.com/xlbproject/xlb/internal/version.Version=$(VERSION)
 
-.PHONY: all deps generate proto build check test test-unit test-packages test-e2e-a test-e2e-b test-e2e-c test-alone test-smoke test-beside fuzz demo bench performance check-generated clean dist install deb kube-bin
+.PHONY: all deps generate proto build check demo-kubernetes test test-unit test-packages test-e2e-a test-e2e-b test-e2e-c test-alone test-smoke test-beside fuzz demo bench performance check-generated clean dist install deb kube-bin
 
 all: build
 
@@ -142,6 +142,10 @@ test-unit:
 demo: build
 	./$(BIN)/xlb-lab demo
 	./$(BIN)/xlb-lab demo --scale
+
+# The Kubernetes demo: a real API server (make kube-bin builds it once).
+demo-kubernetes: build
+	./$(BIN)/xlb-lab demo --kubernetes
 
 check-generated: generate performance
 	@git diff --exit-code -- bpf internal api bench lab docs/CONFIG.md docs/PERFORMANCE.md || { echo "generated files differ from the committed ones: run 'make generate' (docs/PERFORMANCE.md: make performance) and commit" >&2; exit 1; }

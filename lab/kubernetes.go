@@ -89,3 +89,16 @@ func (l *Lab) KubeXLBDConfig(i int, o KubeOptions) []byte {
 	fmt.Fprintf(&b, "kubernetes:\n  kubeconfig: %s\n  address_pools: [%s]\n", o.Kubeconfig, strings.Join(pools, ", "))
 	return []byte(b.String())
 }
+
+// KubeReadMessage is what xlbd logs once it has read the cluster at start.
+const KubeReadMessage = "cluster read"
+
+// PoolAddrs lists p's addresses but the first and the last (the VIPs the
+// backends serve, as the allocator gives them out).
+func PoolAddrs(p netip.Prefix) []netip.Addr {
+	var out []netip.Addr
+	for a := p.Addr().Next(); p.Contains(a.Next()); a = a.Next() {
+		out = append(out, a)
+	}
+	return out
+}
