@@ -144,7 +144,7 @@ demo: build
 	./$(BIN)/xlb-lab demo --scale
 
 # The Kubernetes demo: a real API server (make kube-bin builds it once).
-demo-kubernetes: build
+demo-kubernetes: build kube-bin
 	./$(BIN)/xlb-lab demo --kubernetes
 
 check-generated: generate performance
@@ -206,7 +206,7 @@ deb:
 BENCH_PARTS ?= all
 BENCH_FLAGS ?=
 .PHONY: bench-smoke
-bench: build
+bench: build kube-bin
 	$(GO) build -o $(BIN)/ ./cmd/xlb-bench
 	./$(BIN)/xlb-bench -out bench/out -profile bench/out/profiles $(BENCH_FLAGS) $(BENCH_PARTS)
 
