@@ -193,9 +193,13 @@ func (e *kubeEnv) routeIn(t *testing.T, i int, vip netip.Addr) bool {
 	if err != nil {
 		t.Fatalf("ip route: %v %s", err, out)
 	}
+	// "blackhole 10.200.0.1 proto 250": xlbd's routes for the host's
+	// routing daemon.
 	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) > 0 && (f[0] == vip.String() || f[0] == vip.String()+"/32") {
-			return true
+		for _, f := range strings.Fields(line) {
+			if f == vip.String() || f == vip.String()+"/32" {
+				return true
+			}
 		}
 	}
 	return false
