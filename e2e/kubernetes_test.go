@@ -58,6 +58,9 @@ func (e *kubeEnv) updateService(t *testing.T, name string, mod func(*corev1.Serv
 	if err != nil {
 		t.Fatal(err)
 	}
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
 	mod(s)
 	if _, err := e.cs.CoreV1().Services(kubeNS).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)

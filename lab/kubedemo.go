@@ -158,6 +158,9 @@ func (d *kubeDemo) badAnnotation(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
 	s.Annotations["xlb.io/scheduler"] = "fastest"
 	if _, err := svcs.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -135,10 +136,13 @@ func (s *Source) writeStatus(ctx context.Context, rec record.EventRecorder) {
 	s.mu.Lock()
 	problems := s.problems
 	s.mu.Unlock()
-	for _, svc := range svcs {
-		if ctx.Err() != nil {
-			return
-		}
+	type write struct {
+		svc   *corev1.Service
+		addrs []netip.Addr
+		prob  *Problem
+	}
+	var writes []write
+	for _, svc := range svcs { // in order: the allocation is deterministic
 		if !serves(svc, s.model.class) {
 			continue
 		}
@@ -146,9 +150,33 @@ func (s *Source) writeStatus(ctx context.Context, rec record.EventRecorder) {
 		if p := problems[keyOf(svc)]; prob == nil && p != nil && p.Reason != ReasonAddressInUse {
 			prob = p
 		}
-		s.writeOne(ctx, rec, svc, addrs, prob)
+		writes = append(writes, write{svc, addrs, prob})
 	}
+	// The writes themselves are independent: a few at a time, so that a
+	// thousand new Services get their status in seconds.
+	next := make(chan write)
+	var wg sync.WaitGroup
+	for range statusWriters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for w := range next {
+				s.writeOne(ctx, rec, w.svc, w.addrs, w.prob)
+			}
+		}()
+	}
+	for _, w := range writes {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- w
+	}
+	close(next)
+	wg.Wait()
 }
+
+// statusWriters is how many status writes the leader has in flight.
+const statusWriters = 8
 
 // writeOne updates svc's status when it differs: the ingress (kept as it
 // is when prob stopped the allocation) and the condition; a new problem
