@@ -2,6 +2,7 @@ package lab
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"runtime"
@@ -71,7 +72,10 @@ func StartAPIServer() (env *kubeenv.Env, stop func(), err error) {
 	if _, _, err := kubeenv.Binaries(); err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrNoAPIServer, err)
 	}
-	testing.Init() // Start asks testing.Short
+	testing.Init() // Start asks testing.Short, which wants parsed flags
+	if !flag.Parsed() {
+		flag.CommandLine.Parse(nil) // a command of its own flag sets (xlb-lab)
+	}
 	t := &tb{}
 	done := make(chan struct{})
 	go func() {
