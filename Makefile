@@ -9,7 +9,7 @@ export GOFLAGS
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 LDFLAGS := -X github.com/xlbproject/xlb/internal/version.Version=$(VERSION)
 
-.PHONY: all deps generate proto build check test soak test-unit test-packages test-e2e-a test-e2e-b test-e2e-c test-alone test-smoke test-beside fuzz demo bench performance check-generated clean dist install deb kube-bin
+.PHONY: all deps generate proto build check demo-kubernetes test soak test-unit test-packages test-e2e-a test-e2e-b test-e2e-c test-alone test-smoke test-beside fuzz demo bench performance check-generated clean dist install deb kube-bin
 
 all: build
 
@@ -160,6 +160,10 @@ demo: build
 	./$(BIN)/xlb-lab demo
 	./$(BIN)/xlb-lab demo --scale
 
+# The Kubernetes demo: a real API server (make kube-bin builds it once).
+demo-kubernetes: build kube-bin
+	./$(BIN)/xlb-lab demo --kubernetes
+
 check-generated: generate performance
 	@git diff --exit-code -- bpf internal api bench lab docs/CONFIG.md docs/PERFORMANCE.md || { echo "generated files differ from the committed ones: run 'make generate' (docs/PERFORMANCE.md: make performance) and commit" >&2; exit 1; }
 	@test -z "$$(git status --porcelain --untracked-files=all -- internal bpf api bench lab)" || { git status --porcelain -- internal bpf api bench lab; echo "untracked generated files: commit them" >&2; exit 1; }
@@ -219,7 +223,7 @@ deb:
 BENCH_PARTS ?= all
 BENCH_FLAGS ?=
 .PHONY: bench-smoke
-bench: build
+bench: build kube-bin
 	$(GO) build -o $(BIN)/ ./cmd/xlb-bench
 	./$(BIN)/xlb-bench -out bench/out -profile bench/out/profiles $(BENCH_FLAGS) $(BENCH_PARTS)
 

@@ -46,19 +46,19 @@ func (l *Lab) ForwardTCP(h *Host, target string) (string, error) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				relay(ctx, h.NS, c, target)
+				relay(ctx, h.NS.DialContext, c, target)
 			}()
 		}
 	}()
 	return ln.Addr().String(), nil
 }
 
-// relay copies between c and a connection to target dialled in ns until
-// either side closes or ctx ends.
-func relay(ctx context.Context, ns *NS, c net.Conn, target string) {
+// relay copies between c and a connection to target that dial makes
+// until either side closes or ctx ends.
+func relay(ctx context.Context, dial func(context.Context, string, string) (net.Conn, error), c net.Conn, target string) {
 	defer c.Close()
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	up, err := ns.DialContext(dctx, "tcp", target)
+	up, err := dial(dctx, "tcp", target)
 	cancel()
 	if err != nil {
 		return

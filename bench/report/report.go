@@ -91,6 +91,7 @@ type Report struct {
 	Conntrack map[string]float64 `json:"conntrack,omitempty"`
 	Control   map[string]float64 `json:"control,omitempty"`
 	Sync      map[string]float64 `json:"sync,omitempty"` // connection sync (sync.go)
+	Kube      map[string]float64 `json:"kube,omitempty"` // the Kubernetes source (kube.go)
 
 	// HashBalance: flow hash -> "n<N>" -> balance of the real captures'
 	// flows over N workers (study.HashStudyResult.BalanceReport).
@@ -137,6 +138,7 @@ type Details struct {
 	Throughput        any                     `json:"throughput,omitempty"`
 	Memory            []MapMemory             `json:"conntrack_memory,omitempty"`
 	Profiles          map[string]string       `json:"profiles,omitempty"`
+	Kube              *KubeResult             `json:"kube,omitempty"`
 }
 
 // Machine is where the figures were measured.
@@ -249,6 +251,8 @@ var targets = []Target{
 	{Key: "sync.new_flow_overhead_pct", What: "new-flow cost with connection sync on, over off", Unit: "%", AtMost: true, Target: 15},
 	{Key: "sync.send_flows_per_s", What: "synced flows one node sends, one core", Unit: "flows/s", Target: 1e6},
 	{Key: "sync.apply_flows_per_s", What: "synced flows one node applies, one core", Unit: "flows/s", Target: 1e6},
+	{Key: "kube.programmed_1000_services_s", What: "1,000 LoadBalancer Services × 20 endpoints, informer sync to data plane", Unit: "s", AtMost: true, Target: 10},
+	{Key: "kube.endpointslice_change_ms", What: "one EndpointSlice change to data plane, median", Unit: "ms", AtMost: true, Target: 100},
 }
 
 // references are published figures the report quotes; the Maglev paper's
@@ -354,6 +358,8 @@ func (r *Report) groupPtr(name string) *map[string]float64 {
 		return &r.Control
 	case "sync":
 		return &r.Sync
+	case "kube":
+		return &r.Kube
 	case "hash_ns":
 		return &r.HashNs
 	case "hash_variance_ratio":

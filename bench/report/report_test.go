@@ -38,7 +38,9 @@ func TestBenchSmoke(t *testing.T) {
 	out := t.TempDir()
 	before, _ := filepath.Glob("/sys/fs/bpf/xlb-bench-*")
 	var log bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// Three minutes: the kube part starts an API server (about 15 s) and
+	// creates its Services.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()
 	r, err := Run(ctx, []string{"all"}, Options{Out: out, Smoke: true, TracesDir: tracesDir, Stdout: &log})

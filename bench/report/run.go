@@ -19,7 +19,7 @@ import (
 )
 
 // Parts lists the parts in the order Run runs them ("all").
-var Parts = []string{"pkt", "sched", "tput", "tablegen", "balance", "flowhash", "conntrack", "control", "sync"}
+var Parts = []string{"pkt", "sched", "tput", "tablegen", "balance", "flowhash", "conntrack", "control", "sync", "kube"}
 
 // Options configure Run. The zero value runs at full size on the last CPU
 // and writes to bench/out.
@@ -190,6 +190,8 @@ func (b *runner) part(ctx context.Context, name string) error {
 		err = b.control(ctx)
 	case "sync":
 		err = b.syncPart() // sync.go
+	case "kube":
+		err = b.kubePart(ctx) // kube.go
 	}
 	pr.Seconds = math.Round(time.Since(start).Seconds()*10) / 10
 	pr.LoadAvg = loadAvg()

@@ -6,6 +6,7 @@
 //	xlb-lab demo [--bin DIR] [--requests N] [--requests6 N] [--weights 1,1,2] [--keep]
 //	xlb-lab demo --scale [--connections N] [--no-sync]
 //	xlb-lab demo --methods [--requests N] [--weights 1,1,2]
+//	xlb-lab demo --kubernetes
 package main
 
 import (
@@ -35,6 +36,8 @@ commands:
          (--scale: the 3-node demo with connection sync, and the simultaneous
          change of a backend and a node with and without sync)
          (--methods: one service per forwarding method, where replies went)
+         (--kubernetes: a real API server, a LoadBalancer Service on the
+         backends as the cluster's nodes: address, endpoints, drain, outage)
 
 run "xlb-lab <command> -h" for the flags of a command; needs root.
 `
@@ -189,8 +192,12 @@ func demo(ctx context.Context, args []string, out io.Writer) error {
 	conns := fs.Int("connections", 200, "long-lived connections of the --scale demo")
 	noSync := fs.Bool("no-sync", false, "the --scale demo without connection sync (node.sync) and without the simultaneous-change step")
 	methods := fs.Bool("methods", false, "the forwarding-methods demo instead: one service per method (gre, ipip, gue, dr, nat) on a 1500-byte segment")
+	kube := fs.Bool("kubernetes", false, "the Kubernetes demo instead: a real API server (make kube-bin), a LoadBalancer Service served by the backends as the cluster's nodes")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *kube {
+		return lab.RunKubeDemo(ctx, out, lab.KubeDemoOptions{BinDir: opts.BinDir, Prefix: opts.Prefix, Keep: opts.Keep})
 	}
 	if *scale {
 		return lab.RunScaleDemo(ctx, out, lab.ScaleDemoOptions{Connections: *conns, BinDir: opts.BinDir, Prefix: opts.Prefix, Sync: !*noSync})

@@ -219,10 +219,15 @@ func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts
 	if err != nil {
 		return err
 	}
+	runKube, err := startKubernetes(ctx, log, cfg, ctl) // kubernetes.go
+	if err != nil {
+		return err
+	}
 	if err := ctl.Commit(cfg); err != nil {
 		return fmt.Errorf("initial config: %w (the forwarder keeps its previous state)", err)
 	}
 	runCluster(ctx, so.cluster, cfg, ctl) // cluster.go: watch the etcd key
+	runKube()
 	if cfg.Node.Sync != nil {
 		startSync(ctx, log, syncer, len(cfg.Node.Sync.Peers)) // before the VIPs are announced
 	}

@@ -131,6 +131,9 @@ type Config struct {
 	// BGP configures the embedded BGP speaker (docs/BGP.md); nil when the
 	// file has no bgp section (no route is announced).
 	BGP *BGP
+	// Kubernetes configures the Kubernetes source; nil when the file has
+	// no kubernetes section.
+	Kubernetes *Kubernetes
 }
 
 // Node holds the settings of the machine running xlb.

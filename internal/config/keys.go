@@ -50,6 +50,7 @@ const (
 	kKeepalive      = "keepalive"
 	kMaxBackends    = "max_backends"
 	kMaxServices    = "max_services"
+	kKubernetes     = "kubernetes"
 	kMetricsAddr    = "metrics_addr"
 	kName           = "name"
 	kNextHop4       = "next_hop4"
@@ -87,6 +88,8 @@ var configKeys = newSection(false,
 		doc: "The services: a VIP, port and protocol each, unique, served from pools in order of preference."},
 	key[Config]{name: kBGP, v: optionalOf(func(c *Config) **BGP { return &c.BGP }, bgpKeys),
 		doc: "Who announces the VIPs: the embedded BGP speaker or, with mode external, the host's routing daemon. Absent: nothing is announced."},
+	key[Config]{name: kKubernetes, v: optionalOf(func(c *Config) **Kubernetes { return &c.Kubernetes }, kubernetesKeys),
+		doc: "Also serve a cluster's LoadBalancer Services of one class (docs/KUBERNETES.md). Absent: the file's services only."},
 )
 
 var nodeKeys = newSection(false,

@@ -18,8 +18,10 @@ import (
 // node.sync reads its key file with the configuration, a backend port
 // needs method nat, which needs a backend on a segment of the node (xlbd
 // --check-config asks the kernel's routes), and the keys of bgp mode
-// external exclude those of the speaker.
+// external exclude those of the speaker; the kubernetes section would
+// make every xlbd started with the example look for a cluster.
 var commentedKeys = []string{
+	"kubernetes", "kubernetes.kubeconfig", "kubernetes.load_balancer_class", "kubernetes.address_pools",
 	"node.sync", "node.sync.listen", "node.sync.peers", "node.sync.key_file",
 	"pools.<name>.backends[].port",
 	"bgp.route_table", "bgp.dummy_interface",

@@ -39,7 +39,7 @@ func TestReject(t *testing.T) {
 		{"trailing empty document", head + "---\n", ErrSyntax,
 			[]string{"c.yaml:5: a second YAML document starts here"}},
 		{"syntax error", head + "services:\n  - {name: s\n", ErrSyntax, []string{"c.yaml:6: did not find expected"}},
-		{"root not a mapping", "- a\n- b\n", ErrInvalid, []string{"c.yaml:1: must be a mapping (node, health_checks, pools, services, bgp), not a list"}},
+		{"root not a mapping", "- a\n- b\n", ErrInvalid, []string{"c.yaml:1: must be a mapping (node, health_checks, pools, services, bgp, kubernetes), not a list"}},
 		{"alias", head + "services: *x\n", ErrSyntax, []string{"c.yaml: unknown anchor 'x' referenced"}},
 		{"anchor and alias", head + "services:\n  - &s {name: s, vip: 10.200.0.1, port: 80, protocol: tcp, pools: [p]}\n  - *s\n",
 			ErrSyntax, []string{"c.yaml:7: services[1]: YAML aliases (*s) are not supported"}},
@@ -48,7 +48,7 @@ func TestReject(t *testing.T) {
 
 		// Unknown fields at every level.
 		{"unknown top-level field", head + "servics: []\n", ErrUnknownField,
-			[]string{`c.yaml:5: servics: unknown field "servics" (known fields: node, health_checks, pools, services, bgp)`}},
+			[]string{`c.yaml:5: servics: unknown field "servics" (known fields: node, health_checks, pools, services, bgp, kubernetes)`}},
 		{"unknown node field", "node: {interface: eth0, iface: eth1}\n", ErrUnknownField,
 			[]string{`c.yaml:1: node.iface: unknown field "iface"`}},
 		{"unknown timeouts field", "node:\n  interface: eth0\n  timeouts:\n    tcp_est: 1m\n", ErrUnknownField,

@@ -43,6 +43,7 @@ func validate(cfg *Config, c *collector) {
 	validateMethods(cfg, idx, c)
 	validateGroups(cfg, c)
 	validateBGP(cfg.BGP, &cfg.Node, c)
+	validateKubernetes(cfg.Kubernetes, c)
 	if cfg.BGP != nil && len(cfg.BGP.Peers) > 0 {
 		for i, s := range cfg.Services {
 			if s.VIP.IsValid() && !cfg.BGP.Carries(s.VIP) {

@@ -197,7 +197,7 @@ func (a *API) Status(ctx context.Context) (api.StatusInfo, error) {
 			Interface: a.iface, XDPMode: string(c.dp.Mode()), PinDir: a.pinDir, Version: a.version,
 			StartedAt: c.info.startedAt, Drained: c.drained, Overrides: len(c.overrides),
 			SelfCheck: api.SelfCheck{OK: c.forwarderOK, LastError: c.info.lastCheckErr, CheckedAt: c.info.checkedAt, LastFailureAt: c.info.lastFailureAt},
-			Config: api.ConfigInfo{Source: c.info.source, CommittedAt: c.info.committedAt, Generation: c.info.generation,
+			Config: api.ConfigInfo{Source: c.sourceText(), CommittedAt: c.info.committedAt, Generation: c.info.generation,
 				Services: len(c.state.Services), Backends: c.state.Reals.Len()},
 			Conntrack:   api.ConntrackOccupancy{Capacity: c.dp.CTCapacity()},
 			MetricsAddr: a.metricsAddr, MetricsNote: a.metricsNote,

@@ -83,6 +83,7 @@ type Controller struct {
 	// saveYAML, set during an API apply, is written to the config file
 	// once the maps hold it, before the record says done.
 	saveYAML []byte
+	ext      *external // services from Kubernetes (kubernetes.go)
 }
 
 // runInfo is what the API reports about the running state.
@@ -94,6 +95,7 @@ type runInfo struct {
 	checkedAt     time.Time
 	lastCheckErr  string
 	lastFailureAt time.Time
+	kubernetes    string // the Kubernetes source's state ("" without one)
 }
 
 // CommitEvent describes a commit, for metrics.
@@ -163,18 +165,22 @@ func (c *Controller) Commit(cfg *config.Config) error {
 		if err := immutableBGP(c.cfg.BGP, cfg.BGP); err != nil {
 			return err
 		}
+		if !reflect.DeepEqual(c.cfg.Kubernetes, cfg.Kubernetes) {
+			return fmt.Errorf("kubernetes: %w (the source is set up at start)", ErrRestartRequired)
+		}
 	}
 	d := cfg.Desired()
 	if err := CheckInstances(c.dp.PinDir(), d); err != nil {
 		return err
 	}
-	if err := c.mon.Update(d.HealthTargets()); err != nil {
+	merged, _ := c.merged(d) // kubernetes.go: the services from Kubernetes
+	if err := c.mon.Update(merged.HealthTargets()); err != nil {
 		return fmt.Errorf("health checks: %w", err)
 	}
-	c.pruneOverrides(d)
+	c.pruneOverrides(merged)
 	prev, prevDigest := c.version, c.digest
 	c.version, c.digest = cfg.ClusterVersion(), ConfigDigest(cfg)
-	if err := c.apply(c.withOverrides(d), "config committed", "reload"); err != nil {
+	if err := c.apply(c.withOverrides(merged), "config committed", "reload"); err != nil {
 		c.version, c.digest = prev, prevDigest
 		return err
 	}

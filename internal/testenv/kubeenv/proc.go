@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -36,16 +37,29 @@ func startProc(name, bin string, args []string, logPath string) (*proc, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
 	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	started := make(chan error, 1)
 	go func() {
+		// Pdeathsig follows the thread that started the child, not the
+		// process: this goroutine keeps that thread until the child exits,
+		// so the runtime never ends it under the child (a test's network
+		// namespace work ends the threads it locked, and etcd died with
+		// one of them).
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
 		p.err = cmd.Wait()
 		f.Close()
 		close(p.done)
 	}()
+	if err := <-started; err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
 	return p, nil
 }
 
