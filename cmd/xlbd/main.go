@@ -169,6 +169,22 @@ type serveOpts struct {
 	cluster *clusterconfig.Source
 }
 
+// datapathOptions are the forwarder's options from the node section.
+func datapathOptions(log *slog.Logger, cfg *config.Config, pinDir string, so serveOpts) datapath.Options {
+	return datapath.Options{
+		Interface:        cfg.Node.Interface,
+		PinDir:           pinDir,
+		Mode:             datapath.Mode(cfg.Node.XDPMode.String()),
+		ConntrackEntries: cfg.Node.ConntrackEntries,
+		FragEntries:      cfg.Node.FragmentTableEntries,
+		MaxServices:      cfg.Node.MaxServices,
+		MaxReals:         cfg.Node.MaxBackends,
+		TableBytes:       tableBytes(cfg),
+		DiscardConntrack: so.discardCT,
+		Logger:           log,
+	}
+}
+
 func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -188,18 +204,7 @@ func run(log *slog.Logger, cfg *config.Config, path, pinDir string, so serveOpts
 	if err := controller.CheckInstances(pinDir, cfg.Desired()); err != nil {
 		return err
 	}
-	dp, err := datapath.Open(datapath.Options{
-		Interface:        cfg.Node.Interface,
-		PinDir:           pinDir,
-		Mode:             datapath.Mode(cfg.Node.XDPMode.String()),
-		ConntrackEntries: cfg.Node.ConntrackEntries,
-		FragEntries:      cfg.Node.FragmentTableEntries,
-		MaxServices:      cfg.Node.MaxServices,
-		MaxReals:         cfg.Node.MaxBackends,
-		TableBytes:       tableBytes(cfg),
-		DiscardConntrack: so.discardCT,
-		Logger:           log,
-	})
+	dp, err := datapath.Open(datapathOptions(log, cfg, pinDir, so))
 	if err != nil {
 		// An incompatible pinned map names itself, both layouts and the
 		// choices (datapath.IncompatibleMapError).
