@@ -151,12 +151,14 @@ func (e *kubeEnv) waitBackendsWithin(t *testing.T, timeout time.Duration, i int,
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		table, _, _ := e.inTable(t, i, vip)
-		if slices.Equal(table, names) {
+		// A node that has just started answers "xlbd is starting"
+		// until its first commit: wait for it like for the table.
+		table, _, _, err := e.l.ServiceTable(context.Background(), i, vip, lab.DefaultPorts.TCP)
+		if err == nil && slices.Equal(table, names) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("node %d: %s's table has %v, want %v\n%s", i, vip, table, names, e.daemons[i].Output())
+			t.Fatalf("node %d: %s's table has %v (%v), want %v\n%s", i, vip, table, err, names, e.daemons[i].Output())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
