@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"github.com/xlbproject/xlb/internal/config"
 	"net/netip"
 	"slices"
 	"strings"
@@ -176,19 +177,11 @@ func ownerName(k Key) string {
 	return "Service " + k.String()
 }
 
-// unicastOK is "" for an address a Service may have.
+// unicastOK is "" for an address a Service may have: the file's rules
+// (config.AddressProblem), and not link-local.
 func unicastOK(a netip.Addr) string {
-	switch {
-	case a.IsUnspecified():
-		return "is the unspecified address"
-	case a.IsMulticast():
-		return "is a multicast address"
-	case a.IsLoopback():
-		return "is a loopback address"
-	case a.IsLinkLocalUnicast():
+	if a.IsLinkLocalUnicast() {
 		return "is a link-local address"
-	case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
-		return "is the broadcast address"
 	}
-	return ""
+	return config.AddressProblem(a)
 }
