@@ -50,6 +50,7 @@ var docGroups = []struct{ name, title string }{
 	{"control", "Control plane, 3,000 services"},
 	{"sync", "Connection sync"},
 	{"kube", "Kubernetes source, 1,000 Services"},
+	{"scale", "One core and two"},
 	{"hash_ns", "Flow hash, ns per hash"},
 	{"hash_variance_ratio", "Flow hash balance, variance over uniform"},
 }

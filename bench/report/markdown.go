@@ -22,6 +22,7 @@ var sections = []struct{ part, title, intro string }{
 	{"flowhash", "Flow hash study on real captures", ""},
 	{"conntrack", "Connection tracking: memory and cost once full", ""},
 	{"control", "Control plane: 3,000 services, file to data plane", ""},
+	{"scale", "One core and two", ""},
 }
 
 // Markdown renders the report: machine, targets (measured / target),

@@ -90,8 +90,9 @@ type Report struct {
 
 	Conntrack map[string]float64 `json:"conntrack,omitempty"`
 	Control   map[string]float64 `json:"control,omitempty"`
-	Sync      map[string]float64 `json:"sync,omitempty"` // connection sync (sync.go)
-	Kube      map[string]float64 `json:"kube,omitempty"` // the Kubernetes source (kube.go)
+	Sync      map[string]float64 `json:"sync,omitempty"`  // connection sync (sync.go)
+	Kube      map[string]float64 `json:"kube,omitempty"`  // the Kubernetes source (kube.go)
+	Scale     map[string]float64 `json:"scale,omitempty"` // 1 and 2 cores (scale.go)
 
 	// HashBalance: flow hash -> "n<N>" -> balance of the real captures'
 	// flows over N workers (study.HashStudyResult.BalanceReport).
@@ -360,6 +361,8 @@ func (r *Report) groupPtr(name string) *map[string]float64 {
 		return &r.Sync
 	case "kube":
 		return &r.Kube
+	case "scale":
+		return &r.Scale
 	case "hash_ns":
 		return &r.HashNs
 	case "hash_variance_ratio":

@@ -19,7 +19,7 @@ import (
 )
 
 // Parts lists the parts in the order Run runs them ("all").
-var Parts = []string{"pkt", "sched", "tput", "tablegen", "balance", "flowhash", "conntrack", "control", "sync", "kube"}
+var Parts = []string{"pkt", "sched", "tput", "tablegen", "balance", "flowhash", "conntrack", "control", "sync", "kube", "scale"}
 
 // Options configure Run. The zero value runs at full size on the last CPU
 // and writes to bench/out.
@@ -192,6 +192,8 @@ func (b *runner) part(ctx context.Context, name string) error {
 		err = b.syncPart() // sync.go
 	case "kube":
 		err = b.kubePart(ctx) // kube.go
+	case "scale":
+		err = b.scale(ctx) // scale.go
 	}
 	pr.Seconds = math.Round(time.Since(start).Seconds()*10) / 10
 	pr.LoadAvg = loadAvg()
