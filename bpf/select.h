@@ -401,11 +401,35 @@ static __always_inline __u64 ct_refresh(__u32 idx, int way, __u64 e, const struc
 	return ne;
 }
 
+/* ct_free_moved frees the way at, of a flow stored anew in this CPU's
+ * slice (select_remote), which held e when read, and uncounts it
+ * (conns.h). The flow's CPU may refresh it meanwhile: tried again with
+ * the value it wrote, up to three times; a way freed or taken by
+ * another flow meanwhile was uncounted by whoever did it. */
+static __always_inline void ct_free_moved(__u64 *at, __u64 tag, __u64 e)
+{
+#pragma clang loop unroll(disable)
+	for (int t = 0; at && t < 3; t++) {
+		__u64 w = __sync_val_compare_and_swap(at, e, 0);
+
+		if (w == e) {
+			conns_add(conns_way_real(e), conns_way_state(e), -1);
+			return;
+		}
+		if ((w >> XLB_CT_TAG_SHIFT) != tag || conns_way_state(w) == XLB_CT_FREE)
+			return;
+		e = w;
+	}
+}
+
 /* select_remote: the flow's entry in another CPU's slice, when usable
- * (sel filled). Tracked: the entry moves into bucket b (freed there with
- * a compare-and-swap, then stored here), so a flow has one entry and is
- * counted once (conns.h); when the swap loses to that CPU, the packet is
- * forwarded by the entry without moving it. Returns 1 when found. */
+ * (sel filled). Tracked: the entry moves into bucket b: stored here
+ * first, then freed there (ct_free_moved), so that a packet of the flow
+ * on either CPU meanwhile finds one or the other (freed first, it was in
+ * neither for a moment, and such a packet took the scheduler's backend).
+ * Each way counts once (conns.h): the one stored here as a new one, the
+ * one freed there is uncounted. Not stored here, the packet is forwarded
+ * by the entry, left where it is. Returns 1 when found. */
 static __always_inline int select_remote(const struct pkt *p, const struct vip_info *v,
 					 const struct node_info *n, struct ct_bucket *b,
 					 __u32 cpu, __u32 bucket, __u64 tag, __u64 now,
@@ -420,15 +444,13 @@ static __always_inline int select_remote(const struct pkt *p, const struct vip_i
 	sel->real = r;
 	sel->rid = conns_way_real(e);
 	if (track) {
-		__u64 state = conns_way_state(e);
-		__u64 next = ct_next_state(p, state);
-
+		__u64 next = ct_next_state(p, conns_way_state(e));
 		__u64 ne = ct_make(tag, sel->rid, next, now);
 
 		/* stored: reported like a refresh (sync.h), so a state change
 		 * seen first on this CPU reaches the peers too */
-		if (at && __sync_val_compare_and_swap(at, e, 0) == e &&
-		    xlb_ct_store(cpu << ct_shift | bucket, tag, ne, now, state)) {
+		if (xlb_ct_store(cpu << ct_shift | bucket, tag, ne, now, XLB_CT_FREE)) {
+			ct_free_moved(at, tag, e);
 			sel->ct_prev = (__u32)e;
 			sel->ct_cur = (__u32)ne;
 		}

@@ -45,7 +45,10 @@ int xlb_sync_apply_state(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
+	/* NAT entries are stamped on the kernel's clock (nat.h), lblc
+	 * entries on the forwarder's (lblc.h: XLB_CLOCK_NS) */
 	__u64 now = bpf_ktime_get_coarse_ns() >> XLB_TICK_SHIFT;
+	__u64 lblc_now = XLB_CLOCK_NS() >> XLB_TICK_SHIFT;
 	struct sync_state st;
 
 	for (int i = 0; i < XLB_SYNC_STATE_MAX; i++) {
@@ -57,7 +60,7 @@ int xlb_sync_apply_state(struct xdp_md *ctx)
 		if (st.kind == XLB_SYNC_EV_NAT)
 			xlb_sync_nat(&st, now);
 		else if (st.kind == XLB_SYNC_EV_LBLC)
-			xlb_sync_lblc(&st, now);
+			xlb_sync_lblc(&st, lblc_now);
 		else
 			sync_count(XLB_SYNC_STAT_SKIPPED);
 	}

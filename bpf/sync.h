@@ -136,7 +136,8 @@ static __always_inline int sync_find_flow(__u32 cpu, __u32 bucket, __u64 tag, __
  * xlb_sync_apply's records. */
 __attribute__((noinline)) int xlb_sync_flow(__u64 hash, __u32 rid, __u32 meta, __u32 proto)
 {
-	__u64 now = bpf_ktime_get_coarse_ns() >> XLB_TICK_SHIFT;
+	/* the forwarder's clock (XLB_CLOCK_NS), which stamps the ways */
+	__u64 now = XLB_CLOCK_NS() >> XLB_TICK_SHIFT;
 	__u32 cpu = bpf_get_smp_processor_id(), zero = 0;
 	__u32 bucket = (__u32)hash & ((1U << ct_shift) - 1);
 	__u32 idx = cpu << ct_shift | bucket, own = idx;

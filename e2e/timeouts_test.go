@@ -493,8 +493,9 @@ func TestTimeoutsUnderTimeNamespace(t *testing.T) {
 		t.Fatalf("%d breaks, first: %v", len(res.Breaks), res.Breaks[0])
 	}
 	// A sweep on the namespace's clock frees all 10 sessions' entries:
-	// 10 misses a second. A flow whose packets cross CPUs can miss now
-	// and then while its entry moves between CPU slices.
+	// 10 misses a second. A stray miss is let through: one was still seen
+	// once a flow moving between CPU slices no longer missed (the move
+	// stores before it frees), its cause not established.
 	miss := st1["ct_miss"] - st0["ct_miss"]
 	if miss >= 10 {
 		t.Fatalf("%d conntrack misses in 2.5 s of 10 tracked sessions: the sweep freed live entries", miss)

@@ -127,9 +127,10 @@ func (d *Datapath) NATEntries(fn func(NATEntry) bool) error {
 }
 
 // LBLCAll calls fn for each lblc/lblcr entry (service, destination, and
-// the entry as LBLCTicks gives it) until it returns false.
+// the entry as LBLCTicks gives it) until it returns false. Ages are on
+// the forwarder's clock (d.now), which stamps the entries.
 func (d *Datapath) LBLCAll(fn func(svcID uint32, dst netip.Addr, reals []uint32, used, modified uint32) bool) error {
-	now, err := ctNow()
+	now, err := d.now()
 	if err != nil {
 		return err
 	}
