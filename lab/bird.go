@@ -22,7 +22,7 @@ import (
 // announces nothing. Routes from all nodes that are equal by BGP's rules
 // (same local preference, AS path length, origin, MED) are merged into one
 // multipath kernel route, over which the kernel hashes flows by 5-tuple
-// (fib_multipath_hash_policy=1).
+// (fib_multipath_hash_policy=3 over addresses, protocol and ports).
 //
 // Until xlbd speaks BGP, StartNodeBIRD runs a stand-in speaker: a second
 // BIRD in a node's namespace announcing the VIPs the way xlbd will.

@@ -130,9 +130,13 @@ func TestMultipathRoutes(t *testing.T) {
 			t.Errorf("route %v via %v, want via %v", r.Prefix, r.NextHops, want)
 		}
 	}
-	for _, k := range []string{"net.ipv4.fib_multipath_hash_policy", "net.ipv6.fib_multipath_hash_policy", "net.ipv4.ip_forward", "net.ipv6.conf.all.forwarding"} {
-		if v, err := l.Router.ReadSysctl(k); err != nil || v != "1" {
-			t.Errorf("router %s = %q, %v; want 1", k, v, err)
+	for k, want := range map[string]string{
+		"net.ipv4.fib_multipath_hash_policy": "3", "net.ipv6.fib_multipath_hash_policy": "3",
+		"net.ipv4.fib_multipath_hash_fields": "55", "net.ipv6.fib_multipath_hash_fields": "55",
+		"net.ipv4.ip_forward": "1", "net.ipv6.conf.all.forwarding": "1",
+	} {
+		if v, err := l.Router.ReadSysctl(k); err != nil || v != want {
+			t.Errorf("router %s = %q, %v; want %s", k, v, err, want)
 		}
 	}
 

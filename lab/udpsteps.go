@@ -221,7 +221,7 @@ func countString(m map[string]int) string {
 // routerSpread counts flows (client address and port, to dst over proto)
 // by the node the router's multipath route sends them to: `ip route get`
 // with the flow's ports, which the kernel hashes as it hashes the packets
-// it forwards (fib_multipath_hash_policy=1).
+// it forwards (fib_multipath_hash_policy=3 over addresses, protocol and ports).
 func (l *Lab) routerSpread(ctx context.Context, flows []netip.AddrPort, dst netip.AddrPort, proto string) (string, error) {
 	node := map[string]string{}
 	for _, n := range l.Nodes {

@@ -12,7 +12,7 @@ import (
 // SetVIPRoutes replaces the router's routes for each prefix with one via the
 // given hosts' LAN addresses (of the prefix's family): a plain route for one
 // host, a multipath (ECMP) route for several. The router hashes flows over
-// the next hops by 5-tuple (fib_multipath_hash_policy=1). With no host it
+// the next hops by 5-tuple (fib_multipath_hash_policy=3 over addresses, protocol and ports). With no host it
 // removes the routes.
 func (l *Lab) SetVIPRoutes(prefixes []netip.Prefix, via ...*Host) error {
 	gws := func(p netip.Prefix) []netip.Addr {

@@ -157,9 +157,16 @@ func (l *Lab) buildRouter() error {
 		"net.ipv4.conf.all.rp_filter=0",
 		"net.ipv4.conf.default.rp_filter=0",
 		"net.ipv4.conf.eth0.rp_filter=0",
-		// L4 hash for multipath routes: flows, not hosts, spread over nodes.
-		"net.ipv4.fib_multipath_hash_policy=1",
-		"net.ipv6.fib_multipath_hash_policy=1",
+		// Multipath routes hash each packet's own headers (policy 3, fields
+		// 0x37: addresses, protocol, ports), as a real router does: flows,
+		// not hosts, spread over nodes, and a flow stays on its node. Policy
+		// 1 would reuse the hash the client's socket left on the skb, which
+		// TCP redraws on every retransmission timeout: a flow would hop
+		// nodes whenever a segment is lost.
+		"net.ipv4.fib_multipath_hash_policy=3",
+		"net.ipv4.fib_multipath_hash_fields=0x37",
+		"net.ipv6.fib_multipath_hash_policy=3",
+		"net.ipv6.fib_multipath_hash_fields=0x37",
 	); err != nil {
 		return err
 	}
