@@ -70,6 +70,62 @@ static long lblc_step(__u64 i, void *arg)
 	return 0;
 }
 
+/* lblc_member_step: list entry i, when it is a member of the entry: its
+ * weight and load, as lblc_step records them. A live entry's usual decision (its backend, or the set's least
+ * loaded, not overloaded) needs no more: no counts read for the others. */
+static long lblc_member_step(__u64 i, void *arg)
+{
+	struct lblc_arg *la = arg;
+	const struct svc_sched *s = la->s;
+	struct lblc_walk *wk = la->wk;
+	__u32 rid, k = (__u32)i & (XLB_SCHED_LIST_MAX - 1);
+	__u64 a, in;
+	int m = -1;
+
+	if (!s || !wk)
+		return 1;
+	rid = s->ent[k].rid;
+#pragma unroll
+	for (int j = 0; j < XLB_LBLC_SET_MAX; j++)
+		if (wk->rid[j] == rid)
+			m = j;
+	if (m < 0)
+		return 0;
+	m &= XLB_LBLC_SET_MAX - 1;
+	a = conns_get(rid, &in);
+	wk->w[m] = s->ent[k].weight;
+	wk->oh[m] = (a << 8) + in;
+	wk->act[m] = a;
+	return 0;
+}
+
+/* lblc_members_decide: whether the members' weights and loads in wk
+ * (lblc_member_step) make the decision of a live entry of s alone: its
+ * lblc backend, or its lblcr set's least loaded usable member (the first
+ * of equals, as sched/lblcr.h's scan finds it), is usable and has no more
+ * active connections than its weight, so it serves whatever the other
+ * backends' loads (the overload test needs both). Else the whole list is
+ * walked. */
+static __always_inline int lblc_members_decide(const struct svc_sched *s, const struct lblc_walk *wk)
+{
+	int l = -1;
+
+	if (s->kind == XLB_SCHED_LBLC)
+		return wk->rid[0] && wk->w[0] && wk->act[0] <= wk->w[0];
+#pragma unroll
+	for (int j = 0; j < XLB_LBLC_SET_MAX; j++) {
+		if (!wk->rid[j] || !wk->w[j])
+			continue;
+		if (l < 0 || wk->oh[j] * wk->w[l & (XLB_LBLC_SET_MAX - 1)] <
+				     wk->oh[l & (XLB_LBLC_SET_MAX - 1)] * wk->w[j])
+			l = j;
+	}
+	if (l < 0)
+		return 0;
+	l &= XLB_LBLC_SET_MAX - 1;
+	return wk->act[l] <= wk->w[l];
+}
+
 /* lblc_create records wk's choice for the destination of wk's key (a
  * new entry, or one replacing an expired entry) and returns it. */
 static __always_inline __u32 lblc_create(struct lblc_walk *wk, __u64 now)
@@ -139,16 +195,19 @@ __attribute__((noinline)) int xlb_sched_lblc(const struct pkt *p, __u32 svc_id)
 	e = bpf_map_lookup_elem(&xlb_lblc, &wk->key);
 	if (e && (__s64)(now - e->used) > (__s64)s->stride)
 		e = NULL; /* expired: scheduled afresh, replaced below */
+	la.s = s;
+	la.wk = wk;
 	if (e) {
 #pragma unroll
 		for (int j = 0; j < XLB_LBLC_SET_MAX; j++)
 			wk->rid[j] = (__u32)*(volatile __u64 *)&e->rid[j];
+		bpf_loop(n, lblc_member_step, &la, 0);
 	}
-	la.s = s;
-	la.wk = wk;
-	bpf_loop(n, lblc_step, &la, 0);
-	if (!wk->best)
-		return 0;
+	if (!e || !lblc_members_decide(s, wk)) {
+		bpf_loop(n, lblc_step, &la, 0);
+		if (!wk->best)
+			return 0;
+	}
 	if (!e) {
 		rid = lblc_create(wk, now);
 		lblc_report(svc_id, rid, s, 0, now);

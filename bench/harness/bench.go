@@ -171,7 +171,7 @@ func (s Stage) String() string {
 type Options struct {
 	CPU       int    // the CPU every run is pinned to
 	Entries   uint32 // connection table entries per CPU (default 1 << 20)
-	Backends  int    // backends per VIP (default 10)
+	Backends  int    // backends per VIP (default 10, at most 256)
 	TableSize uint32 // Maglev M, prime (default 65537)
 	Repeat    uint32 // packets per run (default 1 << 18; NewFlow runs at most Entries/4)
 	Runs      int    // runs per figure, the median is reported (default 21)
@@ -259,8 +259,8 @@ func (o *Options) defaults() error {
 	if o.Instances < 1 || o.Instances > 64 {
 		return errors.New("bench: instances must be in [1, 64]")
 	}
-	if o.Backends < 1 || o.Backends > 200 {
-		return errors.New("bench: backends must be in [1, 200]")
+	if o.Backends < 1 || o.Backends > maxBackends {
+		return fmt.Errorf("bench: backends must be in [1, %d]", maxBackends)
 	}
 	if o.Entries < 1<<10 {
 		return errors.New("bench: at least 1024 conntrack entries")
@@ -463,6 +463,10 @@ func measureSpecs(specs []targetSpec, o Options) ([]Results, error) {
 	return res, err
 }
 
+// maxBackends is the most backends per VIP: a scheduler list's length
+// (XLB_SCHED_LIST_MAX).
+const maxBackends = 256
+
 // Addresses of the measurement (inside the private namespace).
 var (
 	nodeV4 = netip.MustParseAddr("10.0.0.11")
@@ -476,7 +480,7 @@ var (
 )
 
 const (
-	backendNet4 = "10.0.1.0/24"
+	backendNet4 = "10.0.0.0/22" // backends from 10.0.1.1 (the node and gateway's 10.0.0.0/24 is on link)
 	backendNet6 = "fd00:1::/64"
 	clientNet4  = "198.51.100.0/24" // peer4's
 	cycleNet4   = "172.16.0.0/14"   // the cycled flows' (baseCycle): the clients of cycled NAT replies
@@ -506,7 +510,7 @@ func benchState(o Options) (*state.State, error) {
 		for b := 0; b < o.Backends; b++ {
 			var a netip.Addr
 			if key.Addr.Is4() {
-				a = netip.AddrFrom4([4]byte{10, 0, 1, byte(b + 1)})
+				a = netip.AddrFrom4([4]byte{10, 0, byte(1 + (b+1)/256), byte(b + 1)})
 			} else {
 				a = netip.MustParseAddr(fmt.Sprintf("fd00:1::%x", b+1))
 			}

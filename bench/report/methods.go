@@ -36,6 +36,7 @@ var methodRatios = []struct{ key, fig, gre string }{
 	{"dr_hit_v6", "dr.est_hit_v6", "gre.est_hit_v6"},
 	{"nat_hit_v4", "nat.est_hit_v4", "gre.est_hit_v4"},
 	{"nat_hit_v6", "nat.est_hit_v6", "gre.est_hit_v6"},
+	{"nat_new_flow", "nat.new_flow", "gre.new_flow"},
 	{"nat_reply_v4", "nat.nat_reply_v4", "gre.est_hit_v4"},
 	{"nat_reply_v6", "nat.nat_reply_v6", "gre.est_hit_v6"},
 }

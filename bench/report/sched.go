@@ -69,6 +69,51 @@ func (b *runner) sched() error {
 	}
 	b.r.md["sched"] = harness.Markdown(all) + "\nA new flow over maglev's, run by run (each run minus its calibration, " +
 		"median over the rounds):\n\n| scheduler | new flow, ns | maglev, ns | × maglev |\n|---|---:|---:|---:|\n" + rows.String()
+	return b.schedScale()
+}
+
+// schedScaleBackends are the list lengths schedScale measures, and
+// schedScaleSpecs the schedulers: the least family walks the whole list.
+var (
+	schedScaleBackends = []int{8, 64, 256}
+	schedScaleSpecs    = []string{"maglev", "lc", "wlc"}
+)
+
+// schedScale measures a new flow with the schedulers of schedScaleSpecs
+// side by side, at each length of schedScaleBackends (every VIP that
+// many backends): ns_per_pkt_sched_b<n>.<scheduler>.new_flow and
+// sched_vs_maglev.<scheduler>_new_flow_b<n>, over maglev's at the same
+// length (pairedRatio).
+func (b *runner) schedScale() error {
+	specs := slices.DeleteFunc(harness.Schedulers(), func(s harness.SchedSpec) bool { return !slices.Contains(schedScaleSpecs, s.Name) })
+	var rows strings.Builder
+	for _, n := range schedScaleBackends {
+		o := b.pktOptions()
+		o.Scenarios = []harness.Scenario{harness.NewFlow}
+		o.Backends = n
+		res, err := harness.MeasureSchedulers(specs, o)
+		if err != nil {
+			return fmt.Errorf("%d backends: %w", n, err)
+		}
+		maglev, _ := res[0].Figure(harness.NewFlow)
+		for _, r := range res {
+			f, ok := r.Figure(harness.NewFlow)
+			if !ok {
+				continue
+			}
+			b.put(fmt.Sprintf("ns_per_pkt_sched_b%d.%s.new_flow", n, schedKey(r.Sched)), f.Ns, "ns", fmt.Sprintf("best %.0f", f.Best))
+			if r.Sched == "maglev" {
+				continue
+			}
+			ratio := pairedRatio(f, maglev)
+			key := fmt.Sprintf("sched_vs_maglev.%s_new_flow_b%d", schedKey(r.Sched), n)
+			b.put(key, ratio, "×", fmt.Sprintf("ratio of medians %.2f", f.Ns/maglev.Ns))
+			b.targetNote(key, "%s %.0f ns, maglev %.0f ns (medians, %d backends)", r.Sched, f.Ns, maglev.Ns, n)
+			fmt.Fprintf(&rows, "| %s | %d | %.0f | %.0f | %.2f |\n", r.Sched, n, f.Ns, maglev.Ns, ratio)
+		}
+	}
+	b.r.md["sched"] += "\nThe least schedulers walk the whole list: a new flow by the number of backends, over maglev's with as many " +
+		"(side by side at each length):\n\n| scheduler | backends | new flow, ns | maglev, ns | × maglev |\n|---|---:|---:|---:|---:|\n" + rows.String()
 	return nil
 }
 

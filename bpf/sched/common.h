@@ -54,10 +54,12 @@ static __always_inline __u64 sched_source_hash(const struct pkt *p, __u32 plen4,
  * entries, each chunk unrolled: a call per chunk rather than per entry,
  * and a body the verifier checks once, whatever the list's length. The
  * chunk's size is the verifier's budget against speed: 8 entries cost
- * the verifier 16k more instructions than 4, 4 about 8k more than 2, and
- * neither was measurably faster with 10 backends (lc new flow, medians
- * side by side: 425 ns with 4, 444 ns with 2, best 332 and 333). */
-enum { XLB_SCHED_CHUNK = 2 };
+ * the verifier 16k more instructions than 4, 4 about 8k more than 2. A
+ * call costs more than an entry's test: with 256 backends a new flow
+ * took (medians side by side, lc / wlc) 1871 / 1729 ns with 8, 2072 /
+ * 2403 with 4 and 2542 / 2596 with 2; with 10 backends the three are
+ * within noise. */
+enum { XLB_SCHED_CHUNK = 8 };
 
 struct sched_least_walk {
 	const struct svc_sched *s;
