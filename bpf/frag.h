@@ -372,7 +372,7 @@ static __always_inline int frag_send(struct xdp_md *ctx, const struct pkt *p,
 		return XDP_DROP;
 	}
 	if (!t->redirect)
-		return methods_send(ctx, p, r, t->rid, t->encap, n, t->h, 0, 0);
+		return methods_send(ctx, p, r, t->rid, t->encap, n, t->h, 0, 0, false);
 	rc = encap_push(ctx, p, r, t->encap, n, t->h);
 	if (rc) {
 		stats_count(rc);

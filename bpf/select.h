@@ -509,6 +509,20 @@ static __always_inline int select_sched(const struct pkt *p, const struct vip_in
 	return select_real(v, xlb_sched_new(p, id, (__u64)v->table_id << 32 | v->table_size, h), sel);
 }
 
+/* select_persists: service svc_id has persistence (an array lookup the
+ * verifier turns into a load: a service without it does not call
+ * xlb_persist_use, a call and a lookup per new flow that gave the
+ * scheduler's choice back). Looked up again rather than kept from
+ * select_sched: a pointer live across the scheduler took the fragment
+ * stage's call chain past the verifier's 512 bytes of stack ("combined
+ * stack size of 5 calls is 528"). */
+static __always_inline int select_persists(__u32 svc_id)
+{
+	struct svc_sched *s = bpf_map_lookup_elem(&xlb_svc_sched, &svc_id);
+
+	return s && s->persist_timeout;
+}
+
 /* select_new: select_sched, then, for a flow being tracked, the client's
  * persistence template (persist.h) overrides the choice or records it. */
 static __always_inline int select_new(const struct pkt *p, const struct vip_info *v, __u64 h,
@@ -517,7 +531,7 @@ static __always_inline int select_new(const struct pkt *p, const struct vip_info
 	int rc = select_sched(p, v, h, sel, stateful);
 	__u32 chosen = sel->rid, rid;
 
-	if (rc || !stateful)
+	if (rc || !stateful || !select_persists(v->svc_id))
 		return rc;
 	rid = xlb_persist_use(p, v->svc_id, chosen, now);
 	if (rid != chosen && select_real(v, rid, sel))

@@ -48,11 +48,11 @@ static __always_inline int xlb_send_too_big(struct xdp_md *ctx, const struct pkt
  * the hash of the flow it belongs to. too_big: a packet that does not fit
  * the real's egress MTU once encapsulated gets xlb_send_too_big (client
  * packets only: never an ICMP error about an ICMP error); otherwise it is
- * dropped (drop_too_big). */
+ * dropped (drop_too_big). inl: methods_send's (the entry's packets). */
 static __always_inline int xlb_send(struct xdp_md *ctx, const struct pkt *p,
 				    const struct vip_info *v, const struct node_info *n,
 				    const struct selection *sel, __u64 h, int probe,
-				    int trace, int too_big)
+				    int trace, int too_big, const bool inl)
 {
 	__u8 encap = methods_of(sel->real, v);
 	__u16 outer = methods_outer(sel->real, encap);
@@ -70,7 +70,7 @@ static __always_inline int xlb_send(struct xdp_md *ctx, const struct pkt *p,
 		stats_add(&xlb_real_stats, sel->rid, p->l3_len, sel->new_flow);
 	}
 
-	int rc = methods_send(ctx, p, sel->real, sel->rid, encap, n, h, sel->hit, !sel->hit);
+	int rc = methods_send(ctx, p, sel->real, sel->rid, encap, n, h, sel->hit, !sel->hit, inl);
 	if (trace) { /* trace.h; the payload moved by the outer headers */
 		__u32 mark = trace_marker_off(ctx, p, outer);
 

@@ -93,7 +93,7 @@ __attribute__((noinline)) int xlb_icmp(struct xdp_md *ctx, struct pkt *p)
 		stats_count(rc);
 		return XDP_DROP;
 	}
-	return xlb_send(ctx, p, v, n, &sel, h, 0, 0, 0);
+	return xlb_send(ctx, p, v, n, &sel, h, 0, 0, 0, false);
 }
 
 /* xlb_stage_icmp: ICMP or ICMPv6 that xlb_forward's parse left

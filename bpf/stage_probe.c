@@ -42,7 +42,7 @@ __attribute__((noinline)) int xlb_probe(struct xdp_md *ctx, const struct pkt *p)
 		stats_count(rc);
 		return XDP_DROP;
 	}
-	return xlb_send(ctx, p, v, n, &sel, h, 1, 0, 0);
+	return xlb_send(ctx, p, v, n, &sel, h, 1, 0, 0, false);
 }
 
 /* xlb_stage_probe: a TCP/UDP packet to a VIP that xlb_l4 found to carry a

@@ -68,20 +68,35 @@ __attribute__((noinline)) int xlb_sync_note(__u64 h, __u32 rid, __u32 prev, __u3
 	c = bpf_map_lookup_elem(&xlb_sync_conf, &zero);
 	if (!c || !c->enabled)
 		return 0;
-	n = bpf_map_lookup_elem(&xlb_node, &zero);
-	if (!n)
-		return 0;
 	state = (cur >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK;
-	kind = sync_kind(prev, cur, sync_shift(c->refresh_shift & 15, sync_timeout(n, proto, state)));
+	if (state != ((prev >> XLB_CT_STATE_SHIFT) & XLB_CT_STATE_MASK)) {
+		/* a new flow or a change of state: reported whatever the
+		 * refresh period, which needs the node's timeouts */
+		kind = sync_kind(prev, cur, 0);
+	} else {
+		n = bpf_map_lookup_elem(&xlb_node, &zero);
+		if (!n)
+			return 0;
+		kind = sync_kind(prev, cur, sync_shift(c->refresh_shift & 15, sync_timeout(n, proto, state)));
+	}
 	if (kind)
 		xlb_sync_put(h, rid, state, kind);
 	return 0;
 }
 
-/* sync_note: xlb_sync_note for the selection sel of packet p. */
+/* sync_note: xlb_sync_note for the selection sel of packet p. Whether
+ * sync is on is read here, inline (an array lookup the verifier turns
+ * into a load): with sync off, a new flow or a change of state costs no
+ * call. */
 static __always_inline void sync_note(const struct selection *sel, __u64 h, const struct pkt *p)
 {
-	if (sel->ct_cur)
+	__u32 zero = 0;
+	struct sync_conf *c;
+
+	if (!sel->ct_cur)
+		return;
+	c = bpf_map_lookup_elem(&xlb_sync_conf, &zero);
+	if (c && c->enabled)
 		xlb_sync_note(h, sel->rid, sel->ct_prev, sel->ct_cur, p->proto);
 }
 

@@ -55,17 +55,33 @@
  * without one (a backend whose next hop xlbd has not resolved yet) the
  * kernel's FIB is asked with the outer length, which reports the route's
  * MTU whether or not the neighbour is resolved. */
+/* xlb_toobig_fib is toobig_egress_mtu's answer for a real without a
+ * cached next hop, tot_len bytes going out. A global function: inline, its
+ * 64-byte lookup was zeroed on every packet (the compiler hoists the
+ * zeroing above the cached next hop's test), and in a block of its own it
+ * took the fragment stage's call chain past 512 bytes of stack. */
+__attribute__((noinline)) __u32 xlb_toobig_fib(struct xdp_md *ctx, const struct real_info *r,
+					       __u32 tot_len)
+{
+	struct bpf_fib_lookup fib = {};
+	struct node_info *n;
+	__u32 zero = 0;
+
+	n = bpf_map_lookup_elem(&xlb_node, &zero);
+	if (!r || !n)
+		return 0; /* nexthop_forward decides */
+	if (nexthop_fib(ctx, &fib, r, n, tot_len) != BPF_FIB_LKUP_RET_FRAG_NEEDED)
+		return 0; /* fits, or no route: nexthop_forward decides */
+	return fib.mtu_result ? fib.mtu_result : 1;
+}
+
 static __always_inline __u32 toobig_egress_mtu(struct xdp_md *ctx, const struct pkt *p,
 					       const struct real_info *r, const struct node_info *n,
 					       __u16 outer)
 {
-	struct bpf_fib_lookup fib = {};
-
 	if (r->flags & XLB_REAL_F_NEXTHOP)
 		return (__u32)outer + p->l3_len <= r->mtu ? 0 : r->mtu;
-	if (nexthop_fib(ctx, &fib, r, n, outer + p->l3_len) != BPF_FIB_LKUP_RET_FRAG_NEEDED)
-		return 0; /* fits, or no route: nexthop_forward decides */
-	return fib.mtu_result ? fib.mtu_result : 1;
+	return xlb_toobig_fib(ctx, r, (__u32)outer + p->l3_len);
 }
 
 /* toobig_client_mtu: the largest inner datagram that fits an egress MTU

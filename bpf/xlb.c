@@ -129,7 +129,7 @@ __attribute__((noinline)) int xlb_l4(struct xdp_md *ctx, const struct pkt *p)
 		return XDP_DROP;
 	}
 	sync_note(&sel, h, p); /* sync.h: the decision, for the peers */
-	return xlb_send(ctx, p, v, n, &sel, h, 0, 1, 1);
+	return xlb_send(ctx, p, v, n, &sel, h, 0, 1, 1, true);
 }
 
 SEC("xdp")

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/cilium/ebpf"
 	"github.com/xlbproject/xlb/internal/datapath"
@@ -119,12 +120,24 @@ func (h *harness) loadForwarder(spec *ebpf.CollectionSpec, path string) (*ebpf.C
 	if err := setVariables(spec, h.loadTimeSettings()); err != nil {
 		return nil, err
 	}
+	var cur *ebpf.CollectionSpec
+	if path != "" { // another build's: its maps may be shorter (widen.go)
+		var err error
+		if cur, err = datapath.LoadSpec(h.dpOpts); err != nil {
+			return nil, err
+		}
+	}
 	repl := map[string]*ebpf.Map{}
 	for name, ms := range spec.Maps {
 		ms.Pinning = ebpf.PinNone
 		if m := h.repl[name]; m != nil {
 			ms.MaxEntries, ms.Flags = m.MaxEntries(), m.Flags()
 			repl[name] = m
+			if cur != nil && cur.Maps[name] != nil {
+				if err := widenMap(ms, cur.Maps[name]); err != nil {
+					return nil, fmt.Errorf("%s: %w", path, err)
+				}
+			}
 		}
 	}
 	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: repl})

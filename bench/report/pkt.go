@@ -2,10 +2,12 @@ package report
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
 	"github.com/xlbproject/xlb/bench/harness"
+	"github.com/xlbproject/xlb/bench/reference"
 )
 
 // pktKeys names the report key of each harness scenario.
@@ -75,6 +77,10 @@ func (b *runner) pkt() error {
 			}
 		}
 	}
+	b.putVsStateless(xlb)
+	if err := b.pktReference(o, xlb); err != nil {
+		return err
+	}
 	if err := b.pktMemory(o, xlb); err != nil {
 		return err
 	}
@@ -121,6 +127,65 @@ func (b *runner) putForwarder(xlb harness.Results) {
 		b.r.set("ns_per_pkt_best."+key, f.Best)
 		b.r.set("ns_per_pkt_raw."+key, f.Raw)
 	}
+}
+
+// putVsStateless records each of the forwarder's figures over the same
+// job without a connection table (ns_per_pkt_stateless), measured in the
+// same run.
+func (b *runner) putVsStateless(xlb harness.Results) {
+	for _, f := range xlb.Figures {
+		key := pktKeys[f.Scenario]
+		floor, ok := b.r.Figure("ns_per_pkt_stateless." + key)
+		if key == "" || !ok || floor <= 0 {
+			continue
+		}
+		b.put("vs_stateless."+key, f.Ns/floor, "×", fmt.Sprintf("%.0f ns tracked, %.0f ns without a connection table (same run)", f.Ns, floor))
+	}
+}
+
+// referenceScenarios are the default path's scenarios, measured side by
+// side with the reference build (bench/reference).
+var referenceScenarios = []harness.Scenario{harness.TCPHit4, harness.TCPHit6, harness.UDPHit4, harness.NewFlow}
+
+// pktReference measures this build's forwarder side by side with the
+// reference build's (bench/reference: a fixed earlier forwarder, loaded
+// on this build's maps) on the default path's scenarios that xlb's run
+// has, and records this build's figure over the reference's (vs_reference,
+// targets at most 1): a regression of the default path shows in every
+// full report.
+func (b *runner) pktReference(o harness.Options, xlb harness.Results) error {
+	o.Scenarios = nil
+	for _, s := range referenceScenarios {
+		if _, ok := xlb.Figure(s); ok {
+			o.Scenarios = append(o.Scenarios, s)
+		}
+	}
+	if len(o.Scenarios) == 0 {
+		return nil
+	}
+	dir, err := os.MkdirTemp("", "xlb-bench-reference")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	path, err := reference.WriteFile(dir)
+	if err != nil {
+		return err
+	}
+	res, err := harness.MeasureBuilds([]string{path}, o)
+	if err != nil {
+		return fmt.Errorf("reference build %s: %w", reference.Name, err)
+	}
+	for _, ref := range res[1].Figures {
+		this, ok := res[0].Figure(ref.Scenario)
+		key := pktKeys[ref.Scenario]
+		if !ok || ref.Ns <= 0 {
+			continue
+		}
+		b.put("ns_per_pkt_reference."+key, ref.Ns, "ns", fmt.Sprintf("build %s, best %.0f", reference.Name, ref.Best))
+		b.put("vs_reference."+key, this.Ns/ref.Ns, "×", fmt.Sprintf("this build %.0f ns, %s %.0f ns, side by side", this.Ns, reference.Name, ref.Ns))
+	}
+	return nil
 }
 
 // pktMemory measures what separates the figures at scale from the code's

@@ -93,23 +93,35 @@ func (b *runner) tput(ctx context.Context) error {
 		}
 		b.putTputMethods(res)
 		if o.Mode == datapath.ModeNative && o.Placement == throughput.PlacementShared {
-			for _, f := range res.Figures {
-				note := fmt.Sprintf("%.0f ns CPU per packet for generator + forwarder + receiver", f.CPUNs)
-				if f.ForwarderOnlyMpps > 0 {
-					note += fmt.Sprintf("; forwarder alone %.2f Mpps (%.0f ns)", f.ForwarderOnlyMpps, f.ForwarderOnlyNs)
-				}
-				for _, bf := range res.Baseline {
-					if bf.Traffic == f.Traffic {
-						note += fmt.Sprintf("; an XDP_TX-only program in its place: %.2f Mpps", bf.CapacityMpps)
-					}
-				}
-				b.targetNote(group+"."+string(f.Traffic), "%s", note)
-			}
+			b.tputTargets(group, res, headline)
 		}
 	}
 	b.r.Details.Throughput = all
 	b.r.md["tput"] = tputMarkdown(all) + b.tputMethodsMarkdown(all)
 	return nil
+}
+
+// tputTargets notes the native shared placement's figures on their
+// targets (mpps_one_core) and records each over the reflector's, the
+// same chain with an XDP_TX-only program in the forwarder's place
+// (vs_reflector).
+func (b *runner) tputTargets(group string, res throughput.Results, headline map[throughput.Traffic]float64) {
+	for _, f := range res.Figures {
+		note := fmt.Sprintf("%.0f ns CPU per packet for generator + forwarder + receiver", f.CPUNs)
+		if f.ForwarderOnlyMpps > 0 {
+			note += fmt.Sprintf("; forwarder alone %.2f Mpps (%.0f ns)", f.ForwarderOnlyMpps, f.ForwarderOnlyNs)
+		}
+		for _, bf := range res.Baseline {
+			if bf.Traffic == f.Traffic {
+				note += fmt.Sprintf("; an XDP_TX-only program in its place: %.2f Mpps", bf.CapacityMpps)
+				if bf.CapacityMpps > 0 {
+					b.put("vs_reflector."+string(f.Traffic), headline[f.Traffic]/bf.CapacityMpps, "×",
+						fmt.Sprintf("%.2f Mpps over %.2f Mpps of the chain with an XDP_TX-only program in the forwarder's place", headline[f.Traffic], bf.CapacityMpps))
+				}
+			}
+		}
+		b.targetNote(group+"."+string(f.Traffic), "%s", note)
+	}
 }
 
 func tputMarkdown(all []throughput.Results) string {
