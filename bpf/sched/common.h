@@ -58,8 +58,9 @@ static __always_inline __u64 sched_source_hash(const struct pkt *p, __u32 plen4,
  * call costs more than an entry's test: with 256 backends a new flow
  * took (medians side by side, lc / wlc) 1871 / 1729 ns with 8, 2072 /
  * 2403 with 4 and 2542 / 2596 with 2; with 10 backends the three are
- * within noise. */
-enum { XLB_SCHED_CHUNK = 8 };
+ * within noise. 4, because with 8 the fragment stage as loaded went past
+ * the verifier budget (102k of 100k instructions, TestVerifierBudget). */
+enum { XLB_SCHED_CHUNK = 4 };
 
 struct sched_least_walk {
 	const struct svc_sched *s;
