@@ -73,7 +73,7 @@ func (s *kubeSink) SetKubernetes(ctx context.Context, d kube.Desired) (map[netip
 	return nil, nil
 }
 
-func (s *kubeSink) FileVIPs(context.Context) ([]netip.Addr, error)      { return nil, nil }
+func (s *kubeSink) FileVIPs(context.Context) ([]netip.Addr, error)    { return nil, nil }
 func (s *kubeSink) SetKubernetesStatus(context.Context, string) error { return nil }
 
 // programmed reports how many services the last commit held with n

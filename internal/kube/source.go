@@ -60,16 +60,16 @@ type Options struct {
 
 // Source follows the cluster and feeds a Sink.
 type Source struct {
-	o       Options
-	log     *slog.Logger
-	client  kubernetes.Interface
-	factory informers.SharedInformerFactory
-	svcs    cache.SharedIndexInformer
-	eps     cache.SharedIndexInformer
-	nodes   cache.SharedIndexInformer
-	model   *model
-	alloc   *Allocator
-	kick    chan struct{}
+	o        Options
+	log      *slog.Logger
+	client   kubernetes.Interface
+	factory  informers.SharedInformerFactory
+	svcs     cache.SharedIndexInformer
+	eps      cache.SharedIndexInformer
+	nodes    cache.SharedIndexInformer
+	model    *model
+	alloc    *Allocator
+	kick     chan struct{}
 	fileVIPs map[netip.Addr]bool // of the last commit
 	// leaderKick wakes the status writer; sink is Run's.
 	leaderKick chan struct{}
