@@ -81,7 +81,7 @@ var (
 
 // schedScale measures a new flow with the schedulers of schedScaleSpecs
 // side by side, at each length of schedScaleBackends (every VIP that
-// many backends): ns_per_pkt_sched_b<n>.<scheduler>.new_flow and
+// many backends): ns_per_pkt_sched.<scheduler>_b<n>.new_flow and
 // sched_vs_maglev.<scheduler>_new_flow_b<n>, over maglev's at the same
 // length (pairedRatio).
 func (b *runner) schedScale() error {
@@ -101,7 +101,7 @@ func (b *runner) schedScale() error {
 			if !ok {
 				continue
 			}
-			b.put(fmt.Sprintf("ns_per_pkt_sched_b%d.%s.new_flow", n, schedKey(r.Sched)), f.Ns, "ns", fmt.Sprintf("best %.0f", f.Best))
+			b.put(fmt.Sprintf("ns_per_pkt_sched.%s_b%d.new_flow", schedKey(r.Sched), n), f.Ns, "ns", fmt.Sprintf("best %.0f", f.Best))
 			if r.Sched == "maglev" {
 				continue
 			}
